@@ -1,0 +1,500 @@
+"""``GPULatentDirichletAllocation``: scikit-learn's LDA interface over ESCA sampling engines.
+
+The estimator validates input, chooses an engine and runs the loops; engines do the arithmetic
+(``doc/algorithm.md``). Fitted state is plain NumPy, so a model pickled on a GPU machine loads and
+transforms on one without.
+"""
+
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import psi
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.utils import check_random_state, gen_batches
+from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
+from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
+
+from ._corpus import tokens_from_counts
+from ._engines import make_engine, resolve_device
+
+
+def _to_host(X):
+    """CuPy arrays and cupyx sparse matrices to their host twins; anything else unchanged."""
+    module = type(X).__module__
+    if module.startswith("cupy"):
+        return X.get()
+    return X
+
+
+def _as_device_pattern(device):
+    return isinstance(device, str) and device.startswith("cuda:") and device[5:].isdigit()
+
+
+class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Latent Dirichlet Allocation trained by sparsity-aware ESCA sampling on a GPU or the CPU.
+
+    A drop-in for :class:`sklearn.decomposition.LatentDirichletAllocation`: the same parameters,
+    attributes and methods, trained by the ESCA algorithm (stochastic expectation maximisation with
+    sampled topic assignments; Zaheer et al. 2016, as implemented on GPUs by SaberLDA, Li et al.
+    2017) instead of variational Bayes. On a machine with CuPy and a CUDA GPU the sampler runs there;
+    elsewhere a NumPy engine runs the same algorithm with the same random numbers.
+
+    Parameters
+    ----------
+    n_components : int, default=10
+        Number of topics.
+    doc_topic_prior : float, default=None
+        Prior ``alpha`` of the document-topic distributions. None means ``1 / n_components``.
+    topic_word_prior : float, default=None
+        Prior ``beta`` of the topic-word distributions. None means ``1 / n_components``.
+    learning_method : {'batch', 'online'}, default='batch'
+        'batch' samples every token in each iteration; 'online' learns from mini-batches of
+        ``batch_size`` documents, blending each batch's statistics into the model.
+    learning_decay : float, default=0.7
+        Exponent of the online learning rate ``(learning_offset + n_batch_iter_) ** -learning_decay``.
+    learning_offset : float, default=10.0
+        Down-weights early mini-batches in online learning.
+    max_iter : int, default=100
+        Passes over the training data. Differs from scikit-learn's 10: a sampler needs more
+        passes than variational Bayes to settle (SaberLDA trains for about 100).
+    batch_size : int, default=128
+        Documents per mini-batch in online learning and ``partial_fit``.
+    evaluate_every : int, default=-1
+        Compute the training perplexity every this many iterations (0 or negative: never during
+        fitting); fitting stops once it changes by less than ``perp_tol``.
+    total_samples : int, default=1e6
+        Total number of documents assumed by ``partial_fit``.
+    perp_tol : float, default=1e-1
+        Perplexity tolerance of the stopping rule above.
+    mean_change_tol : float, default=1e-3
+        Per-document stopping tolerance of the fold-in used by ``transform`` and ``score``.
+    max_doc_update_iter : int, default=100
+        Maximum fold-in iterations per document.
+    n_jobs : int, default=None
+        Accepted for compatibility; engines parallelise internally and ignore it.
+    verbose : int, default=0
+        Print the log-likelihood and throughput of each iteration when positive.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the counter-based generator; an int gives the same model on the same hardware.
+    device : {'auto', 'cpu', 'cuda'} or 'cuda:N', default='auto'
+        Where to sample. 'auto' picks the GPU when CuPy sees one, else the CPU.
+    algorithm : {'auto', 'sparse'}, default='auto'
+        Sampler: 'sparse' is ESCA with the two-branch sparsity-aware draw. 'auto' picks it.
+    n_batch_sweeps : int, default=10
+        Sampling sweeps over each mini-batch in online learning and ``partial_fit``; statistics are
+        averaged over the second half of them.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Topic-word pseudo-counts ``B + topic_word_prior``; rows normalised give the topics.
+    exp_dirichlet_component_ : ndarray of shape (n_components, n_features)
+        ``exp(E[log(beta)])`` under a Dirichlet with parameters ``components_``, as in scikit-learn.
+    n_batch_iter_ : int
+        Number of iterations of the EM step (sweeps in batch learning, mini-batches in online).
+    n_iter_ : int
+        Number of passes over the data.
+    bound_ : float
+        Final perplexity on the training set.
+    doc_topic_prior_ : float
+        The prior actually used.
+    topic_word_prior_ : float
+        The prior actually used.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when X has string feature names.
+    device_ : str
+        Where the model was trained: 'cpu' or 'cuda:N'.
+    n_tokens_ : float
+        Number of training tokens (weighted sum for non-integer counts) in the last fit call.
+    fit_time_ : float
+        Wall-clock seconds of sampling in the last fit call.
+
+    See Also
+    --------
+    sklearn.decomposition.LatentDirichletAllocation : Variational Bayes LDA on the CPU.
+
+    Notes
+    -----
+    Non-integer counts become weighted tokens: a count ``c`` is ``ceil(c)`` tokens of weight
+    ``c / ceil(c)``, so integer counts are sampled exactly.
+
+    ``transform`` folds documents in deterministically with the topics fixed, each document on its
+    own, so its result does not depend on the other documents passed with it.
+
+    Examples
+    --------
+    >>> from sklearn_gpulda import GPULatentDirichletAllocation
+    >>> from sklearn_gpulda.datasets import make_lda_corpus
+    >>> X = make_lda_corpus(n_docs=100, n_words=200, n_topics=5, random_state=0).data
+    >>> lda = GPULatentDirichletAllocation(n_components=5, max_iter=20, random_state=0,
+    ...                                    device="cpu").fit(X)
+    >>> lda.transform(X[:2]).shape
+    (2, 5)
+    """
+
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "learning_method": [StrOptions({"batch", "online"})],
+        "learning_decay": [Interval(Real, 0, 1, closed="both")],
+        "learning_offset": [Interval(Real, 1.0, None, closed="left")],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "batch_size": [Interval(Integral, 0, None, closed="neither")],
+        "evaluate_every": [Interval(Integral, None, None, closed="neither")],
+        "total_samples": [Interval(Real, 0, None, closed="neither")],
+        "perp_tol": [Interval(Real, 0, None, closed="left")],
+        "mean_change_tol": [Interval(Real, 0, None, closed="left")],
+        "max_doc_update_iter": [Interval(Integral, 0, None, closed="left")],
+        "n_jobs": [None, Integral],
+        "verbose": ["verbose"],
+        "random_state": ["random_state"],
+        "device": [str],
+        "algorithm": [StrOptions({"auto", "sparse"})],
+        "n_batch_sweeps": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        doc_topic_prior=None,
+        topic_word_prior=None,
+        learning_method="batch",
+        learning_decay=0.7,
+        learning_offset=10.0,
+        max_iter=100,
+        batch_size=128,
+        evaluate_every=-1,
+        total_samples=1e6,
+        perp_tol=1e-1,
+        mean_change_tol=1e-3,
+        max_doc_update_iter=100,
+        n_jobs=None,
+        verbose=0,
+        random_state=None,
+        device="auto",
+        algorithm="auto",
+        n_batch_sweeps=10,
+    ):
+        self.n_components = n_components
+        self.doc_topic_prior = doc_topic_prior
+        self.topic_word_prior = topic_word_prior
+        self.learning_method = learning_method
+        self.learning_decay = learning_decay
+        self.learning_offset = learning_offset
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.evaluate_every = evaluate_every
+        self.total_samples = total_samples
+        self.perp_tol = perp_tol
+        self.mean_change_tol = mean_change_tol
+        self.max_doc_update_iter = max_doc_update_iter
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+        self.random_state = random_state
+        self.device = device
+        self.algorithm = algorithm
+        self.n_batch_sweeps = n_batch_sweeps
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+    # -- validation --------------------------------------------------------------------
+    def _check_counts(self, X, reset, whom):
+        X = validate_data(
+            self, _to_host(X), reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32]
+        )
+        check_non_negative(X, whom)
+        return X
+
+    def _init_params(self, n_features, dtype):
+        self.doc_topic_prior_ = (
+            1.0 / self.n_components if self.doc_topic_prior is None else float(self.doc_topic_prior)
+        )
+        self.topic_word_prior_ = (
+            1.0 / self.n_components if self.topic_word_prior is None else float(self.topic_word_prior)
+        )
+        if self.device not in ("auto", "cpu", "cuda") and not _as_device_pattern(self.device):
+            raise InvalidParameterError(
+                f"The 'device' parameter of {type(self).__name__} must be 'auto', 'cpu', 'cuda' "
+                f"or 'cuda:N'. Got {self.device!r} instead."
+            )
+        self.device_ = resolve_device(self.device)
+        self._seed = int(check_random_state(self.random_state).randint(np.iinfo(np.uint32).max))
+        self.n_batch_iter_ = 1
+        self.n_iter_ = 0
+
+    def _engine(self, device=None):
+        return make_engine(
+            device or self.device_,
+            self.n_components,
+            self.doc_topic_prior_,
+            self.topic_word_prior_,
+            self._seed,
+        )
+
+    def _set_components(self, topic_word, dtype):
+        self.components_ = np.asarray(topic_word, dtype=dtype)
+        self.exp_dirichlet_component_ = np.exp(
+            psi(self.components_) - psi(np.sum(self.components_, axis=1))[:, np.newaxis]
+        ).astype(dtype, copy=False)
+
+    # -- fitting ---------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Learn topics from a document-term count matrix.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Document-term counts. NumPy, SciPy sparse, CuPy and cupyx sparse inputs are accepted.
+        y : Ignored
+            Not used, present for API consistency.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        X = self._check_counts(X, reset=True, whom="GPULatentDirichletAllocation.fit")
+        self._init_params(X.shape[1], X.dtype)
+        engine = self._engine()
+        try:
+            if self.learning_method == "online":
+                self._fit_online(X, engine)
+            else:
+                self._fit_batch(X, engine)
+        finally:
+            engine.release()
+        return self
+
+    def _fit_batch(self, X, engine):
+        corpus = tokens_from_counts(X)
+        self.n_tokens_ = corpus.total_weight
+        start = time.perf_counter()
+        engine.initialize(corpus)
+        last_bound = None
+        n_iter = 0
+        for i in range(self.max_iter):
+            tic = time.perf_counter()
+            engine.sweep(i + 1)
+            n_iter = i + 1
+            self.n_batch_iter_ += 1
+            evaluate = self.evaluate_every > 0 and n_iter % self.evaluate_every == 0
+            if evaluate or self.verbose:
+                loglik = engine.log_likelihood()
+                bound = _perplexity(loglik, corpus.total_weight)
+                if self.verbose:
+                    rate = corpus.n_tokens / max(time.perf_counter() - tic, 1e-12) / 1e6
+                    print(
+                        f"iteration: {n_iter} of max_iter: {self.max_iter}, "
+                        f"log-likelihood/token: {loglik / max(corpus.total_weight, 1):.4f}, "
+                        f"perplexity: {bound:.4f}, {rate:.2f} Mtoken/s"
+                    )
+                if evaluate:
+                    if last_bound is not None and abs(last_bound - bound) < self.perp_tol:
+                        break
+                    last_bound = bound
+        self.fit_time_ = time.perf_counter() - start
+        self.n_iter_ = n_iter
+        self._set_components(engine.word_topic_counts() + self.topic_word_prior_, X.dtype)
+        self.bound_ = _perplexity(engine.log_likelihood(), corpus.total_weight)
+
+    def _fit_online(self, X, engine):
+        n_samples = X.shape[0]
+        start = time.perf_counter()
+        self.n_tokens_ = float(X.sum())
+        last_bound = None
+        n_iter = 0
+        for i in range(self.max_iter):
+            for batch in gen_batches(n_samples, self.batch_size):
+                self._online_step(X[batch], engine, n_samples, X.dtype)
+            n_iter = i + 1
+            evaluate = self.evaluate_every > 0 and n_iter % self.evaluate_every == 0
+            if evaluate or self.verbose:
+                bound = self._perplexity(X, engine)
+                if self.verbose:
+                    print(f"iteration: {n_iter} of max_iter: {self.max_iter}, perplexity: {bound:.4f}")
+                if evaluate:
+                    if last_bound is not None and abs(last_bound - bound) < self.perp_tol:
+                        break
+                    last_bound = bound
+        self.fit_time_ = time.perf_counter() - start
+        self.n_iter_ = n_iter
+        if not hasattr(self, "components_"):
+            # max_iter=0: no batch was seen; topics stay at the prior.
+            self._set_components(
+                np.full((self.n_components, X.shape[1]), self.topic_word_prior_), X.dtype
+            )
+        self.bound_ = self._perplexity(X, engine)
+
+    def _online_step(self, X, engine, total_samples, dtype):
+        corpus = tokens_from_counts(X)
+        first = not hasattr(self, "components_")
+        stats = engine.batch_statistics(
+            corpus,
+            None if first else self.components_,
+            self.n_batch_sweeps,
+            self.n_batch_iter_,
+            first,
+        )
+        target = self.topic_word_prior_ + (total_samples / max(X.shape[0], 1)) * stats
+        if first:
+            new = target
+        else:
+            rho = (self.learning_offset + self.n_batch_iter_) ** (-self.learning_decay)
+            new = (1.0 - rho) * self.components_.astype(np.float64) + rho * target
+        self._set_components(new, dtype)
+        self.n_batch_iter_ += 1
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None):
+        """Update the model with one mini-batch pass over ``X`` (online learning).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Document-term counts.
+        y : Ignored
+            Not used, present for API consistency.
+
+        Returns
+        -------
+        self : object
+            Partially fitted estimator.
+        """
+        first_time = not hasattr(self, "components_")
+        X = self._check_counts(X, reset=first_time, whom="GPULatentDirichletAllocation.partial_fit")
+        if first_time:
+            self._init_params(X.shape[1], X.dtype)
+        engine = self._engine(self._inference_device())
+        try:
+            for batch in gen_batches(X.shape[0], self.batch_size):
+                self._online_step(X[batch], engine, self.total_samples, X.dtype)
+        finally:
+            engine.release()
+        return self
+
+    # -- topics fixed ------------------------------------------------------------------------
+    def _inference_device(self):
+        """The fitted device when it is still usable here, else the CPU (models travel)."""
+        if self.device_ == "cpu":
+            return "cpu"
+        try:
+            return resolve_device(self.device_)
+        except RuntimeError:
+            warnings.warn(
+                f"model was trained on {self.device_}, which is not usable here; using the CPU",
+                RuntimeWarning,
+            )
+            return "cpu"
+
+    def _fold_in(self, X, return_loglik=False):
+        engine = self._engine(self._inference_device())
+        try:
+            return engine.fold_in(
+                X,
+                self.components_,
+                self.doc_topic_prior_,
+                self.max_doc_update_iter,
+                self.mean_change_tol,
+                return_loglik=return_loglik,
+            )
+        finally:
+            engine.release()
+
+    def transform(self, X):
+        """Document-topic distributions of ``X`` with the topics fixed.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Document-term counts.
+
+        Returns
+        -------
+        doc_topic_distr : ndarray of shape (n_samples, n_components)
+            Rows sum to one; an empty document gets the uniform distribution. Same dtype as ``X``
+            (float64 for integer input).
+        """
+        check_is_fitted(self)
+        X = self._check_counts(X, reset=False, whom="GPULatentDirichletAllocation.transform")
+        return self._fold_in(X).astype(X.dtype, copy=False)
+
+    def score(self, X, y=None):
+        """Log-likelihood of ``X`` under the model, a sum of per-document terms.
+
+        Each document is folded in with the topics fixed (as in :meth:`transform`) and scored by
+        ``sum_v n_v log(sum_k theta_k phi_kv)``. Because it is a plain sum over documents, scores of
+        disjoint folds add up to the score of their union.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Document-term counts.
+        y : Ignored
+            Not used, present for API consistency.
+
+        Returns
+        -------
+        score : float
+        """
+        check_is_fitted(self)
+        X = self._check_counts(X, reset=False, whom="GPULatentDirichletAllocation.score")
+        _, loglik = self._fold_in(X, return_loglik=True)
+        return float(loglik.sum())
+
+    def perplexity(self, X):
+        """Perplexity ``exp(-score(X) / number of tokens)``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Document-term counts.
+
+        Returns
+        -------
+        score : float
+            Perplexity; NaN when ``X`` holds no tokens.
+        """
+        check_is_fitted(self)
+        X = self._check_counts(X, reset=False, whom="GPULatentDirichletAllocation.perplexity")
+        _, loglik = self._fold_in(X, return_loglik=True)
+        return _perplexity(loglik.sum(), float(X.sum()))
+
+    def _perplexity(self, X, engine):
+        _, loglik = engine.fold_in(
+            X,
+            self.components_,
+            self.doc_topic_prior_,
+            self.max_doc_update_iter,
+            self.mean_change_tol,
+            return_loglik=True,
+        )
+        return _perplexity(loglik.sum(), float(X.sum()))
+
+    @property
+    def _n_features_out(self):
+        """Number of transformed output features."""
+        return self.components_.shape[0]
+
+
+def _perplexity(loglik, n_tokens):
+    if n_tokens <= 0:
+        return float("nan")
+    return float(np.exp(-loglik / n_tokens))
