@@ -321,9 +321,11 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         self.n_tokens_ = float(X.sum())
         last_bound = None
         n_iter = 0
+        first = True
         for i in range(self.max_iter):
             for batch in gen_batches(n_samples, self.batch_size):
-                self._online_step(X[batch], engine, n_samples, X.dtype)
+                self._online_step(X[batch], engine, n_samples, X.dtype, first)
+                first = False
             n_iter = i + 1
             evaluate = self.evaluate_every > 0 and n_iter % self.evaluate_every == 0
             if evaluate or self.verbose:
@@ -336,16 +338,15 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
                     last_bound = bound
         self.fit_time_ = time.perf_counter() - start
         self.n_iter_ = n_iter
-        if not hasattr(self, "components_"):
+        if first:
             # max_iter=0: no batch was seen; topics stay at the prior.
             self._set_components(
                 np.full((self.n_components, X.shape[1]), self.topic_word_prior_), X.dtype
             )
         self.bound_ = self._perplexity(X, engine)
 
-    def _online_step(self, X, engine, total_samples, dtype):
+    def _online_step(self, X, engine, total_samples, dtype, first):
         corpus = tokens_from_counts(X)
-        first = not hasattr(self, "components_")
         stats = engine.batch_statistics(
             corpus,
             None if first else self.components_,
@@ -385,7 +386,8 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         engine = self._engine(self._inference_device())
         try:
             for batch in gen_batches(X.shape[0], self.batch_size):
-                self._online_step(X[batch], engine, self.total_samples, X.dtype)
+                self._online_step(X[batch], engine, self.total_samples, X.dtype, first_time)
+                first_time = False
         finally:
             engine.release()
         return self
