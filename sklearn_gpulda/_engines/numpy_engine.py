@@ -101,6 +101,35 @@ def _sparse_mass(doc, word, doc_topic, tables):
     return out
 
 
+def _available_memory():
+    """Bytes of host memory available now (Linux), or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_host_memory(n_docs, n_words, n_tokens, n_topics):
+    """Raise before allocating when the dense counts of this engine cannot fit in host memory.
+
+    The engine holds A (D x K, float32), B, Bhat and its running sum (V x K, float32 each), float64
+    count temporaries of the same shapes, and about 24 bytes per token.
+    """
+    need = 12 * n_docs * n_topics + 20 * n_words * n_topics + 24 * n_tokens
+    have = _available_memory()
+    if have is not None and need > have:
+        gib = 1 << 30
+        raise MemoryError(
+            f"n_components={n_topics} with {n_docs} documents and {n_words} words needs about "
+            f"{need / gib:.1f} GiB of host memory for the CPU engine, but only {have / gib:.1f} GiB "
+            "is available; use fewer topics, fewer documents per call (partial_fit), or a GPU"
+        )
+
+
 def _count(index, topics, weight, n_rows, n_topics):
     """Weighted counts of (row, topic) pairs as float64 of shape (n_rows, n_topics)."""
     flat = index.astype(np.int64) * n_topics + topics
@@ -123,6 +152,7 @@ class NumpyEngine(Engine):
         return np.arange(self.corpus.n_tokens, dtype=np.int64)
 
     def initialize(self, corpus):
+        check_host_memory(corpus.n_docs, corpus.n_words, corpus.n_tokens, self.n_topics)
         self.corpus = corpus
         z = _random.token_topic(self.seed, 0, _random.STREAM_INIT, self._token_index(), self.n_topics)
         self._set(z)
@@ -170,6 +200,7 @@ class NumpyEngine(Engine):
 
     def batch_statistics(self, corpus, components, n_sweeps, iteration, first):
         n_topics, n_words = self.n_topics, corpus.n_words
+        check_host_memory(corpus.n_docs, n_words, corpus.n_tokens, n_topics)
         t = np.arange(corpus.n_tokens, dtype=np.int64)
         z = _random.token_topic(self.seed, iteration, _random.STREAM_BATCH_INIT, t, n_topics)
         a = _count(corpus.doc, z, corpus.weight, corpus.n_docs, n_topics).astype(np.float32)
