@@ -1,0 +1,360 @@
+"""GPULatentDirichletAllocation: behaviour a scikit-learn user relies on, on real and planted data."""
+
+import io
+import pickle
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import joblib
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
+from sklearn.decomposition import LatentDirichletAllocation
+from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
+from sklearn.utils._param_validation import InvalidParameterError
+
+from sklearn_gpulda import GPULatentDirichletAllocation
+from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
+from sklearn_gpulda.metrics import document_completion
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(scope="module")
+def kjv():
+    return load_kjv_chapters()
+
+
+@pytest.fixture(scope="module")
+def small_model(kjv):
+    return GPULatentDirichletAllocation(8, max_iter=15, random_state=0, device="cpu").fit(kjv.data[:300])
+
+
+def _lda(**kw):
+    kw.setdefault("device", "cpu")
+    kw.setdefault("random_state", 0)
+    return GPULatentDirichletAllocation(**kw)
+
+
+# -- what it learns -------------------------------------------------------------------------
+def test_planted_topics_are_recovered():
+    data = make_lda_corpus(n_docs=1000, n_words=400, n_topics=8, doc_length=120, alpha=0.1, beta=0.05,
+                           random_state=3)
+    model = _lda(n_components=8, max_iter=100, doc_topic_prior=0.1, topic_word_prior=0.05).fit(data.data)
+    learned = model.components_ / model.components_.sum(axis=1, keepdims=True)
+    true = data.topic_word
+    # Hellinger affinity (Bhattacharyya coefficient) between every true and learned topic.
+    affinity = np.sqrt(true) @ np.sqrt(learned).T
+    rows, cols = linear_sum_assignment(-affinity)
+    assert affinity[rows, cols].min() > 0.98
+
+
+def test_held_out_likelihood_not_worse_than_scikit_learn(kjv):
+    X = kjv.data
+    order = np.random.default_rng(0).permutation(X.shape[0])
+    train, test = X[order[:1070]], X[order[1070:]]
+    k = 20
+    ours = _lda(n_components=k, max_iter=100).fit(train)
+    theirs = LatentDirichletAllocation(n_components=k, learning_method="batch", random_state=0).fit(train)
+    ours_dc = document_completion(test, ours.components_, 1.0 / k, random_state=0)
+    theirs_dc = document_completion(test, theirs.components_, 1.0 / k, random_state=0)
+    assert ours_dc.per_token >= theirs_dc.per_token
+
+
+def test_more_iterations_lower_training_perplexity(kjv):
+    short = _lda(n_components=10, max_iter=2).fit(kjv.data[:400])
+    long = _lda(n_components=10, max_iter=30).fit(kjv.data[:400])
+    assert long.bound_ < short.bound_
+
+
+# -- the fitted model ---------------------------------------------------------------------------
+def test_fitted_attributes(small_model, kjv):
+    m = small_model
+    assert m.components_.shape == (8, kjv.data.shape[1])
+    assert m.exp_dirichlet_component_.shape == m.components_.shape
+    assert m.n_features_in_ == kjv.data.shape[1]
+    assert m.n_iter_ == 15
+    assert m.n_batch_iter_ == 16
+    assert m.doc_topic_prior_ == m.topic_word_prior_ == 1 / 8
+    assert m.device_ == "cpu"
+    assert m.n_tokens_ == kjv.data[:300].sum()
+    # components_ are the word-topic counts plus the prior: they add up to tokens + K V beta.
+    np.testing.assert_allclose(m.components_.sum(), m.n_tokens_ + 8 * kjv.data.shape[1] / 8)
+    assert np.isfinite(m.bound_) and m.bound_ > 1
+
+
+def test_transform_rows_are_distributions(small_model, kjv):
+    theta = small_model.transform(kjv.data[300:340])
+    assert theta.shape == (40, 8)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0)
+    assert (theta > 0).all()
+
+
+def test_all_zero_documents_get_uniform_distribution(small_model, kjv):
+    X = sp.vstack([kjv.data[:1], sp.csr_matrix((2, kjv.data.shape[1]))]).tocsr()
+    theta = small_model.transform(X)
+    np.testing.assert_array_equal(theta[1:], np.full((2, 8), 1 / 8))
+
+
+def test_fit_on_all_zero_documents_is_allowed(kjv):
+    X = sp.vstack([kjv.data[:20], sp.csr_matrix((5, kjv.data.shape[1]))]).tocsr()
+    model = _lda(n_components=3, max_iter=3).fit(X)
+    np.testing.assert_array_equal(model.transform(X[20:]), np.full((5, 3), 1 / 3))
+
+
+def test_fit_transform_matches_fit_then_transform(kjv):
+    X = kjv.data[:200]
+    a = _lda(n_components=5, max_iter=5).fit_transform(X)
+    b = _lda(n_components=5, max_iter=5).fit(X).transform(X)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dtype_is_preserved(kjv, dtype):
+    X = kjv.data[:100].astype(dtype)
+    model = _lda(n_components=4, max_iter=3).fit(X)
+    assert model.components_.dtype == dtype
+    assert model.transform(X).dtype == dtype
+
+
+def test_same_random_state_same_model(kjv):
+    X = kjv.data[:150]
+    a = _lda(n_components=6, max_iter=5, random_state=11).fit(X)
+    b = _lda(n_components=6, max_iter=5, random_state=11).fit(X)
+    c = _lda(n_components=6, max_iter=5, random_state=12).fit(X)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    assert not np.array_equal(a.components_, c.components_)
+
+
+def test_score_adds_up_across_folds(small_model, kjv):
+    a, b = kjv.data[300:350], kjv.data[350:420]
+    both = sp.vstack([a, b]).tocsr()
+    assert small_model.score(a) + small_model.score(b) == pytest.approx(small_model.score(both), rel=1e-12)
+
+
+def test_perplexity_is_exp_of_minus_score_per_token(small_model, kjv):
+    X = kjv.data[300:350]
+    expected = np.exp(-small_model.score(X) / X.sum())
+    assert small_model.perplexity(X) == pytest.approx(expected, rel=1e-12)
+
+
+def test_perplexity_and_score_leave_n_features_in_alone(small_model, kjv):
+    n = small_model.n_features_in_
+    small_model.perplexity(kjv.data[:5])
+    small_model.score(kjv.data[:5])
+    assert small_model.n_features_in_ == n
+
+
+def test_feature_names_out(small_model):
+    names = small_model.get_feature_names_out()
+    assert list(names) == [f"gpulatentdirichletallocation{i}" for i in range(8)]
+
+
+def test_set_output_pandas(small_model, kjv):
+    pd = pytest.importorskip("pandas")
+    model = pickle.loads(pickle.dumps(small_model)).set_output(transform="pandas")
+    out = model.transform(kjv.data[:3].toarray())
+    assert isinstance(out, pd.DataFrame) and list(out.columns) == list(model.get_feature_names_out())
+
+
+def test_verbose_prints_likelihood_and_throughput(kjv):
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        _lda(n_components=3, max_iter=2, verbose=1).fit(kjv.data[:50])
+    lines = buf.getvalue().strip().splitlines()
+    assert len(lines) == 2
+    assert "log-likelihood/token" in lines[0] and "Mtoken/s" in lines[0]
+
+
+def test_evaluate_every_stops_early_on_perp_tol(kjv):
+    model = _lda(n_components=3, max_iter=50, evaluate_every=1, perp_tol=1e6).fit(kjv.data[:50])
+    assert model.n_iter_ == 2
+
+
+def test_non_integer_counts_are_weighted_tokens(kjv):
+    X = kjv.data[:80].astype(np.float64) * 0.5
+    model = _lda(n_components=4, max_iter=3).fit(X)
+    assert model.n_tokens_ == pytest.approx(X.sum())
+    np.testing.assert_allclose(model.components_.sum(), X.sum() + 4 * X.shape[1] * 0.25, rtol=1e-6)
+
+
+# -- online learning -----------------------------------------------------------------------
+def test_partial_fit_improves_held_out_perplexity(kjv):
+    X = kjv.data
+    order = np.random.default_rng(0).permutation(X.shape[0])
+    train, test = X[order[:1000]], X[order[1000:]]
+    model = _lda(n_components=10, batch_size=100, total_samples=1000)
+    perplexities = []
+    for epoch in range(3):
+        model.partial_fit(train)
+        perplexities.append(model.perplexity(test))
+    assert model.n_batch_iter_ == 31
+    assert perplexities[-1] < perplexities[0]
+
+
+def test_online_fit_reaches_batch_quality_ballpark(kjv):
+    X = kjv.data
+    order = np.random.default_rng(1).permutation(X.shape[0])
+    train, test = X[order[:1000]], X[order[1000:]]
+    online = _lda(n_components=10, learning_method="online", max_iter=5, batch_size=200).fit(train)
+    uniform = _lda(n_components=10, max_iter=0).fit(train)
+    assert online.perplexity(test) < 0.8 * uniform.perplexity(test)
+
+
+def test_partial_fit_after_fit_keeps_learning(small_model, kjv):
+    model = pickle.loads(pickle.dumps(small_model))
+    before = model.components_.copy()
+    model.partial_fit(kjv.data[300:400])
+    assert model.n_batch_iter_ == small_model.n_batch_iter_ + 1
+    assert not np.array_equal(before, model.components_)
+
+
+def test_partial_fit_rejects_other_vocabulary(small_model, kjv):
+    model = pickle.loads(pickle.dumps(small_model))
+    with pytest.raises(ValueError, match="features"):
+        model.partial_fit(kjv.data[:10, :100])
+
+
+# -- scikit-learn integration ---------------------------------------------------------------
+def _kjv_texts(kjv, n_docs):
+    """Raw text rebuilt from the real corpus: each chapter's words repeated by their counts."""
+    names = np.asarray(kjv.feature_names)
+    X = kjv.data[:n_docs].tocsr()
+    texts = []
+    for d in range(n_docs):
+        row = X[d]
+        texts.append(" ".join(np.repeat(names[row.indices], row.data.astype(int))))
+    return texts
+
+
+def test_pipeline_after_count_vectorizer(kjv):
+    texts = _kjv_texts(kjv, 150)
+    pipe = Pipeline([("counts", CountVectorizer()), ("lda", _lda(n_components=5, max_iter=10))])
+    theta = pipe.fit_transform(texts)
+    assert theta.shape == (150, 5)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0)
+    assert pipe.transform(["lord god israel"]).shape == (1, 5)
+
+
+def test_pipeline_on_20_newsgroups_raw_text():
+    archive = SHARED / "20newsgroups_bydate" / "20news-bydate.tar.gz"
+    if not archive.exists():
+        pytest.skip("../shared/data/20newsgroups_bydate is absent")
+    import tarfile
+
+    texts = []
+    with tarfile.open(archive) as tar:
+        for member in tar:
+            if member.isfile() and "20news-bydate-train/sci.space/" in member.name:
+                texts.append(tar.extractfile(member).read().decode("latin-1"))
+            if len(texts) == 200:
+                break
+    pipe = Pipeline([
+        ("counts", CountVectorizer(stop_words="english", min_df=2)),
+        ("lda", _lda(n_components=5, max_iter=20)),
+    ])
+    pipe.fit(texts)
+    words = pipe[0].get_feature_names_out()
+    top = {words[i] for row in pipe[1].components_ for i in np.argsort(row)[-10:]}
+    assert {"space", "nasa"} & top
+
+
+def test_grid_search_over_components_and_priors(kjv):
+    search = GridSearchCV(
+        _lda(max_iter=5),
+        {"n_components": [3, 6], "doc_topic_prior": [0.1, 0.5]},
+        cv=3,
+    )
+    search.fit(kjv.data[:240])
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+    assert search.best_estimator_.components_.shape[0] == search.best_params_["n_components"]
+
+
+def test_joblib_round_trip_read_only(small_model, kjv, tmp_path):
+    path = tmp_path / "model.joblib"
+    joblib.dump(small_model, path)
+    loaded = joblib.load(path, mmap_mode="r")
+    np.testing.assert_array_equal(loaded.transform(kjv.data[300:320]), small_model.transform(kjv.data[300:320]))
+
+
+def test_model_trained_on_gpu_transforms_without_one(small_model, kjv, monkeypatch):
+    import sklearn_gpulda._engines as engines
+
+    monkeypatch.setattr(engines, "_cuda_available", lambda: False)
+    model = pickle.loads(pickle.dumps(small_model))
+    model.device_ = "cuda:0"
+    with pytest.warns(RuntimeWarning, match="not usable here"):
+        theta = model.transform(kjv.data[300:310])
+    np.testing.assert_array_equal(theta, small_model.transform(kjv.data[300:310]))
+
+
+# -- bad input ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "value, match", [(-1.0, "Negative values"), (np.nan, "NaN"), (np.inf, "infinity")]
+)
+@pytest.mark.parametrize("method", ["fit", "partial_fit", "transform", "score", "perplexity"])
+def test_bad_counts_are_rejected(small_model, kjv, value, match, method):
+    X = kjv.data[:20].toarray().astype(np.float64)
+    X[3, 5] = value
+    model = pickle.loads(pickle.dumps(small_model)) if method != "fit" else _lda(n_components=3)
+    before = getattr(model, "components_", None)
+    before = None if before is None else before.copy()
+    with pytest.raises(ValueError, match=match):
+        getattr(model, method)(X)
+    if before is not None:
+        np.testing.assert_array_equal(model.components_, before)
+
+
+@pytest.mark.parametrize("method", ["transform", "score", "perplexity", "partial_fit"])
+def test_wrong_number_of_columns_leaves_model_unchanged(small_model, kjv, method):
+    model = pickle.loads(pickle.dumps(small_model))
+    before = model.components_.copy()
+    with pytest.raises(ValueError, match=f"X has 100 features, but .* is expecting {kjv.data.shape[1]}"):
+        getattr(model, method)(kjv.data[:5, :100])
+    np.testing.assert_array_equal(model.components_, before)
+    assert model.n_features_in_ == kjv.data.shape[1]
+
+
+@pytest.mark.parametrize(
+    "X, match",
+    [
+        (np.arange(5.0), "Expected 2D"),
+        (np.zeros((0, 5)), "0 sample"),
+        (np.zeros((5, 0)), "0 feature"),
+    ],
+)
+def test_degenerate_shapes_are_rejected(X, match):
+    with pytest.raises(ValueError, match=match):
+        _lda(n_components=2).fit(X)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"n_components": 0}, "n_components"),
+        ({"doc_topic_prior": -0.1}, "doc_topic_prior"),
+        ({"topic_word_prior": 0.0}, "topic_word_prior"),
+        ({"learning_method": "gibbs"}, "learning_method"),
+        ({"device": "tpu"}, "device"),
+        ({"n_batch_sweeps": 0}, "n_batch_sweeps"),
+    ],
+)
+def test_parameters_out_of_range(params, match, kjv):
+    with pytest.raises(InvalidParameterError, match=match):
+        _lda(**params).fit(kjv.data[:10])
+
+
+def test_too_many_topics_for_memory_is_refused_before_allocating(kjv):
+    with pytest.raises(MemoryError, match="n_components=2000000000"):
+        _lda(n_components=2_000_000_000, max_iter=1).fit(kjv.data[:10])
+
+
+def test_explicit_gpu_without_one_says_so(kjv, monkeypatch):
+    import sklearn_gpulda._engines as engines
+
+    monkeypatch.setattr(engines, "_cuda_available", lambda: False)
+    with pytest.raises(RuntimeError, match="needs CuPy and a CUDA GPU"):
+        _lda(n_components=2, device="cuda").fit(kjv.data[:10])
