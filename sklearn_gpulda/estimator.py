@@ -110,7 +110,7 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         The prior actually used.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when X has string feature names.
     device_ : str
         Where the model was trained: 'cpu' or 'cuda:N'.
