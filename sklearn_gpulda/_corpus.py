@@ -72,22 +72,46 @@ def tokens_from_counts(X):
     corpus : TokenCorpus
     """
     X = sp.csr_matrix(X, copy=True)
+    # Duplicate entries of a non-canonical matrix are one count, not separate weighted tokens.
+    X.sum_duplicates()
     X.eliminate_zeros()
-    X.sort_indices()
-    data = np.asarray(X.data, dtype=np.float64)
-    reps = np.ceil(data).astype(np.int64)
     n_docs, n_words = X.shape
-    row_nnz = np.diff(X.indptr)
-    doc_of_nnz = np.repeat(np.arange(n_docs, dtype=np.int32), row_nnz)
-    tok_per_doc = np.bincount(doc_of_nnz, weights=reps, minlength=n_docs).astype(np.int64)
-    doc_ptr = np.zeros(n_docs + 1, dtype=np.int64)
-    np.cumsum(tok_per_doc, out=doc_ptr[1:])
-    doc = np.repeat(doc_of_nnz, reps)
+    if np.issubdtype(X.data.dtype, np.integer):
+        # Integer counts are their own token counts: skip the float round trip.
+        reps = X.data.astype(np.int64, copy=False)
+        integral = True
+    else:
+        data = np.asarray(X.data, dtype=np.float64)
+        reps = np.ceil(data).astype(np.int64)
+        integral = np.array_equal(reps, data)
+    # Token offsets of every non-zero; a document's tokens start where its first non-zero's do.
+    nz_ptr = np.zeros(X.nnz + 1, dtype=np.int64)
+    np.cumsum(reps, out=nz_ptr[1:])
+    doc_ptr = nz_ptr[X.indptr]
+    # Repeating one id per document (not per non-zero) is much cheaper at 100 M tokens.
+    doc = np.repeat(np.arange(n_docs, dtype=np.int32), np.diff(doc_ptr))
     word = np.repeat(X.indices.astype(np.int32, copy=False), reps)
     weight = None
-    if np.any(reps != data):
+    if not integral:
         weight = np.repeat((data / reps).astype(np.float32), reps)
     return TokenCorpus(n_docs, n_words, doc_ptr, doc, word, weight)
+
+
+def _stable_counting_sort(keys, n_keys, offset=0):
+    """Positions ``offset + i`` sorted by ``keys[i]`` (stable), and the bucket pointers.
+
+    SciPy's CSR -> CSC conversion is a linear-time stable counting sort written in C++: a single
+    row whose column indices are the keys and whose values are the positions comes back with the
+    values grouped by key, in their original order inside a key. At 100 M tokens this is several
+    times faster than ``np.argsort(kind="stable")``.
+    """
+    n = keys.size
+    row = sp.csr_matrix(
+        (np.arange(offset, offset + n, dtype=np.int64), keys, np.array([0, n], dtype=np.int64)),
+        shape=(1, n_keys),
+    )
+    by_key = row.tocsc()
+    return by_key.data, by_key.indptr.astype(np.int64, copy=False)
 
 
 def frequency_relabel(word_frequencies):
@@ -169,11 +193,7 @@ def pdow_chunks(corpus, new_of_old, max_tokens):
     bounds = chunk_bounds(corpus.doc_ptr, max_tokens)
     for d0, d1 in zip(bounds[:-1], bounds[1:]):
         t0, t1 = corpus.doc_ptr[d0], corpus.doc_ptr[d1]
-        order = np.argsort(relabelled[t0:t1], kind="stable")
-        token = order.astype(np.int64) + t0
-        counts = np.bincount(relabelled[t0:t1], minlength=corpus.n_words)
-        word_ptr = np.zeros(corpus.n_words + 1, dtype=np.int64)
-        np.cumsum(counts, out=word_ptr[1:])
+        token, word_ptr = _stable_counting_sort(relabelled[t0:t1], corpus.n_words, int(t0))
         chunks.append(PDOWChunk(int(d0), int(d1), token, word_ptr))
     return chunks
 
@@ -229,12 +249,12 @@ def segmented_csr(corpus, new_of_old, docs_per_batch, panel_width):
     batch_bounds[-1] = corpus.n_docs
     batch_bounds = np.unique(batch_bounds)
     n_batches = batch_bounds.size - 1
-    batch = (corpus.doc // docs_per_batch).astype(np.int64)
-    panel = (new_of_old[corpus.word] // panel_width).astype(np.int64)
-    tile = batch * n_panels + panel
+    n_tiles = n_batches * n_panels
+    # Tile ids in 32 bits when they fit: half the memory traffic of int64 on 100 M tokens.
+    tile_dtype = np.int32 if n_tiles <= np.iinfo(np.int32).max else np.int64
+    tile = (corpus.doc // docs_per_batch).astype(tile_dtype)
+    tile *= n_panels
+    tile += new_of_old[corpus.word] // panel_width
     # Canonical order is already by document, so a stable sort by tile keeps CSR order inside it.
-    token = np.argsort(tile, kind="stable").astype(np.int64)
-    counts = np.bincount(tile, minlength=n_batches * n_panels)
-    tile_ptr = np.zeros(n_batches * n_panels + 1, dtype=np.int64)
-    np.cumsum(counts, out=tile_ptr[1:])
+    token, tile_ptr = _stable_counting_sort(tile, n_tiles)
     return SegmentedCSR(batch_bounds, int(panel_width), int(n_panels), token, tile_ptr)

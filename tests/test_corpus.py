@@ -1,0 +1,238 @@
+"""Token conversion and token layouts of ``sklearn_gpulda._corpus``.
+
+Checked on the bundled King James Bible (real, skewed word frequencies, one very long chapter:
+Psalm 119) and on a synthetic LDA corpus, never on hand-typed matrices.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sklearn_gpulda._corpus import (
+    chunk_bounds,
+    frequency_relabel,
+    pdow_chunks,
+    segmented_csr,
+    tokens_from_counts,
+)
+from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
+
+
+@pytest.fixture(scope="module")
+def kjv():
+    return load_kjv_chapters().data
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    return make_lda_corpus(n_docs=300, n_words=700, n_topics=8, doc_length=60,
+                           random_state=3).data
+
+
+@pytest.fixture(scope="module", params=["kjv", "synthetic"])
+def counts(request):
+    return request.getfixturevalue(request.param)
+
+
+def _recount(corpus):
+    """Rebuild the count matrix from the tokens (weights summed per document and word)."""
+    weight = np.ones(corpus.n_tokens) if corpus.weight is None else corpus.weight
+    return sp.csr_matrix(
+        (weight.astype(np.float64), (corpus.doc, corpus.word)),
+        shape=(corpus.n_docs, corpus.n_words),
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# tokens_from_counts
+# --------------------------------------------------------------------------------------------------
+
+
+def test_tokens_round_trip(counts):
+    corpus = tokens_from_counts(counts)
+    assert corpus.weight is None  # integer counts: unweighted tokens
+    assert (corpus.n_docs, corpus.n_words) == counts.shape
+    assert corpus.n_tokens == counts.sum()
+    assert corpus.doc.dtype == np.int32 and corpus.word.dtype == np.int32
+    assert (_recount(corpus) != counts).nnz == 0
+
+    # Canonical order: by document, then by vocabulary id inside a document.
+    assert np.all(np.diff(corpus.doc) >= 0)
+    same_doc = np.diff(corpus.doc) == 0
+    assert np.all(np.diff(corpus.word)[same_doc] >= 0)
+    np.testing.assert_array_equal(corpus.doc_ptr[1:], np.cumsum(counts.sum(axis=1).A1))
+    np.testing.assert_array_equal(
+        corpus.doc, np.repeat(np.arange(corpus.n_docs), np.diff(corpus.doc_ptr))
+    )
+    np.testing.assert_array_equal(corpus.doc_lengths(), counts.sum(axis=1).A1)
+    np.testing.assert_array_equal(corpus.word_frequencies(), counts.sum(axis=0).A1)
+    assert corpus.total_weight == counts.sum()
+
+
+def test_tokens_from_dense_and_float_integers(kjv):
+    subset = kjv[:40]
+    reference = tokens_from_counts(subset)
+    for variant in (subset.toarray(), subset.astype(np.float64), subset.tocoo()):
+        corpus = tokens_from_counts(variant)
+        assert corpus.weight is None
+        np.testing.assert_array_equal(corpus.doc, reference.doc)
+        np.testing.assert_array_equal(corpus.word, reference.word)
+
+
+def test_weights_for_non_integer_counts(kjv):
+    X = kjv.astype(np.float64) * 0.6  # 1 -> 0.6, 2 -> 1.2, 5 -> 3.0 (integer again), ...
+    corpus = tokens_from_counts(X)
+    assert corpus.weight is not None and corpus.weight.dtype == np.float32
+    # Each non-zero c expands into ceil(c) tokens of weight c / ceil(c).
+    assert corpus.n_tokens == np.ceil(X.data).sum()
+    tokens_per_nz = np.ceil(X.data).astype(np.int64)
+    np.testing.assert_allclose(
+        corpus.weight, np.repeat(X.data / tokens_per_nz, tokens_per_nz), rtol=1e-6
+    )
+    assert np.all((corpus.weight > 0) & (corpus.weight <= 1))
+    np.testing.assert_allclose(_recount(corpus).toarray(), X.toarray(), rtol=1e-6)
+    np.testing.assert_allclose(corpus.total_weight, X.sum(), rtol=1e-6)
+    np.testing.assert_allclose(corpus.doc_lengths(), X.sum(axis=1).A1, rtol=1e-6)
+    np.testing.assert_allclose(corpus.word_frequencies(), X.sum(axis=0).A1, rtol=1e-6)
+
+
+def test_explicit_zeros_give_no_tokens(kjv):
+    X = kjv[:60].copy()
+    X.data[::3] = 0  # stored, but zero
+    assert X.nnz == kjv[:60].nnz
+    clean = X.copy()
+    clean.eliminate_zeros()
+    corpus = tokens_from_counts(X)
+    reference = tokens_from_counts(clean)
+    np.testing.assert_array_equal(corpus.doc, reference.doc)
+    np.testing.assert_array_equal(corpus.word, reference.word)
+    np.testing.assert_array_equal(corpus.doc_ptr, reference.doc_ptr)
+    assert X.nnz == kjv[:60].nnz  # the caller's matrix is left alone
+
+
+def test_empty_documents_and_unsorted_input(synthetic):
+    X = sp.vstack([sp.csr_matrix((2, synthetic.shape[1]), dtype=np.int64), synthetic[:20],
+                   sp.csr_matrix((3, synthetic.shape[1]), dtype=np.int64)]).tocsr()
+    # Reverse the column order inside every row: tokens must still come out in canonical order.
+    shuffled = X.copy()
+    for r in range(shuffled.shape[0]):
+        lo, hi = shuffled.indptr[r], shuffled.indptr[r + 1]
+        shuffled.indices[lo:hi] = shuffled.indices[lo:hi][::-1].copy()
+        shuffled.data[lo:hi] = shuffled.data[lo:hi][::-1].copy()
+    shuffled.has_sorted_indices = False
+    corpus = tokens_from_counts(shuffled)
+    reference = tokens_from_counts(X)
+    np.testing.assert_array_equal(corpus.word, reference.word)
+    assert np.all(np.diff(corpus.doc_ptr)[:2] == 0) and np.all(np.diff(corpus.doc_ptr)[-3:] == 0)
+    assert (_recount(corpus) != X).nnz == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# frequency_relabel
+# --------------------------------------------------------------------------------------------------
+
+
+def test_frequency_relabel(counts):
+    freq = tokens_from_counts(counts).word_frequencies()
+    new_of_old, old_of_new = frequency_relabel(freq)
+    assert new_of_old.dtype == np.int32 and old_of_new.dtype == np.int32
+    np.testing.assert_array_equal(np.sort(old_of_new), np.arange(freq.size))
+    np.testing.assert_array_equal(new_of_old[old_of_new], np.arange(freq.size))
+    relabelled = freq[old_of_new]
+    assert np.all(np.diff(relabelled) <= 0)  # id 0 is the most frequent word
+    ties = np.diff(relabelled) == 0
+    assert np.all(np.diff(old_of_new)[ties] > 0)  # equal frequencies keep the old order
+    assert relabelled[0] == freq.max()
+
+
+# --------------------------------------------------------------------------------------------------
+# PDOW chunks
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_pdow(corpus, new_of_old, max_tokens):
+    chunks = pdow_chunks(corpus, new_of_old, max_tokens)
+    relabelled = new_of_old[corpus.word]
+    lengths = np.diff(corpus.doc_ptr)
+    # Chunks are consecutive document ranges that tile the corpus.
+    assert chunks[0].doc_begin == 0 and chunks[-1].doc_end == corpus.n_docs
+    for left, right in zip(chunks[:-1], chunks[1:]):
+        assert left.doc_end == right.doc_begin
+    all_tokens = np.concatenate([c.token for c in chunks])
+    np.testing.assert_array_equal(np.sort(all_tokens), np.arange(corpus.n_tokens))
+    for c in chunks:
+        n_chunk = corpus.doc_ptr[c.doc_end] - corpus.doc_ptr[c.doc_begin]
+        assert c.token.size == n_chunk
+        assert n_chunk <= max_tokens or c.doc_end - c.doc_begin == 1
+        if c.doc_end < corpus.n_docs:
+            # Greedy: the next document would not have fitted.
+            assert n_chunk + lengths[c.doc_end] > max_tokens
+        docs = corpus.doc[c.token]
+        assert docs.min() >= c.doc_begin and docs.max() < c.doc_end
+        words = relabelled[c.token]
+        assert np.all(np.diff(words) >= 0)  # ordered by relabelled word
+        same_word = np.diff(words) == 0
+        assert np.all(np.diff(c.token)[same_word] > 0)  # then by canonical index
+        assert c.word_ptr.shape == (corpus.n_words + 1,) and c.word_ptr[-1] == c.token.size
+        np.testing.assert_array_equal(
+            words, np.repeat(np.arange(corpus.n_words), np.diff(c.word_ptr))
+        )
+    return chunks
+
+
+def test_pdow_chunks(counts):
+    corpus = tokens_from_counts(counts)
+    new_of_old, _ = frequency_relabel(corpus.word_frequencies())
+    single = _check_pdow(corpus, new_of_old, corpus.n_tokens)
+    assert len(single) == 1
+    longest = int(np.diff(corpus.doc_ptr).max())
+    several = _check_pdow(corpus, new_of_old, max(1, longest // 2))
+    # Budget below the longest document: that document must sit alone in an oversized chunk.
+    assert any(c.token.size > longest // 2 and c.doc_end - c.doc_begin == 1 for c in several)
+    per_doc = _check_pdow(corpus, new_of_old, 1)
+    assert len(per_doc) == corpus.n_docs
+
+
+def test_chunk_bounds_rejects_bad_budget(kjv):
+    corpus = tokens_from_counts(kjv[:5])
+    with pytest.raises(ValueError, match="max_tokens"):
+        chunk_bounds(corpus.doc_ptr, 0)
+
+
+# --------------------------------------------------------------------------------------------------
+# segmented CSR
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("docs_per_batch, panel_width", [(100, 256), (7, 1000), (5000, 50000)])
+def test_segmented_csr(counts, docs_per_batch, panel_width):
+    corpus = tokens_from_counts(counts)
+    new_of_old, _ = frequency_relabel(corpus.word_frequencies())
+    tiles = segmented_csr(corpus, new_of_old, docs_per_batch, panel_width)
+    n_batches = -(-corpus.n_docs // docs_per_batch)
+    assert tiles.n_panels == -(-corpus.n_words // panel_width)
+    np.testing.assert_array_equal(
+        tiles.batch_bounds, np.minimum(np.arange(n_batches + 1) * docs_per_batch, corpus.n_docs)
+    )
+    assert tiles.tile_ptr.shape == (n_batches * tiles.n_panels + 1,)
+    np.testing.assert_array_equal(np.sort(tiles.token), np.arange(corpus.n_tokens))
+
+    tile = np.repeat(np.arange(n_batches * tiles.n_panels), np.diff(tiles.tile_ptr))
+    batch, panel = tile // tiles.n_panels, tile % tiles.n_panels
+    docs = corpus.doc[tiles.token]
+    words = new_of_old[corpus.word[tiles.token]]
+    assert np.all(docs >= tiles.batch_bounds[batch])
+    assert np.all(docs < tiles.batch_bounds[batch + 1])
+    assert np.all(words >= panel * panel_width) and np.all(words < (panel + 1) * panel_width)
+    same_tile = np.diff(tile) == 0
+    # CSR order inside a tile: canonical order, hence documents in order.
+    assert np.all(np.diff(tiles.token)[same_tile] > 0)
+    assert np.all(np.diff(docs)[same_tile] >= 0)
+
+
+def test_segmented_csr_rejects_bad_sizes(kjv):
+    corpus = tokens_from_counts(kjv[:5])
+    new_of_old, _ = frequency_relabel(corpus.word_frequencies())
+    for dpb, width in ((0, 10), (10, 0)):
+        with pytest.raises(ValueError, match="positive"):
+            segmented_csr(corpus, new_of_old, dpb, width)
