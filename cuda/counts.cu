@@ -1,0 +1,290 @@
+// M-step of ESCA on one chunk: the word-topic counts B by atomics (SaberLDA 3.3, first paragraph),
+// the sparse document-topic rows A rebuilt by shuffle and segmented count (SaberLDA 3.3, Fig. 8),
+// and the topic totals n[k] in float64.
+//
+// Shuffle: PDOW position p holds canonical token t0 + tok[p]; since canonical order is
+// document-major, writing each topic to its canonical slot groups the tokens by document (one
+// coalesced read, one scattered write per token). A row lives at the document's first canonical
+// slot plus 31 per earlier document (entry.cuh).
+// Segmented count: per document, sort (topic, position) keys in shared memory and run-length
+// encode them, which yields the row already sorted by topic as the sampler requires.
+
+#include "entry.cuh"
+#include "warp.cuh"
+
+namespace gpulda {
+
+// Short documents: one warp each, keys in shared memory. 10 bits of key hold the position.
+constexpr int kShortDocBits = 10;
+constexpr int kShortDocMax = 1 << kShortDocBits;
+constexpr int kCountBlock = 128;
+constexpr int kCountWarps = kCountBlock / kWarp;
+static_assert(kCountBlock % kWarp == 0, "count block must be whole warps");
+static_assert((32768 - 1) < (1u << (32 - kShortDocBits)), "topic and position must share one 32-bit key");
+static_assert(kShortDocMax * kCountWarps * 4 <= 48 * 1024, "short-document keys must fit static shared memory");
+// Resident blocks per SM the short-document kernel asks registers for (16 KB of keys per block).
+constexpr int kCountBlocksPerSm = 12;
+
+template <typename TopicT, bool kPacked>
+__device__ __forceinline__ void rebuild_short(const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off,
+                                              const int* __restrict__ doc_len, const int* __restrict__ row_off,
+                                              const TopicT* __restrict__ z_can, const float* __restrict__ weight,
+                                              int2* __restrict__ a_row, typename AEntry<kPacked>::T* __restrict__ a_ent) {
+  __shared__ unsigned s_keys[kCountWarps][kShortDocMax];
+  const int lane = lane_id();
+  const int warp = threadIdx.x / kWarp;
+  unsigned* keys = s_keys[warp];
+  const int gw = blockIdx.x * kCountWarps + warp;
+  const int n_warps = gridDim.x * kCountWarps;
+  for (int i_doc = gw; i_doc < n_docs; i_doc += n_warps) {
+    const int d = docs[i_doc];
+    const int off = doc_off[d];
+    const int n = doc_len[d];
+    const int row = row_off[d];
+    int n_pad = kWarp;
+    while (n_pad < n) n_pad <<= 1;
+    for (int i = lane; i < n_pad; i += kWarp)
+      keys[i] = i < n ? (static_cast<unsigned>(z_can[off + i]) << kShortDocBits) | static_cast<unsigned>(i)
+                      : 0xffffffffu;
+    __syncwarp();
+    // Bitonic sort; keys are unique apart from the padding, which sorts last.
+    for (int size = 2; size <= n_pad; size <<= 1) {
+      for (int stride = size >> 1; stride > 0; stride >>= 1) {
+        for (int i = lane; i < (n_pad >> 1); i += kWarp) {
+          const int lo = (i / stride) * 2 * stride + (i % stride);
+          const int hi = lo + stride;
+          const bool ascending = (lo & size) == 0;
+          const unsigned a = keys[lo], b = keys[hi];
+          if ((a > b) == ascending) {
+            keys[lo] = b;
+            keys[hi] = a;
+          }
+        }
+        __syncwarp();
+      }
+    }
+    // Run-length encoding in two passes over the sorted keys, so that no second per-warp array
+    // is needed (shared memory per warp bounds how many warps an SM holds). Pass 1 counts runs;
+    // pass 2 walks chunks last to first, carrying the first run start after the chunk, so each
+    // run's start lane knows its end and its rank.
+    auto is_start = [&](int i) {
+      return i < n && (i == 0 || (keys[i] >> kShortDocBits) != (keys[i - 1] >> kShortDocBits));
+    };
+    int n_runs = 0;
+    for (int base = 0; base < n; base += kWarp) n_runs += __popc(__ballot_sync(kFullMask, is_start(base + lane)));
+    int after = n, runs_after = 0;
+    for (int base = ((n - 1) / kWarp) * kWarp; base >= 0; base -= kWarp) {
+      const int i = base + lane;
+      const bool start = is_start(i);
+      const unsigned m = __ballot_sync(kFullMask, start);
+      if (start) {
+        const unsigned higher = m & ~((2u << lane) - 1u);
+        const int en = higher ? base + __ffs(higher) - 1 : after;
+        const int r = n_runs - runs_after - __popc(m >> lane);
+        float count;
+        if (weight != nullptr) {
+          // Positions ascend within a run: the oracle's bincount order, in float64.
+          double acc = 0.0;
+          for (int q = i; q < en; ++q) acc += static_cast<double>(weight[off + (keys[q] & (kShortDocMax - 1))]);
+          count = static_cast<float>(acc);
+        } else {
+          count = static_cast<float>(en - i);
+        }
+        a_ent[row + segment_slot(r, n_runs)] = AEntry<kPacked>::make(static_cast<int>(keys[i] >> kShortDocBits), count);
+      }
+      if (m) after = base + __ffs(m) - 1;
+      runs_after += __popc(m);
+    }
+    if (lane == 0) a_row[d] = make_int2(row, n_runs);
+    __syncwarp();  // the keys are reused by the next document
+  }
+}
+
+template <typename TopicT, bool kPacked>
+__device__ __forceinline__ void rebuild_long(const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off,
+                                             const int* __restrict__ doc_len, const int* __restrict__ row_off,
+                                             const TopicT* __restrict__ z_can, const float* __restrict__ weight,
+                                             int n_topics, int2* __restrict__ a_row,
+                                             typename AEntry<kPacked>::T* __restrict__ a_ent) {
+  extern __shared__ float hist[];
+  __shared__ int s_warp_tot[kCountWarps];
+  const int lane = lane_id();
+  const int warp = threadIdx.x / kWarp;
+  for (int i_doc = blockIdx.x; i_doc < n_docs; i_doc += gridDim.x) {
+    const int d = docs[i_doc];
+    const int off = doc_off[d];
+    const int n = doc_len[d];
+    for (int k = threadIdx.x; k < n_topics; k += blockDim.x) hist[k] = 0.0f;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+      atomicAdd(&hist[z_can[off + i]], weight != nullptr ? weight[off + i] : 1.0f);
+    __syncthreads();
+    // The row's length fixes its segment layout, so count the non-zero bins first.
+    int nnz = 0;
+    for (int k0 = 0; k0 < n_topics; k0 += blockDim.x) {
+      const int k = k0 + threadIdx.x;
+      nnz += __syncthreads_count(k < n_topics && hist[k] != 0.0f);
+    }
+    const int row = row_off[d];
+    // Compact the non-zero bins in topic order: block-wide exclusive scan of the flags per tile.
+    int written = 0;
+    for (int k0 = 0; k0 < n_topics; k0 += blockDim.x) {
+      const int k = k0 + threadIdx.x;
+      const float c = k < n_topics ? hist[k] : 0.0f;
+      const int flag = c != 0.0f;
+      const int incl = warp_inclusive_scan(flag);
+      if (lane == kWarp - 1) s_warp_tot[warp] = incl;
+      __syncthreads();
+      int before = 0, tile = 0;
+      for (int w = 0; w < kCountWarps; ++w) {
+        before += w < warp ? s_warp_tot[w] : 0;
+        tile += s_warp_tot[w];
+      }
+      if (flag) a_ent[row + segment_slot(written + before + incl - 1, nnz)] = AEntry<kPacked>::make(k, c);
+      written += tile;
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) a_row[d] = make_int2(row, written);
+    __syncthreads();
+  }
+}
+
+// Small K, integer counts: one warp per document with a K-bin histogram of its own in shared
+// memory. O(n + K) per document instead of the sort's O(n log^2 n); the histogram's additions
+// are of 1.0, exact in any order, so the result does not depend on scheduling.
+constexpr int kHistMaxTopics = 2048;  // the host's _HIST_MAX_TOPICS
+static_assert(kHistMaxTopics * 4 * kCountWarps <= 48 * 1024,
+              "per-warp histograms at the largest K must fit 48 KB of dynamic shared memory");
+
+template <typename TopicT, bool kPacked>
+__device__ __forceinline__ void rebuild_hist(const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off,
+                                             const int* __restrict__ doc_len, const int* __restrict__ row_off,
+                                             const TopicT* __restrict__ z_can, int n_topics, int2* __restrict__ a_row,
+                                             typename AEntry<kPacked>::T* __restrict__ a_ent) {
+  extern __shared__ float s_hist[];
+  const int lane = lane_id();
+  const int warp = threadIdx.x / kWarp;
+  float* hist = s_hist + warp * n_topics;
+  const int gw = blockIdx.x * kCountWarps + warp;
+  const int n_warps = gridDim.x * kCountWarps;
+  const unsigned lt_mask = (1u << lane) - 1u;
+  for (int i_doc = gw; i_doc < n_docs; i_doc += n_warps) {
+    const int d = docs[i_doc];
+    const int off = doc_off[d];
+    const int n = doc_len[d];
+    const int row = row_off[d];
+    for (int k = lane; k < n_topics; k += kWarp) hist[k] = 0.0f;
+    __syncwarp();
+    for (int i = lane; i < n; i += kWarp) atomicAdd(&hist[z_can[off + i]], 1.0f);
+    __syncwarp();
+    // The row's length fixes its segment layout: count the non-zero bins, then write them.
+    int nnz = 0;
+    for (int k0 = 0; k0 < n_topics; k0 += kWarp) {
+      const int k = k0 + lane;
+      nnz += __popc(__ballot_sync(kFullMask, k < n_topics && hist[k] != 0.0f));
+    }
+    int written = 0;
+    for (int k0 = 0; k0 < n_topics; k0 += kWarp) {
+      const int k = k0 + lane;
+      const float c = k < n_topics ? hist[k] : 0.0f;
+      const unsigned m = __ballot_sync(kFullMask, c != 0.0f);
+      if (c != 0.0f) a_ent[row + segment_slot(written + __popc(m & lt_mask), nnz)] = AEntry<kPacked>::make(k, c);
+      written += __popc(m);
+    }
+    if (lane == 0) a_row[d] = make_int2(row, nnz);
+    __syncwarp();  // the histogram is reused by the next document
+  }
+}
+
+}  // namespace gpulda
+
+// ---------------------------------------------------------------------------------------------
+// scatter_topics_{u16,i32}: the shuffle. z_can[tok[p]] = z[p].
+// Launch: 1-D, >= n threads. [in] z, tok (PDOW order); [out] z_can (canonical order minus t0).
+// ---------------------------------------------------------------------------------------------
+// rebuild_a_short_{u16_packed,u16_wide,i32_wide}: A rows of documents with at most 1,024 tokens.
+// Launch: grid any (warp-strided over `docs`), block kCountBlock, no dynamic shared memory.
+// [in] docs (indices of the short documents), doc_off (first canonical slot minus t0), doc_len,
+//      row_off (first slot of the row in a_ent: doc_off[d] + 31 d), z_can, weight (canonical minus
+//      t0, or nullptr).
+// [out] a_row[d] = (row_off[d], nnz); entry e of the row (topic order) at a_ent[row_off[d] +
+//       segment_slot(e, nnz)], in the AEntry format of the suffix (entry.cuh).
+// NumPy: row = np.bincount(z_can[off:off+n], weights, minlength=K); nz = row.nonzero()[0].
+// rebuild_a_long_*: the same for longer documents, one block each with a K-bin shared
+//      histogram: dynamic shared memory K * 4 bytes. Float: the histogram adds weights in
+//      arrival order, exact for integer counts (all sums below 2^24), last-bit order-dependent
+//      for fractional weights.
+// ---------------------------------------------------------------------------------------------
+// count_b_{u16,i32}: B[word, z[p]] += w for every token of every work item (B zeroed before);
+//      the work items keep each word's tokens together, so a block's atomics hit one row.
+// Launch: grid any (block-strided over items), block any. Exact for integer counts.
+// ---------------------------------------------------------------------------------------------
+#define GPULDA_COUNTS(SUFFIX, TOPIC_T)                                                                       \
+  extern "C" __global__ void scatter_topics_##SUFFIX(const TOPIC_T* __restrict__ z, const unsigned* __restrict__ tok, \
+                                                     long long n, TOPIC_T* __restrict__ z_can) {              \
+    const long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;                       \
+    if (p < n) z_can[tok[p]] = z[p];                                                                          \
+  }                                                                                                           \
+  extern "C" __global__ void count_b_##SUFFIX(const int4* __restrict__ items, int n_items,                    \
+                                              const TOPIC_T* __restrict__ z, const unsigned* __restrict__ tok, \
+                                              const float* __restrict__ weight, int n_topics, float* __restrict__ B) { \
+    for (int it = blockIdx.x; it < n_items; it += gridDim.x) {                                                \
+      const int4 item = items[it];                                                                            \
+      float* row = B + static_cast<size_t>(item.x) * n_topics;                                                \
+      for (int p = item.y + threadIdx.x; p < item.z; p += blockDim.x)                                         \
+        atomicAdd(row + z[p], weight != nullptr ? weight[tok[p]] : 1.0f);                                     \
+    }                                                                                                         \
+  }
+GPULDA_COUNTS(u16, unsigned short)
+GPULDA_COUNTS(i32, int)
+
+#define GPULDA_REBUILD(SUFFIX, TOPIC_T, PACKED)                                                               \
+  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock, gpulda::kCountBlocksPerSm) rebuild_a_short_##SUFFIX(                 \
+      const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off, const int* __restrict__ doc_len, \
+      const int* __restrict__ row_off, const TOPIC_T* __restrict__ z_can, const float* __restrict__ weight,  \
+      int2* __restrict__ a_row, void* __restrict__ a_ent) {                                                   \
+    gpulda::rebuild_short<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, weight, a_row,     \
+                                           static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));                   \
+  }                                                                                                           \
+  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) rebuild_a_long_##SUFFIX(                  \
+      const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off, const int* __restrict__ doc_len, \
+      const int* __restrict__ row_off, const TOPIC_T* __restrict__ z_can, const float* __restrict__ weight,  \
+      int n_topics, int2* __restrict__ a_row, void* __restrict__ a_ent) {                                     \
+    gpulda::rebuild_long<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, weight, n_topics, a_row, \
+                                          static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));                    \
+  }
+// rebuild_a_hist_*: rebuild_a_short's result for every document, for K <= kHistMaxTopics and
+//      integer counts (no weight array). Launch: grid any (warp-strided over `docs`), block
+//      kCountBlock, dynamic shared memory kCountWarps * K * 4 bytes.
+#define GPULDA_REBUILD_HIST(SUFFIX, TOPIC_T, PACKED)                                                          \
+  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) rebuild_a_hist_##SUFFIX(                  \
+      const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off, const int* __restrict__ doc_len, \
+      const int* __restrict__ row_off, const TOPIC_T* __restrict__ z_can, int n_topics,                       \
+      int2* __restrict__ a_row, void* __restrict__ a_ent) {                                                   \
+    gpulda::rebuild_hist<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, n_topics, a_row,    \
+                                          static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));                    \
+  }
+GPULDA_REBUILD_HIST(u16_packed, unsigned short, true)
+GPULDA_REBUILD_HIST(u16_wide, unsigned short, false)
+
+GPULDA_REBUILD(u16_packed, unsigned short, true)
+GPULDA_REBUILD(u16_wide, unsigned short, false)
+GPULDA_REBUILD(i32_wide, int, false)
+
+
+// ---------------------------------------------------------------------------------------------
+// column_partials: partial[s, k] = sum of B[v, k] over rows v of slice s, in float64, in row order.
+// Launch: grid (ceil(K / blockDim.x), n_slices), block any multiple of 32.
+// [in] B (V x K float32); [out] partial (n_slices x K float64). The host sums the slices
+// (cupy sum over axis 0), so n[k] is reproducible run to run.
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void column_partials(const float* __restrict__ B, int n_rows, int n_topics, int rows_per_slice,
+                                           double* __restrict__ partial) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= n_topics) return;
+  const int v0 = blockIdx.y * rows_per_slice;
+  const int v1 = min(n_rows, v0 + rows_per_slice);
+  double acc = 0.0;
+  for (int v = v0; v < v1; ++v) acc += static_cast<double>(B[static_cast<size_t>(v) * n_topics + k]);
+  partial[static_cast<size_t>(blockIdx.y) * n_topics + k] = acc;
+}

@@ -1,0 +1,93 @@
+// Per-word sampling table for the dense (Q) branch: a three-level W-ary tree with W = 32
+// (SaberLDA 3.2.4, Fig. 6-7), built in shared memory by the block that owns the word.
+//
+// Levels: the leaves are Bhat[v, 0..K-1] themselves (the S branch needs them too, so they are not
+// overwritten by their prefix sums); level 2 holds the running sum at the end of every 32-leaf
+// tile; level 1 the running sum at the end of every 32-tile group. A query reads one level-1 word
+// per lane, one level-2 cache line and one leaf cache line, and scans the leaves on the fly.
+// Each level's running sums are "upper level + local warp scan", a fixed association; the sampler
+// contract allows any association (doc/algorithm.md), and where rounding leaves no hit inside the
+// chosen node the query takes the node's last child, as the contract takes K - 1 at the top.
+#pragma once
+#include "warp.cuh"
+
+namespace gpulda {
+
+// Level 1 must fit in one warp: at most 32 groups of 32 tiles of 32 leaves.
+constexpr int kMaxTopics = kWarp * kWarp * kWarp;
+
+__host__ __device__ constexpr int tree_tiles(int k) { return (k + kWarp - 1) / kWarp; }
+__host__ __device__ constexpr int tree_groups(int k) { return (tree_tiles(k) + kWarp - 1) / kWarp; }
+// Floats of shared memory a table for k topics needs (leaves, level 2, level 1).
+__host__ __device__ constexpr int tree_floats(int k) { return k + tree_tiles(k) + kWarp; }
+
+struct WordTree {
+  const float* leaf;  // Bhat[v, :], K floats
+  const float* l2;    // running sum at the end of each tile
+  const float* l1;    // running sum at the end of each group
+  int n_topics;
+
+  __device__ __forceinline__ float total() const { return l1[tree_groups(n_topics) - 1]; }
+
+  // Smallest k whose running sum exceeds y; K - 1 when rounding leaves none. Warp-uniform y.
+  __device__ __forceinline__ int search(float y) const {
+    const int lane = lane_id();
+    const int n_tiles = tree_tiles(n_topics);
+    const int n_groups = tree_groups(n_topics);
+    const int g = warp_first(lane < n_groups && l1[lane] > y);
+    if (g < 0) return n_topics - 1;
+    const int tile0 = g * kWarp;
+    const int tiles_here = min(kWarp, n_tiles - tile0);
+    int jl = warp_first(lane < tiles_here && l2[tile0 + lane] > y);
+    if (jl < 0) jl = tiles_here - 1;
+    const int j = tile0 + jl;
+    const float base = j > 0 ? l2[j - 1] : 0.0f;
+    const int k = j * kWarp + lane;
+    const bool valid = k < n_topics;
+    const float run = __fadd_rn(base, warp_inclusive_scan(valid ? leaf[k] : 0.0f));
+    int kl = warp_first(valid && run > y);
+    if (kl < 0) kl = min(kWarp, n_topics - j * kWarp) - 1;
+    return j * kWarp + kl;
+  }
+};
+
+// Builds levels 1-2 over leaves already in shared memory. Whole block; ends with __syncthreads.
+// `l2` receives level 2 (tree_tiles(K) floats), `l1` level 1 (32 floats).
+__device__ __forceinline__ WordTree build_tree(const float* leaf, float* l2, float* l1, int n_topics) {
+  const int lane = lane_id();
+  const int warp = threadIdx.x / kWarp;
+  const int n_warps = blockDim.x / kWarp;
+  const int n_tiles = tree_tiles(n_topics);
+  const int n_groups = tree_groups(n_topics);
+  // Tile totals: the same scan the query repeats, so a tile's total is the query's last run value
+  // relative to its base.
+  for (int j = warp; j < n_tiles; j += n_warps) {
+    const int k = j * kWarp + lane;
+    const float s = warp_inclusive_scan(k < n_topics ? leaf[k] : 0.0f);
+    if (lane == kWarp - 1) l2[j] = s;
+  }
+  __syncthreads();
+  // Group-local running sums of tile totals; group totals into level 1.
+  for (int g = warp; g < n_groups; g += n_warps) {
+    const int j = g * kWarp + lane;
+    const float s = warp_inclusive_scan(j < n_tiles ? l2[j] : 0.0f);
+    __syncwarp();
+    if (j < n_tiles) l2[j] = s;
+    if (lane == kWarp - 1) l1[g] = s;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    const float s = warp_inclusive_scan(lane < n_groups ? l1[lane] : 0.0f);
+    __syncwarp();
+    l1[lane] = s;  // lanes past n_groups hold the total; the query masks them anyway
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < n_tiles; j += blockDim.x) {
+    const int g = j / kWarp;
+    if (g > 0) l2[j] = __fadd_rn(l1[g - 1], l2[j]);
+  }
+  __syncthreads();
+  return WordTree{leaf, l2, l1, n_topics};
+}
+
+}  // namespace gpulda
