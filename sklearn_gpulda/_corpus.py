@@ -49,14 +49,31 @@ class TokenCorpus:
         return float(self.weight.sum(dtype=np.float64))
 
     def doc_lengths(self):
-        """Weighted length of each document, float64 of shape (n_docs,)."""
+        """Weighted length of each document, float64 of shape (n_docs,), on the host."""
         if self.weight is None:
             return np.diff(self.doc_ptr).astype(np.float64)
-        return np.bincount(self.doc, weights=self.weight, minlength=self.n_docs)
+        return _host(_bincount(self.doc, self.weight, self.n_docs))
 
     def word_frequencies(self):
-        """Weighted number of tokens of each word, float64 of shape (n_words,)."""
-        return np.bincount(self.word, weights=self.weight, minlength=self.n_words).astype(np.float64)
+        """Weighted number of tokens of each word, float64 of shape (n_words,), on the host."""
+        return _host(_bincount(self.word, self.weight, self.n_words)).astype(np.float64)
+
+
+def _on_device(a):
+    """True for CuPy arrays: a corpus made from device input keeps its token arrays there."""
+    return type(a).__module__.startswith("cupy")
+
+
+def _host(a):
+    return a.get() if _on_device(a) else a
+
+
+def _bincount(index, weights, length):
+    if _on_device(index):
+        import cupy
+
+        return cupy.bincount(index, weights=weights, minlength=length)
+    return np.bincount(index, weights=weights, minlength=length)
 
 
 def tokens_from_counts(X):

@@ -23,15 +23,18 @@ from sklearn.utils._param_validation import Interval, InvalidParameterError, Str
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
 from ._corpus import tokens_from_counts
+from ._device_input import (
+    check_device_counts,
+    is_device_array,
+    to_host,
+    tokens_from_device_counts,
+)
 from ._engines import make_engine, resolve_device
 
 
-def _to_host(X):
-    """CuPy arrays and cupyx sparse matrices to their host twins; anything else unchanged."""
-    module = type(X).__module__
-    if module.startswith("cupy"):
-        return X.get()
-    return X
+def _tokens(X):
+    """Token corpus of validated counts, made where the counts lie."""
+    return tokens_from_device_counts(X) if is_device_array(X) else tokens_from_counts(X)
 
 
 def _as_device_pattern(device):
@@ -215,26 +218,33 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         return tags
 
     # -- validation --------------------------------------------------------------------
-    def _check_counts(self, X, reset, whom):
-        X = validate_data(
-            self, _to_host(X), reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32]
-        )
+    def _check_counts(self, X, reset, whom, device="cpu"):
+        """Validate counts; CuPy input stays on the device when the engine runs there."""
+        if is_device_array(X):
+            if device != "cpu":
+                return check_device_counts(self, X, reset, whom)
+            X = to_host(X)
+        X = validate_data(self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32])
         check_non_negative(X, whom)
         return X
 
-    def _init_params(self, n_features, dtype):
+    def _fit_device(self):
+        """Validate the ``device`` parameter and resolve it for a fit."""
+        if self.device not in ("auto", "cpu", "cuda") and not _as_device_pattern(self.device):
+            raise InvalidParameterError(
+                f"The 'device' parameter of {type(self).__name__} must be 'auto', 'cpu', 'cuda' "
+                f"or 'cuda:N'. Got {self.device!r} instead."
+            )
+        return resolve_device(self.device)
+
+    def _init_params(self, device):
         self.doc_topic_prior_ = (
             1.0 / self.n_components if self.doc_topic_prior is None else float(self.doc_topic_prior)
         )
         self.topic_word_prior_ = (
             1.0 / self.n_components if self.topic_word_prior is None else float(self.topic_word_prior)
         )
-        if self.device not in ("auto", "cpu", "cuda") and not _as_device_pattern(self.device):
-            raise InvalidParameterError(
-                f"The 'device' parameter of {type(self).__name__} must be 'auto', 'cpu', 'cuda' "
-                f"or 'cuda:N'. Got {self.device!r} instead."
-            )
-        self.device_ = resolve_device(self.device)
+        self.device_ = device
         self._seed = int(check_random_state(self.random_state).randint(np.iinfo(np.uint32).max))
         self.n_batch_iter_ = 1
         self.n_iter_ = 0
@@ -271,8 +281,9 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         self : object
             Fitted estimator.
         """
-        X = self._check_counts(X, reset=True, whom="GPULatentDirichletAllocation.fit")
-        self._init_params(X.shape[1], X.dtype)
+        device = self._fit_device()
+        X = self._check_counts(X, reset=True, whom="GPULatentDirichletAllocation.fit", device=device)
+        self._init_params(device)
         engine = self._engine()
         try:
             if self.learning_method == "online":
@@ -284,7 +295,7 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         return self
 
     def _fit_batch(self, X, engine):
-        corpus = tokens_from_counts(X)
+        corpus = _tokens(X)
         self.n_tokens_ = corpus.total_weight
         start = time.perf_counter()
         engine.initialize(corpus)
@@ -346,7 +357,7 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         self.bound_ = self._perplexity(X, engine)
 
     def _online_step(self, X, engine, total_samples, dtype, first):
-        corpus = tokens_from_counts(X)
+        corpus = _tokens(X)
         stats = engine.batch_statistics(
             corpus,
             None if first else self.components_,
@@ -380,10 +391,13 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
             Partially fitted estimator.
         """
         first_time = not hasattr(self, "components_")
-        X = self._check_counts(X, reset=first_time, whom="GPULatentDirichletAllocation.partial_fit")
+        device = self._fit_device() if first_time else self._inference_device()
+        X = self._check_counts(
+            X, reset=first_time, whom="GPULatentDirichletAllocation.partial_fit", device=device
+        )
         if first_time:
-            self._init_params(X.shape[1], X.dtype)
-        engine = self._engine(self._inference_device())
+            self._init_params(device)
+        engine = self._engine(device)
         try:
             for batch in gen_batches(X.shape[0], self.batch_size):
                 self._online_step(X[batch], engine, self.total_samples, X.dtype, first_time)
@@ -406,8 +420,8 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
             )
             return "cpu"
 
-    def _fold_in(self, X, return_loglik=False):
-        engine = self._engine(self._inference_device())
+    def _fold_in(self, X, device, return_loglik=False):
+        engine = self._engine(device)
         try:
             return engine.fold_in(
                 X,
@@ -435,8 +449,11 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
             (float64 for integer input).
         """
         check_is_fitted(self)
-        X = self._check_counts(X, reset=False, whom="GPULatentDirichletAllocation.transform")
-        return self._fold_in(X).astype(X.dtype, copy=False)
+        device = self._inference_device()
+        X = self._check_counts(
+            X, reset=False, whom="GPULatentDirichletAllocation.transform", device=device
+        )
+        return self._fold_in(X, device).astype(X.dtype, copy=False)
 
     def score(self, X, y=None):
         """Log-likelihood of ``X`` under the model, a sum of per-document terms.
@@ -457,8 +474,11 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         score : float
         """
         check_is_fitted(self)
-        X = self._check_counts(X, reset=False, whom="GPULatentDirichletAllocation.score")
-        _, loglik = self._fold_in(X, return_loglik=True)
+        device = self._inference_device()
+        X = self._check_counts(
+            X, reset=False, whom="GPULatentDirichletAllocation.score", device=device
+        )
+        _, loglik = self._fold_in(X, device, return_loglik=True)
         return float(loglik.sum())
 
     def perplexity(self, X):
@@ -475,8 +495,11 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
             Perplexity; NaN when ``X`` holds no tokens.
         """
         check_is_fitted(self)
-        X = self._check_counts(X, reset=False, whom="GPULatentDirichletAllocation.perplexity")
-        _, loglik = self._fold_in(X, return_loglik=True)
+        device = self._inference_device()
+        X = self._check_counts(
+            X, reset=False, whom="GPULatentDirichletAllocation.perplexity", device=device
+        )
+        _, loglik = self._fold_in(X, device, return_loglik=True)
         return _perplexity(loglik.sum(), float(X.sum()))
 
     def _perplexity(self, X, engine):

@@ -616,7 +616,9 @@ class CudaEngine(Engine):
         import scipy.sparse as sp
 
         cp = self._cp
-        X = sp.csr_matrix(X)
+        on_device = type(X).__module__.startswith("cupy")
+        if not on_device:
+            X = sp.csr_matrix(X)
         X.sort_indices()
         comp = np.asarray(components, dtype=np.float64)
         n_topics = comp.shape[0]
@@ -635,9 +637,10 @@ class CudaEngine(Engine):
                     f"is free on device {self.device}"
                 )
             phi_t = cp.ascontiguousarray(cp.asarray(comp / comp.sum(axis=1, keepdims=True)).T)
-            indptr = cp.asarray(X.indptr.astype(np.int64))
-            indices = cp.asarray(X.indices.astype(np.int32))
-            data = cp.asarray(X.data.astype(np.float64))
+            # Device input (cupyx CSR) is used where it lies; host input is uploaded once.
+            indptr = cp.asarray(X.indptr).astype(cp.int64)
+            indices = cp.asarray(X.indices).astype(cp.int32)
+            data = cp.asarray(X.data).astype(cp.float64)
             step = max(1, min(n_docs, _FOLD_IN_SCRATCH // (16 * n_topics)))
             for d0 in range(0, n_docs, step):
                 m = min(step, n_docs - d0)
