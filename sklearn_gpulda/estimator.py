@@ -280,6 +280,16 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         -------
         self : object
             Fitted estimator.
+
+        Examples
+        --------
+        >>> from sklearn_gpulda import GPULatentDirichletAllocation
+        >>> from sklearn_gpulda.datasets import load_kjv_chapters
+        >>> X = load_kjv_chapters().data[:200]
+        >>> lda = GPULatentDirichletAllocation(n_components=5, max_iter=10, random_state=0,
+        ...                                    device="cpu").fit(X)
+        >>> lda.components_.shape, lda.n_iter_
+        ((5, 3117), 10)
         """
         device = self._fit_device()
         X = self._check_counts(X, reset=True, whom="GPULatentDirichletAllocation.fit", device=device)
@@ -389,6 +399,18 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         -------
         self : object
             Partially fitted estimator.
+
+        Examples
+        --------
+        >>> from sklearn_gpulda import GPULatentDirichletAllocation
+        >>> from sklearn_gpulda.datasets import load_kjv_chapters
+        >>> X = load_kjv_chapters().data
+        >>> lda = GPULatentDirichletAllocation(n_components=5, total_samples=X.shape[0],
+        ...                                    random_state=0, device="cpu")
+        >>> for start in range(0, 400, 100):
+        ...     lda = lda.partial_fit(X[start:start + 100])
+        >>> lda.n_batch_iter_
+        5
         """
         first_time = not hasattr(self, "components_")
         device = self._fit_device() if first_time else self._inference_device()
@@ -408,14 +430,21 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
 
     # -- topics fixed ------------------------------------------------------------------------
     def _inference_device(self):
-        """The fitted device when it is still usable here, else the CPU (models travel)."""
-        if self.device_ == "cpu":
+        """Where a fitted model folds documents in and learns from more batches.
+
+        ``device='cpu'`` means the CPU; 'auto' the GPU when one is usable here, else the CPU; an
+        explicit GPU falls back to the CPU with a warning when it is missing, because a model
+        trained on a GPU must still load and transform on a machine without one.
+        """
+        if self.device == "cpu":
             return "cpu"
+        if self.device == "auto":
+            return resolve_device("auto")
         try:
-            return resolve_device(self.device_)
+            return resolve_device(self.device)
         except RuntimeError:
             warnings.warn(
-                f"model was trained on {self.device_}, which is not usable here; using the CPU",
+                f"device={self.device!r} is not usable here; using the CPU for this model",
                 RuntimeWarning,
             )
             return "cpu"
@@ -447,6 +476,17 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         doc_topic_distr : ndarray of shape (n_samples, n_components)
             Rows sum to one; an empty document gets the uniform distribution. Same dtype as ``X``
             (float64 for integer input).
+
+        Examples
+        --------
+        >>> from sklearn_gpulda import GPULatentDirichletAllocation
+        >>> from sklearn_gpulda.datasets import load_kjv_chapters
+        >>> X = load_kjv_chapters().data
+        >>> lda = GPULatentDirichletAllocation(n_components=5, max_iter=10, random_state=0,
+        ...                                    device="cpu").fit(X[:200])
+        >>> theta = lda.transform(X[200:203])
+        >>> theta.shape, bool(abs(theta.sum(axis=1) - 1).max() < 1e-12)
+        ((3, 5), True)
         """
         check_is_fitted(self)
         device = self._inference_device()
@@ -472,6 +512,16 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         Returns
         -------
         score : float
+
+        Examples
+        --------
+        >>> from sklearn_gpulda import GPULatentDirichletAllocation
+        >>> from sklearn_gpulda.datasets import load_kjv_chapters
+        >>> X = load_kjv_chapters().data
+        >>> lda = GPULatentDirichletAllocation(n_components=5, max_iter=10, random_state=0,
+        ...                                    device="cpu").fit(X[:200])
+        >>> bool(lda.score(X[200:220]) + lda.score(X[220:240]) - lda.score(X[200:240]) < 1e-6)
+        True
         """
         check_is_fitted(self)
         device = self._inference_device()
@@ -493,6 +543,16 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         -------
         score : float
             Perplexity; NaN when ``X`` holds no tokens.
+
+        Examples
+        --------
+        >>> from sklearn_gpulda import GPULatentDirichletAllocation
+        >>> from sklearn_gpulda.datasets import load_kjv_chapters
+        >>> X = load_kjv_chapters().data
+        >>> lda = GPULatentDirichletAllocation(n_components=5, max_iter=10, random_state=0,
+        ...                                    device="cpu").fit(X[:200])
+        >>> bool(lda.perplexity(X[200:240]) > 1)
+        True
         """
         check_is_fitted(self)
         device = self._inference_device()

@@ -286,9 +286,27 @@ def test_model_trained_on_gpu_transforms_without_one(small_model, kjv, monkeypat
     monkeypatch.setattr(engines, "_cuda_available", lambda: False)
     model = pickle.loads(pickle.dumps(small_model))
     model.device_ = "cuda:0"
+    model.device = "cuda"
     with pytest.warns(RuntimeWarning, match="not usable here"):
         theta = model.transform(kjv.data[300:310])
     np.testing.assert_array_equal(theta, small_model.transform(kjv.data[300:310]))
+    model.device = "auto"  # 'auto' picks the CPU quietly
+    np.testing.assert_array_equal(model.transform(kjv.data[300:310]), theta)
+
+
+def test_device_cpu_on_a_gpu_trained_model_runs_inference_on_the_cpu(small_model, kjv, monkeypatch):
+    import sklearn_gpulda._engines as engines
+
+    def no_gpu_engine(*args, **kwargs):
+        raise AssertionError("a GPU engine was asked for")
+
+    model = pickle.loads(pickle.dumps(small_model))
+    model.device_ = "cuda:0"
+    monkeypatch.setattr(engines, "_cuda_available", lambda: True)
+    monkeypatch.setattr("sklearn_gpulda.estimator.make_engine", lambda dev, *a: (
+        no_gpu_engine() if dev != "cpu" else engines.make_engine(dev, *a)))
+    model.set_params(device="cpu")
+    np.testing.assert_array_equal(model.transform(kjv.data[300:310]), small_model.transform(kjv.data[300:310]))
 
 
 # -- bad input ------------------------------------------------------------------------------------
