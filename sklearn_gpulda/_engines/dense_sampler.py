@@ -1,0 +1,167 @@
+"""Thin launchers for the dense sampling kernels of ``cuda/sample_dense.cu``.
+
+Three kernels draw the same dense rule
+(:func:`~sklearn_gpulda._engines.dense_rule.draw_topics_dense`) for every token of a
+document-major corpus, one thread per document (Steele and Tristan, PPoPP'17):
+
+- ``"butterfly"``: Alg. 7, butterfly-patterned partial sums (the fast path);
+- ``"transpose"``: Alg. 4 with the register transposition of Fig. 2;
+- ``"plain"``: Alg. 1 + Alg. 3, the uncoalesced baseline.
+
+Nothing here validates user input beyond what a kernel needs to run safely (dtypes, contiguity,
+shapes, the K ceiling); CuPy is imported lazily so that the module imports without a GPU.
+"""
+
+import numpy as np
+
+from .. import _kernels
+from .._random import STREAM_SAMPLE
+
+VARIANTS = ("butterfly", "transpose", "plain")
+
+#: ``kDenseMaxTopics`` of the kernels: their per-thread tables are fixed-size local arrays.
+MAX_TOPICS = 1024
+
+#: Threads per block (a multiple of 32, at most ``kDenseBlockMax`` = 256).
+BLOCK = 128
+
+_STEM = "sample_dense"
+
+
+def document_order(doc_ptr):
+    """The master index: non-empty documents by decreasing length (ties by id), as int32.
+
+    Works on NumPy or CuPy arrays and returns the same kind. Warps take 32 consecutive entries,
+    so sorting makes the documents of a warp alike in length (Alg. 4's idiom for ragged lengths).
+
+    Parameters
+    ----------
+    doc_ptr : ndarray of int64, shape (n_docs + 1,)
+
+    Returns
+    -------
+    order : ndarray of int32, shape (n_nonempty_docs,)
+    """
+    xp = np
+    if type(doc_ptr).__module__.startswith("cupy"):
+        import cupy as xp
+    lengths = xp.diff(doc_ptr)
+    # A stable sort on -length keeps ids increasing among documents of one length.
+    order = xp.argsort(-lengths, kind="stable") if xp is np else xp.argsort(-lengths)
+    order = order[lengths[order] > 0]
+    return order.astype(xp.int32)
+
+
+def sample_dense(
+    variant,
+    doc_order,
+    doc_ptr,
+    word,
+    A,
+    bhat,
+    alpha,
+    seed,
+    iteration,
+    out,
+    stream=STREAM_SAMPLE,
+    sweep=0,
+    block=BLOCK,
+):
+    """Draw a new topic for every token of the listed documents on the GPU.
+
+    Parameters
+    ----------
+    variant : {"butterfly", "transpose", "plain"}
+    doc_order : cupy.ndarray of int32, shape (n_order,)
+        Documents to process, each at most once; best from :func:`document_order`.
+    doc_ptr : cupy.ndarray of int64, shape (n_docs + 1,)
+        Tokens of document d are ``doc_ptr[d]:doc_ptr[d + 1]`` in canonical order.
+    word : cupy.ndarray of int32, shape (n_tokens,)
+        Word of each canonical token.
+    A : cupy.ndarray of float32, shape (n_docs, n_topics)
+        Document-topic counts, held fixed.
+    bhat : cupy.ndarray of float32, shape (n_words, n_topics)
+        Normalised word-topic matrix, word-major, held fixed.
+    alpha : float
+    seed, iteration : int
+        Philox key (32 bits each).
+    out : cupy.ndarray of int32, shape (n_tokens,)
+        Receives the new topic of each token of the listed documents; other entries are left as
+        they are.
+    stream, sweep : int, default=STREAM_SAMPLE, 0
+        Philox counter words (a training E-step uses stream 1, sweep 0).
+    block : int, default=128
+        Threads per block, a multiple of 32 up to 256.
+
+    Returns
+    -------
+    out : cupy.ndarray
+        The ``out`` argument.
+    """
+    import cupy as cp
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    for name, arr in (
+        ("doc_order", doc_order),
+        ("doc_ptr", doc_ptr),
+        ("word", word),
+        ("A", A),
+        ("bhat", bhat),
+        ("out", out),
+    ):
+        if not isinstance(arr, cp.ndarray):
+            raise TypeError(f"{name} must be a cupy.ndarray, got {type(arr).__name__}")
+    if A.ndim != 2 or bhat.ndim != 2 or A.shape[1] != bhat.shape[1]:
+        raise ValueError(
+            f"A and bhat must be 2-d with the same number of topics, got {A.shape} and {bhat.shape}"
+        )
+    n_docs, n_topics = A.shape
+    if not 1 <= n_topics <= MAX_TOPICS:
+        raise ValueError(f"the dense kernels support 1 to {MAX_TOPICS} topics, got {n_topics}")
+    if n_docs < 1 or bhat.shape[0] < 1:
+        raise ValueError("A and bhat need at least one row")
+    if bhat.shape[0] * n_topics >= 2**32:
+        raise ValueError(
+            "bhat must have fewer than 2**32 entries (the kernels use 32-bit row offsets)"
+        )
+    if doc_ptr.shape != (n_docs + 1,):
+        raise ValueError(
+            f"doc_ptr must have n_docs + 1 = {n_docs + 1} entries, got {doc_ptr.shape}"
+        )
+    if word.shape != out.shape or word.ndim != 1:
+        raise ValueError(
+            f"word and out must be 1-d of one length, got {word.shape} and {out.shape}"
+        )
+    if doc_order.ndim != 1 or doc_order.size > n_docs:
+        raise ValueError(
+            f"doc_order must be 1-d with at most {n_docs} entries, got {doc_order.shape}"
+        )
+    if block % 32 or not 32 <= block <= 256:
+        raise ValueError(f"block must be a multiple of 32 in [32, 256], got {block}")
+    n_order = int(doc_order.size)
+    if n_order == 0:
+        return out
+    grid = -(-n_order // block)
+    _kernels.launch(
+        _STEM,
+        f"sample_dense_{variant}",
+        grid,
+        block,
+        [
+            (doc_order, np.int32),
+            (n_order, "i32"),
+            (doc_ptr, np.int64),
+            (word, np.int32),
+            (A, np.float32),
+            (bhat, np.float32),
+            (alpha, "f32"),
+            (int(seed) & 0xFFFFFFFF, "u32"),
+            (int(iteration) & 0xFFFFFFFF, "u32"),
+            (int(stream), "u32"),
+            (int(sweep), "u32"),
+            (out, np.int32),
+            (n_topics, "i32"),
+        ],
+    )
+    return out

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Everything GPU-side in one device call, most important first, each stage time-boxed:
+# build (sm_90), every test marked gpu, the demo, scikit-learn's checks on the GPU path,
+# compute-sanitizer on the dense kernels, then the dense-kernel benchmark with what time is left.
+# Usage (repository root): bash tools/device_all.sh [bench budget seconds, default 60]
+set -u -o pipefail
+BUDGET=${1:-60}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
+{
+  date -u
+  nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+  python3 -c "import numpy, scipy, sklearn, cupy; print('numpy', numpy.__version__, 'scipy', scipy.__version__, 'sklearn', sklearn.__version__, 'cupy', cupy.__version__)"
+} 2>&1 | tee "$OUT/env.log"
+stamp build
+timeout 240 python3 tools/build_kernels.py --arch 90 -j 16 > "$OUT/build.log" 2>&1
+echo "build rc=$?"; tail -25 "$OUT/build.log"
+stamp gpu-tests
+timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/ 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25
+stamp demo
+timeout 90 python3 -m sklearn_gpulda demo 2>&1 | tee "$OUT/demo.log" | tail -30
+stamp sklearn-checks-on-gpu
+timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_sklearn_compat.py -k "not online" 2>&1 \
+  | tee "$OUT/compat_gpu.log" | tail -6
+stamp sanitizer-dense
+for tool in memcheck racecheck; do
+  timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 python3 tools/dense_small_run.py > "$OUT/sanitize_dense_$tool.log" 2>&1
+  echo "compute-sanitizer $tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|small run" "$OUT/sanitize_dense_$tool.log" | tail -2
+done
+stamp bench-dense
+timeout $((BUDGET + 60)) python3 benchmarks/bench_dense.py --scale 0.25 --reps 2 --budget-s "$BUDGET" --out "$OUT" \
+  2>&1 | tee "$OUT/bench_dense.log" | tail -45
+stamp done
+grep -hE "passed|failed|error" "$OUT/pytest_gpu.log" "$OUT/compat_gpu.log" | tail -4
