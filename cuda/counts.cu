@@ -196,6 +196,74 @@ __device__ __forceinline__ void rebuild_hist(const int* __restrict__ docs, int n
   }
 }
 
+
+// Large K, integer counts, short documents: a presence bitmap of the K topics instead of a K-bin
+// histogram. Marking the tokens' topics, a scan of the bitmap words' popcounts, and one counter per
+// present topic cost O(n + K / 32) per document, where the bitonic sort costs O(n log^2 n) and a
+// full histogram O(K). The bitmap's word order is topic order, so walking it emits the row sorted.
+// Counts are integers added with integer atomics: exact and independent of scheduling.
+constexpr int kBitmapMaxWords = 32768 / 32;
+static_assert(kCountWarps * (2 * kBitmapMaxWords + kShortDocMax) * 4 <= 48 * 1024,
+              "per-warp bitmap, word prefixes and counters at K = 32,768 must fit 48 KB");
+
+template <typename TopicT, bool kPacked>
+__device__ __forceinline__ void rebuild_bitmap(const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off,
+                                               const int* __restrict__ doc_len, const int* __restrict__ row_off,
+                                               const TopicT* __restrict__ z_can, int n_topics, int2* __restrict__ a_row,
+                                               typename AEntry<kPacked>::T* __restrict__ a_ent) {
+  extern __shared__ unsigned s_bitmap_area[];
+  const int n_words = (n_topics + 31) >> 5;
+  const int lane = lane_id();
+  const int warp = threadIdx.x / kWarp;
+  unsigned* bits = s_bitmap_area + warp * (2 * n_words + kShortDocMax);
+  int* before = reinterpret_cast<int*>(bits + n_words);  // present topics in earlier words
+  unsigned* count = bits + 2 * n_words;                   // one counter per present topic
+  const int gw = blockIdx.x * kCountWarps + warp;
+  const int n_warps = gridDim.x * kCountWarps;
+  for (int i_doc = gw; i_doc < n_docs; i_doc += n_warps) {
+    const int d = docs[i_doc];
+    const int off = doc_off[d];
+    const int n = doc_len[d];
+    const int row = row_off[d];
+    for (int j = lane; j < n_words; j += kWarp) bits[j] = 0u;
+    __syncwarp();
+    for (int i = lane; i < n; i += kWarp) {
+      const int k = static_cast<int>(z_can[off + i]);
+      atomicOr(&bits[k >> 5], 1u << (k & 31));
+    }
+    __syncwarp();
+    int nnz = 0;
+    for (int base = 0; base < n_words; base += kWarp) {
+      const int j = base + lane;
+      const int c = j < n_words ? __popc(bits[j]) : 0;
+      const int incl = warp_inclusive_scan(c);
+      if (j < n_words) before[j] = nnz + incl - c;
+      nnz += __shfl_sync(kFullMask, incl, kWarp - 1);
+    }
+    for (int r = lane; r < nnz; r += kWarp) count[r] = 0u;
+    __syncwarp();
+    for (int i = lane; i < n; i += kWarp) {
+      const int k = static_cast<int>(z_can[off + i]);
+      const int r = before[k >> 5] + __popc(bits[k >> 5] & ((1u << (k & 31)) - 1u));
+      atomicAdd(&count[r], 1u);
+    }
+    __syncwarp();
+    // Each lane walks its own bitmap words; a word's present topics take consecutive ranks.
+    for (int j = lane; j < n_words; j += kWarp) {
+      unsigned w = bits[j];
+      int r = before[j];
+      while (w) {
+        const int b = __ffs(w) - 1;
+        a_ent[row + segment_slot(r, nnz)] = AEntry<kPacked>::make(j * 32 + b, static_cast<float>(count[r]));
+        ++r;
+        w &= w - 1u;
+      }
+    }
+    if (lane == 0) a_row[d] = make_int2(row, nnz);
+    __syncwarp();  // the bitmap is reused by the next document
+  }
+}
+
 }  // namespace gpulda
 
 // ---------------------------------------------------------------------------------------------
@@ -264,6 +332,21 @@ GPULDA_COUNTS(i32, int)
     gpulda::rebuild_hist<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, n_topics, a_row,    \
                                           static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));                    \
   }
+// rebuild_a_bitmap_*: rebuild_a_short's result for documents of at most kShortDocMax tokens, for
+//      K > kHistMaxTopics and integer counts (no weight array). Launch: grid any (warp-strided over
+//      `docs`), block kCountBlock, dynamic shared memory kCountWarps * (2 * ceil(K / 32) +
+//      kShortDocMax) * 4 bytes.
+#define GPULDA_REBUILD_BITMAP(SUFFIX, TOPIC_T, PACKED)                                                        \
+  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) rebuild_a_bitmap_##SUFFIX(                \
+      const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off, const int* __restrict__ doc_len, \
+      const int* __restrict__ row_off, const TOPIC_T* __restrict__ z_can, int n_topics,                       \
+      int2* __restrict__ a_row, void* __restrict__ a_ent) {                                                   \
+    gpulda::rebuild_bitmap<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, n_topics, a_row,  \
+                                            static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));                  \
+  }
+GPULDA_REBUILD_BITMAP(u16_packed, unsigned short, true)
+GPULDA_REBUILD_BITMAP(u16_wide, unsigned short, false)
+
 GPULDA_REBUILD_HIST(u16_packed, unsigned short, true)
 GPULDA_REBUILD_HIST(u16_wide, unsigned short, false)
 

@@ -402,7 +402,30 @@ class CudaEngine(Engine):
                 )
             return
         n_short = int(ch.short_docs.shape[0])
-        if n_short:
+        if n_short and ch.weight is None:
+            # Large K, integer counts: a topic bitmap per warp, O(n + K / 32) per document.
+            grid = min(-(-n_short // (_COUNT_BLOCK // _WARP)), self._n_sm * 16)
+            self._launch(
+                "counts",
+                f"rebuild_a_bitmap_{s}_{ch.fmt}",
+                grid,
+                _COUNT_BLOCK,
+                [
+                    (ch.short_docs, np.int32),
+                    (n_short, "i32"),
+                    (ch.doc_off, np.int32),
+                    (ch.doc_len, np.int32),
+                    (ch.row_off, np.int32),
+                    (ch.z_can, td),
+                    (self.n_topics, "i32"),
+                    (ch.a_row, np.int32),
+                    (ch.a_ent, ch.ent_dtype),
+                ],
+                shared_mem=(_COUNT_BLOCK // _WARP)
+                * (2 * (-(-self.n_topics // 32)) + _SHORT_DOC_MAX)
+                * 4,
+            )
+        elif n_short:
             grid = min(-(-n_short // (_COUNT_BLOCK // _WARP)), self._n_sm * 12)
             self._launch(
                 "counts",

@@ -37,7 +37,9 @@ class WordTables:
 
     def __init__(self, bhat):
         self.bhat = np.ascontiguousarray(bhat, dtype=np.float32)
-        self.cum = np.cumsum(self.bhat, axis=1, dtype=np.float32)
+        # Running sums in float64, rounded once: a float32 running sum over thousands of topics
+        # drifts by many ulps, further from the exact rule than the GPU's tree of partial sums.
+        self.cum = np.cumsum(self.bhat, axis=1, dtype=np.float64).astype(np.float32)
         self.total = np.ascontiguousarray(self.cum[:, -1])
 
     @classmethod
@@ -138,14 +140,38 @@ def _count(index, topics, weight, n_rows, n_topics):
 
 
 class NumpyEngine(Engine):
-    """ESCA on the CPU with NumPy (see :class:`~sklearn_gpulda._engines.base.Engine`)."""
+    """ESCA on the CPU with NumPy (see :class:`~sklearn_gpulda._engines.base.Engine`).
+
+    Parameters
+    ----------
+    n_topics, alpha, beta, seed
+        As :class:`~sklearn_gpulda._engines.base.Engine`.
+    algorithm : {'sparse', 'dense'}, default='sparse'
+        Draw rule of every E-step (training sweeps and mini-batch sweeps): 'sparse' is the
+        two-branch rule of ``doc/algorithm.md`` (:func:`draw_topics`), 'dense' the single running
+        sum of the dense kernels
+        (:func:`~sklearn_gpulda._engines.dense_rule.draw_topics_dense`). Both take the same
+        uniforms; everything else (initialisation, M-step, log-likelihood, fold-in) is shared.
+    """
 
     name = "cpu"
 
-    def __init__(self, n_topics, alpha, beta, seed):
+    def __init__(self, n_topics, alpha, beta, seed, algorithm="sparse"):
         super().__init__(n_topics, alpha, beta, seed)
+        if algorithm not in ("sparse", "dense"):
+            raise ValueError(f"algorithm must be 'sparse' or 'dense', got {algorithm!r}")
+        self.algorithm = algorithm
         self.corpus = None
         self._z = None
+
+    def _draw(self, doc, word, u, doc_topic, tables):
+        """One E-step draw per token with the engine's rule."""
+        if self.algorithm == "dense":
+            # Imported here: dense_rule imports this module.
+            from .dense_rule import draw_topics_dense
+
+            return draw_topics_dense(doc, word, u, doc_topic, tables.bhat, self.alpha)
+        return draw_topics(doc, word, u, doc_topic, tables, self.alpha)
 
     # -- training state -------------------------------------------------------------------
     def _token_index(self):
@@ -173,7 +199,7 @@ class NumpyEngine(Engine):
     def sweep(self, iteration):
         c = self.corpus
         u = _random.token_uniform(self.seed, iteration, _random.STREAM_SAMPLE, self._token_index())
-        self._set(draw_topics(c.doc, c.word, u, self._a, self._tables, self.alpha))
+        self._set(self._draw(c.doc, c.word, u, self._a, self._tables))
 
     def topics(self):
         return self._z.copy()
@@ -213,7 +239,7 @@ class NumpyEngine(Engine):
                 b = _count(corpus.word, z, corpus.weight, n_words, n_topics)
                 tables = WordTables.from_counts(b, b.sum(axis=0), self.beta)
             u = _random.token_uniform(self.seed, iteration, _random.STREAM_BATCH_SAMPLE, t, sweep=s)
-            z = draw_topics(corpus.doc, corpus.word, u, a, tables, self.alpha)
+            z = self._draw(corpus.doc, corpus.word, u, a, tables)
             a = _count(corpus.doc, z, corpus.weight, corpus.n_docs, n_topics).astype(np.float32)
             if not first and s >= keep_from:
                 total += _count(corpus.word, z, corpus.weight, n_words, n_topics)
