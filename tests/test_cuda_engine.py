@@ -3,11 +3,12 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy import stats
 
 from sklearn_gpulda import _random
 from sklearn_gpulda._corpus import tokens_from_counts
 from sklearn_gpulda._engines.numpy_engine import NumpyEngine, WordTables, draw_topics
+
+from _stats import merged_chisquare
 
 pytestmark = pytest.mark.gpu
 
@@ -165,23 +166,6 @@ def _exact_draws(a_row, bhat, alpha, u):
     return out
 
 
-def _merged_chisquare(observed, expected, min_expected=5.0):
-    """Chi-square over bins merged left to right until each expects at least ``min_expected``."""
-    obs, exp, acc_o, acc_e = [], [], 0.0, 0.0
-    for o, e in zip(observed, expected):
-        acc_o += o
-        acc_e += e
-        if acc_e >= min_expected:
-            obs.append(acc_o)
-            exp.append(acc_e)
-            acc_o = acc_e = 0.0
-    if acc_e > 0:
-        obs[-1] += acc_o
-        exp[-1] += acc_e
-    obs, exp = np.asarray(obs), np.asarray(exp)
-    return stats.chisquare(obs, exp * obs.sum() / exp.sum())
-
-
 @pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize(
     "n_topics,nnz", [(2, 1), (3, 2), (50, 10), (1000, 40), (1000, 1000), (4096, 2000), (32768, 300)]
@@ -203,7 +187,7 @@ def test_sampler_matches_exact_distribution(n_topics, nnz, packed):
     assert 0.2 < share_s < 0.8, "both branches must be exercised"
     p = (a_row.astype(np.float64) + alpha) * bhat
     p /= p.sum()
-    result = _merged_chisquare(np.bincount(got, minlength=n_topics), p * n)
+    result = merged_chisquare(np.bincount(got, minlength=n_topics), p * n)
     assert result.pvalue > 1e-4, result
     # The same uniforms through the oracle and through an exact float64 evaluation of the rule.
     # Both float32 versions may move a draw only where x lies within rounding of an interval

@@ -9,7 +9,6 @@ import functools
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from sklearn_gpulda import _random
 from sklearn_gpulda._corpus import tokens_from_counts
@@ -17,26 +16,11 @@ from sklearn_gpulda._engines import numpy_engine
 from sklearn_gpulda._engines.dense_rule import draw_topics_dense
 from sklearn_gpulda._engines.dense_sampler import VARIANTS, document_order
 
+from _stats import merged_chisquare
+
 # K values of issue 4: below, at and above one warp, remnants of 1, 4, 16, 8 and 0 topics.
 TOPICS = [16, 32, 33, 48, 100, 240, 256, 1000, 1024]
 SEED, ITERATION = 2024, 3
-
-
-def _merged_chisquare(observed, expected, min_expected=5.0):
-    """Chi-square over bins merged left to right until each expects at least ``min_expected``."""
-    obs, exp, acc_o, acc_e = [], [], 0.0, 0.0
-    for o, e in zip(observed, expected):
-        acc_o += o
-        acc_e += e
-        if acc_e >= min_expected:
-            obs.append(acc_o)
-            exp.append(acc_e)
-            acc_o = acc_e = 0.0
-    if acc_e > 0:
-        obs[-1] += acc_o
-        exp[-1] += acc_e
-    obs, exp = np.asarray(obs), np.asarray(exp)
-    return stats.chisquare(obs, exp * obs.sum() / exp.sum())
 
 
 def _fixed_distribution(n_topics, seed):
@@ -69,7 +53,7 @@ def test_dense_rule_matches_exact_distribution(n_topics):
     u = _random.token_uniform(SEED, ITERATION, _random.STREAM_SAMPLE, np.arange(n))
     zeros = np.zeros(n, dtype=np.int64)
     got = draw_topics_dense(zeros, zeros, u, a_row[None, :], bhat[None, :], alpha)
-    result = _merged_chisquare(
+    result = merged_chisquare(
         np.bincount(got, minlength=n_topics), _exact_p(a_row, bhat, alpha) * n
     )
     assert result.pvalue > 1e-4, result
@@ -198,7 +182,7 @@ def test_kernel_matches_exact_distribution(variant, n_topics):
     A = np.tile(a_row, (doc_ptr.size - 1, 1))
     got = _gpu_draw(variant, doc_ptr, np.zeros(n, np.int32), A, bhat[None, :], alpha)
     assert got.min() >= 0 and got.max() < n_topics
-    result = _merged_chisquare(
+    result = merged_chisquare(
         np.bincount(got, minlength=n_topics), _exact_p(a_row, bhat, alpha) * n
     )
     assert result.pvalue > 1e-4, result

@@ -3,35 +3,18 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy.stats import chisquare
 
 from sklearn_gpulda import _random
 from sklearn_gpulda._corpus import tokens_from_counts
 from sklearn_gpulda._engines.numpy_engine import NumpyEngine, WordTables, draw_topics, fold_in
 from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
 
+from _stats import merged_chisquare
+
 
 @pytest.fixture(scope="module")
 def kjv():
     return load_kjv_chapters().data
-
-
-def _chisquare_pvalue(observed, expected, min_expected=5.0):
-    """Chi-square p-value after merging bins whose expectation is small."""
-    order = np.argsort(expected)
-    obs, exp = observed[order].astype(float), expected[order].astype(float)
-    merged_obs, merged_exp, acc_o, acc_e = [], [], 0.0, 0.0
-    for o, e in zip(obs, exp):
-        acc_o += o
-        acc_e += e
-        if acc_e >= min_expected:
-            merged_obs.append(acc_o)
-            merged_exp.append(acc_e)
-            acc_o = acc_e = 0.0
-    if acc_e > 0:
-        merged_obs[-1] += acc_o
-        merged_exp[-1] += acc_e
-    return chisquare(merged_obs, merged_exp).pvalue
 
 
 @pytest.mark.parametrize("n_topics", [2, 7, 100, 1000])
@@ -53,7 +36,7 @@ def test_draw_matches_exact_distribution(n_topics, alpha):
     p /= p.sum()
     observed = np.bincount(k, minlength=n_topics)
     assert observed[p == 0].sum() == 0
-    assert _chisquare_pvalue(observed, p * n) > 1e-4
+    assert merged_chisquare(observed[np.argsort(p)], np.sort(p) * n).pvalue > 1e-4
 
 
 def test_draw_branch_frequency_matches_sparse_mass():
