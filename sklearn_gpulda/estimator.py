@@ -10,7 +10,6 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.special import psi
 from sklearn.base import (
     BaseEstimator,
@@ -29,7 +28,7 @@ from ._device_input import (
     to_host,
     tokens_from_device_counts,
 )
-from ._engines import make_engine, resolve_device
+from ._engines import choose_algorithm, make_engine, resolve_device
 
 
 def _tokens(X):
@@ -89,8 +88,14 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         Seeds the counter-based generator; an int gives the same model on the same hardware.
     device : {'auto', 'cpu', 'cuda'} or 'cuda:N', default='auto'
         Where to sample. 'auto' picks the GPU when CuPy sees one, else the CPU.
-    algorithm : {'auto', 'sparse'}, default='auto'
-        Sampler: 'sparse' is ESCA with the two-branch sparsity-aware draw. 'auto' picks it.
+    algorithm : {'auto', 'sparse', 'dense'}, default='auto'
+        Sampler. 'sparse' is ESCA with the two-branch sparsity-aware draw, whose cost per token
+        grows with the non-zeros of the document's topic counts. 'dense' evaluates all K topics
+        of every token with one running sum (Steele and Tristan's dense kernels on a GPU); it
+        supports at most 1,024 topics. Both draw from the same distribution with the same random
+        numbers. 'auto' picks 'dense' on a GPU for ``n_components <= 48`` (where the dense
+        kernel was measured faster) and 'sparse' otherwise; the choice is made at the first fit
+        and kept in ``algorithm_``.
     n_batch_sweeps : int, default=10
         Sampling sweeps over each mini-batch in online learning and ``partial_fit``; statistics are
         averaged over the second half of them.
@@ -117,6 +122,9 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         Names of features seen during fit, when X has string feature names.
     device_ : str
         Where the model was trained: 'cpu' or 'cuda:N'.
+    algorithm_ : str
+        The sampler used, 'sparse' or 'dense' (``algorithm`` resolved at the first fit); later
+        ``partial_fit``, ``transform``, ``score`` and ``perplexity`` calls keep using it.
     n_tokens_ : float
         Number of training tokens (weighted sum for non-integer counts) in the last fit call.
     fit_time_ : float
@@ -163,7 +171,7 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         "verbose": ["verbose"],
         "random_state": ["random_state"],
         "device": [str],
-        "algorithm": [StrOptions({"auto", "sparse"})],
+        "algorithm": [StrOptions({"auto", "sparse", "dense"})],
         "n_batch_sweeps": [Interval(Integral, 1, None, closed="left")],
     }
 
@@ -238,6 +246,9 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         return resolve_device(self.device)
 
     def _init_params(self, device):
+        # Resolved first: 'dense' beyond the dense kernels' topic ceiling raises before any
+        # fitted attribute is set.
+        algorithm = choose_algorithm(self.algorithm, self.n_components, device)
         self.doc_topic_prior_ = (
             1.0 / self.n_components if self.doc_topic_prior is None else float(self.doc_topic_prior)
         )
@@ -245,6 +256,7 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
             1.0 / self.n_components if self.topic_word_prior is None else float(self.topic_word_prior)
         )
         self.device_ = device
+        self.algorithm_ = algorithm
         self._seed = int(check_random_state(self.random_state).randint(np.iinfo(np.uint32).max))
         self.n_batch_iter_ = 1
         self.n_iter_ = 0
@@ -256,6 +268,7 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
             self.doc_topic_prior_,
             self.topic_word_prior_,
             self._seed,
+            self.algorithm_,
         )
 
     def _set_components(self, topic_word, dtype):

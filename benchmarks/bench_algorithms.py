@@ -1,0 +1,318 @@
+"""Whole ESCA iterations of the sparse and dense CUDA engines, and what ``algorithm='auto'`` picks.
+
+For each K the script runs ``--iters`` sweeps of every engine from its random initialisation --
+the sparse engine (``CudaEngine``) and the dense engine (``CudaDenseEngine``) with each sampling
+kernel (butterfly, transpose, plain) -- and reports Mtoken/s of a whole iteration (sampling plus
+M-step), the mean over iterations 2..n (the first pays for kernel loading). Corpora: a
+NYTimes-shaped corpus drawn by ``datasets.make_lda_corpus(shape="nytimes", scale=...)``, and NIPS
+when its UCI docword file is found where ``benchmarks/_peer_corpora.py`` looks
+(``nips_tmt/docword.nips_tmt.txt.gz`` under ``$SKLEARN_GPULDA_DATA``, ``.carry/data`` or
+``../shared/data``).
+
+Printed per corpus: the table, the smallest K from which the sparse engine beats every dense
+kernel, and for each K the engine 'auto' picks (``_engines.choose_algorithm``; the dense engine
+runs its default 'transpose' kernel) and whether it is within 5% of the faster of the two engines
+'auto' chooses between.
+
+The dense kernels run one thread per document, so they need tens of thousands of documents to
+fill a large GPU: the default ``--scale 0.25`` (75,000 documents, about 25 M tokens) matches the
+kernel-only measurements of ``doc/performance.md``. Points stop once ``--budget-s`` is spent
+(K visited coarse to fine, so a cut run still spans the range). Writes ``bench_algorithms.csv``,
+``.json`` and ``.png`` (when matplotlib imports) into ``--out`` (default ``$OUT``).
+
+Usage::
+
+    python benchmarks/bench_algorithms.py                      # K = 16 48 80 144 256 512 1024
+    python benchmarks/bench_algorithms.py --topics 16 48 80 --iters 6 --scale 0.1
+"""
+
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+VARIANTS = ("butterfly", "transpose", "plain")
+DEFAULT_TOPICS = [16, 48, 80, 144, 256, 512, 1024]
+#: 'auto' counts as right where its engine is at least this share of the faster one's speed.
+TOLERANCE = 0.95
+
+
+def coarse_to_fine(n):
+    """Indices 0..n-1 ordered to cover the range early: both ends, then ever finer halvings."""
+    order = [0] + ([n - 1] if n > 1 else [])
+    step = 1 << max(0, (n - 1).bit_length())
+    while step >= 1:
+        order += [i for i in range(0, n, step) if i not in order]
+        step //= 2
+    return order
+
+
+def load_corpora(scale, seed, with_nips):
+    """[(name, TokenCorpus, description)]: NYTimes-shaped, plus NIPS when its files are found."""
+    from sklearn_gpulda._corpus import tokens_from_counts
+    from sklearn_gpulda.datasets import load_uci_bow, make_lda_corpus
+
+    out = []
+    t = time.perf_counter()
+    X = make_lda_corpus(shape="nytimes", scale=scale, n_topics=50, random_state=seed).data
+    out.append(
+        (
+            "nytimes",
+            tokens_from_counts(X),
+            f"make_lda_corpus(shape='nytimes', scale={scale}, n_topics=50, random_state={seed}), "
+            f"{time.perf_counter() - t:.1f} s",
+        )
+    )
+    if with_nips:
+        try:
+            from _peer_corpora import CorpusUnavailable, _find
+
+            try:
+                docword, vocab = _find("nips")
+            except CorpusUnavailable as exc:
+                print(f"note: NIPS skipped ({exc})")
+            else:
+                X = load_uci_bow(docword, vocab).data
+                X = X[np.flatnonzero(X.getnnz(axis=1))]
+                out.append(("nips", tokens_from_counts(X), f"UCI {docword}"))
+        except ImportError as exc:
+            print(f"note: NIPS skipped ({exc})")
+    return out
+
+
+def time_engine(cp, engine, corpus, iters):
+    """Mean ms of sweeps 2..iters (sweep 1 when ``iters`` is 1), and the last stage split."""
+    engine.initialize(corpus)
+    cp.cuda.Device().synchronize()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    ms = []
+    for it in range(1, iters + 1):
+        start.record()
+        engine.sweep(it)
+        stop.record()
+        stop.synchronize()
+        ms.append(cp.cuda.get_elapsed_time(start, stop))
+    stages = dict(getattr(engine, "stage_ms", {}) or {})
+    engine.release()
+    cp.get_default_memory_pool().free_all_blocks()
+    kept = ms[1:] if len(ms) > 1 else ms
+    return float(np.mean(kept)), stages
+
+
+def measure(cp, corpus, k, engines, iters, beta, seed):
+    """Whole-iteration Mtoken/s of each engine name at K = k (None where it failed)."""
+    from sklearn_gpulda._engines.cuda_dense_engine import CudaDenseEngine
+    from sklearn_gpulda._engines.cuda_engine import CudaEngine
+
+    alpha = 50.0 / k
+    row = {}
+    for name in engines:
+        try:
+            if name == "sparse":
+                eng = CudaEngine(k, alpha, beta, seed, device=0, profile=True)
+            else:
+                eng = CudaDenseEngine(k, alpha, beta, seed, device=0, variant=name, profile=True)
+            ms, stages = time_engine(cp, eng, corpus, iters)
+        except Exception as exc:  # a failed point is reported, the sweep goes on
+            print(f"   K={k} {name}: {type(exc).__name__}: {exc}")
+            cp.get_default_memory_pool().free_all_blocks()
+            row[name] = None
+            continue
+        row[name] = corpus.n_tokens / ms / 1e3
+        row[name + "_ms"] = ms
+        if "sample" in stages:
+            row[name + "_sample_ms"] = stages["sample"]
+    return row
+
+
+def judge(row, k, mean_len):
+    """Fill in the faster engine, what 'auto' picks and whether that is within TOLERANCE."""
+    from sklearn_gpulda._engines import choose_algorithm
+
+    dense = {v: row.get(v) for v in VARIANTS if row.get(v)}
+    row["best_dense"] = max(dense, key=dense.get) if dense else None
+    pick = choose_algorithm("auto", k, "cuda:0")
+    row["auto"] = pick
+    # 'auto' runs the dense engine's default kernel.
+    choices = {"sparse": row.get("sparse"), "dense": row.get("transpose")}
+    if all(choices.values()):
+        faster = max(choices, key=choices.get)
+        row["faster"] = faster
+        row["auto_ratio"] = choices[pick] / choices[faster]
+        row["auto_ok"] = row["auto_ratio"] >= TOLERANCE
+    return row
+
+
+def sparse_wins_from(rows):
+    """Smallest measured K from which the sparse engine beats every dense kernel at every K."""
+    ks = sorted(r["K"] for r in rows if r.get("sparse") and r.get("best_dense"))
+    by_k = {r["K"]: r for r in rows}
+    wins = {k: by_k[k]["sparse"] > by_k[k][by_k[k]["best_dense"]] for k in ks}
+    start = None
+    for k in reversed(ks):
+        if not wins[k]:
+            break
+        start = k
+    return start, wins
+
+
+def write_outputs(out, device_name, args, corpora, rows):
+    if not out:
+        return
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    keys = ["corpus", "K", "n_tokens", "sparse", *VARIANTS, "sparse_ms", "sparse_sample_ms"]
+    keys += [f"{v}_{s}" for v in VARIANTS for s in ("ms", "sample_ms")]
+    keys += ["best_dense", "faster", "auto", "auto_ratio", "auto_ok"]
+    ordered = sorted(rows, key=lambda r: (r["corpus"], r["K"]))
+    with open(out_dir / "bench_algorithms.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(ordered)
+    info = dict(
+        device=device_name, args=vars(args), corpora=[(c, d) for c, _, d in corpora], rows=ordered
+    )
+    (out_dir / "bench_algorithms.json").write_text(json.dumps(info, indent=1, default=str))
+
+
+def plot(rows, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as exc:  # matplotlib is optional
+        print(f"note: no plot ({type(exc).__name__}: {exc})")
+        return False
+    corpora = sorted({r["corpus"] for r in rows})
+    fig, axes = plt.subplots(1, len(corpora), figsize=(7 * len(corpora), 4.5), squeeze=False)
+    for ax, name in zip(axes[0], corpora):
+        mine = sorted((r for r in rows if r["corpus"] == name), key=lambda r: r["K"])
+        for key, label in [
+            ("sparse", "sparse engine"),
+            ("transpose", "dense engine, transpose"),
+            ("butterfly", "dense engine, butterfly"),
+            ("plain", "dense engine, plain"),
+        ]:
+            pts = [(r["K"], r[key]) for r in mine if r.get(key)]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", ms=3, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("K (topics)")
+        ax.set_ylabel("Mtoken/s, whole iteration")
+        ax.set_title(f"{name}: {mine[0]['n_tokens'] / 1e6:.1f} M tokens")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return True
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=float, default=0.25, help="fraction of NYTimes' 300k documents")
+    ap.add_argument("--topics", type=int, nargs="+", default=DEFAULT_TOPICS)
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    ap.add_argument("--no-sparse", action="store_true")
+    ap.add_argument("--no-nips", action="store_true")
+    ap.add_argument("--iters", type=int, default=4, help="sweeps per engine; iterations 2..n timed")
+    ap.add_argument("--budget-s", type=float, default=150.0, help="time for measurements")
+    ap.add_argument("--out", default=os.environ.get("OUT"))
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    t_begin = time.perf_counter()
+
+    import cupy as cp
+
+    from sklearn_gpulda._engines import DENSE_MAX_TOPICS
+    from sklearn_gpulda._engines.dense_sampler import MAX_TOPICS
+
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    print(f"device: {name}, {props['multiProcessorCount']} SMs; cupy {cp.__version__}")
+    print(f"DENSE_MAX_TOPICS = {DENSE_MAX_TOPICS}")
+    topics = sorted({k for k in args.topics if 1 <= k <= MAX_TOPICS})
+    engines = ([] if args.no_sparse else ["sparse"]) + list(args.variants)
+    beta = 0.01
+
+    corpora = load_corpora(args.scale, args.seed, not args.no_nips)
+    rows = []
+    t_measure = time.perf_counter()
+    share = args.budget_s / max(1, len(corpora))
+    for i_corpus, (cname, corpus, descr) in enumerate(corpora):
+        lengths = np.diff(corpus.doc_ptr)
+        mean_len = float(lengths.mean()) if lengths.size else 0.0
+        print(
+            f"\n== {cname}: {descr}\n   D={corpus.n_docs:,} V={corpus.n_words:,} "
+            f"tokens={corpus.n_tokens:,} mean length {mean_len:.0f}, max {lengths.max():,}"
+        )
+        deadline = t_measure + share * (i_corpus + 1)
+        for i in coarse_to_fine(len(topics)):
+            if time.perf_counter() > deadline:
+                print(f"   budget of {share:.0f} s spent; remaining K skipped")
+                break
+            k = topics[i]
+            row = dict(corpus=cname, K=k, n_tokens=corpus.n_tokens)
+            row.update(measure(cp, corpus, k, engines, args.iters, beta, args.seed))
+            judge(row, k, mean_len)
+            rows.append(row)
+            write_outputs(args.out, name, args, corpora, rows)
+            print(
+                f"   K={k:5d}  "
+                + "  ".join(
+                    f"{e} {row[e]:8.1f}" if row.get(e) else f"{e} {'-':>8}" for e in engines
+                )
+                + "  Mtoken/s",
+                flush=True,
+            )
+
+    print("\nWhole-iteration Mtoken/s (mean of iterations 2..%d)" % args.iters)
+    cols = ["corpus", "K", *engines, "auto", "auto/faster", "ok"]
+    print("  ".join(f"{c:>11}" for c in cols))
+    for r in sorted(rows, key=lambda r: (r["corpus"], r["K"])):
+        cells = [r["corpus"], r["K"]] + [r.get(e) for e in engines]
+        ratio = r.get("auto_ratio")
+        cells += [r["auto"], None if ratio is None else f"{ratio:.3f}", r.get("auto_ok")]
+        print(
+            "  ".join(
+                f"{c:>11.1f}" if isinstance(c, float) else f"{'-' if c is None else c!s:>11}"
+                for c in cells
+            )
+        )
+    for cname in sorted({r["corpus"] for r in rows}):
+        mine = [r for r in rows if r["corpus"] == cname]
+        start, wins = sparse_wins_from(mine)
+        if wins:
+            where = (
+                f"from K={start} on" if start is not None else "at none of the largest K measured"
+            )
+            per_k = ", ".join(f"{k}: {'sparse' if w else 'dense'}" for k, w in wins.items())
+            print(f"{cname}: the sparse engine beats every dense kernel {where} ({per_k})")
+        judged = [r for r in mine if "auto_ok" in r]
+        if judged:
+            bad = [r["K"] for r in judged if not r["auto_ok"]]
+            print(
+                f"{cname}: 'auto' within 5% of the faster engine at "
+                f"{len(judged) - len(bad)} of {len(judged)} K"
+                + (f"; not at K = {bad}" if bad else "")
+            )
+    if args.out and rows:
+        write_outputs(args.out, name, args, corpora, rows)
+        if plot(rows, Path(args.out) / "bench_algorithms.png"):
+            print(f"wrote {Path(args.out) / 'bench_algorithms.png'}")
+        print(f"wrote {Path(args.out) / 'bench_algorithms.csv'} and bench_algorithms.json")
+    print(f"total {time.perf_counter() - t_begin:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
