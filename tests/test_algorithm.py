@@ -220,6 +220,13 @@ def test_resolved_algorithm_is_kept_for_later_calls(monkeypatch):
     assert model.algorithm_ == "sparse" and seen[-1] == "sparse"
 
 
+# -- the GPU engine ---------------------------------------------------------------------------------
+def _dense_engine(n_topics, **kw):
+    from sklearn_gpulda._engines.cuda_dense_engine import CudaDenseEngine
+
+    return CudaDenseEngine(n_topics, ALPHA, BETA, SEED, **kw)
+
+
 def _sparse_engine(n_topics):
     from sklearn_gpulda._engines.cuda_engine import CudaEngine
 
