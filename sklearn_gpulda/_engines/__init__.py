@@ -54,12 +54,13 @@ def resolve_device(device):
     return f"cuda:{index}"
 
 
-#: Largest K at which ``algorithm='auto'`` picks the dense engine. From the sampling-stage sweep
-#: of ``doc/performance.md`` (H200, NYTimes-shaped corpus, 25 M tokens): the dense transpose kernel
-#: beat the sparse engine's sampling stage at K = 16 and 48 and lost from K = 80 on. Whole
-#: iterations (M-steps included) were not part of that sweep, so the value must be re-checked
-#: with ``benchmarks/bench_algorithms.py``, which times both engines end to end.
-DENSE_MAX_TOPICS = 48
+#: Largest K at which ``algorithm='auto'`` picks the dense engine: none. Whole iterations measured
+#: by ``benchmarks/bench_algorithms.py`` on an H200 (doc/performance.md, 2026-11-22): the sparse
+#: engine was faster at every K from 16 to 1,024 on the NYTimes-shaped corpus (3,701 against
+#: 2,344 Mtoken/s at K = 16) and on NIPS, because the dense engine's M-step and its thread per
+#: document cost more than the dense sampling kernel saves. The sampling kernels alone favoured
+#: dense at K <= 48, which is where this constant stood before the whole-iteration run.
+DENSE_MAX_TOPICS = 0
 
 
 def _dense_max_topics():
