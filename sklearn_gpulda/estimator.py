@@ -536,12 +536,7 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         >>> bool(lda.score(X[200:220]) + lda.score(X[220:240]) - lda.score(X[200:240]) < 1e-6)
         True
         """
-        check_is_fitted(self)
-        device = self._inference_device()
-        X = self._check_counts(
-            X, reset=False, whom="GPULatentDirichletAllocation.score", device=device
-        )
-        _, loglik = self._fold_in(X, device, return_loglik=True)
+        loglik, _ = self._held_out_loglik(X, "GPULatentDirichletAllocation.score")
         return float(loglik.sum())
 
     def perplexity(self, X):
@@ -567,13 +562,16 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         >>> bool(lda.perplexity(X[200:240]) > 1)
         True
         """
+        loglik, n_tokens = self._held_out_loglik(X, "GPULatentDirichletAllocation.perplexity")
+        return _perplexity(loglik.sum(), n_tokens)
+
+    def _held_out_loglik(self, X, whom):
+        """Per-document log-likelihoods of ``X`` after fold-in, and its number of tokens."""
         check_is_fitted(self)
         device = self._inference_device()
-        X = self._check_counts(
-            X, reset=False, whom="GPULatentDirichletAllocation.perplexity", device=device
-        )
+        X = self._check_counts(X, reset=False, whom=whom, device=device)
         _, loglik = self._fold_in(X, device, return_loglik=True)
-        return _perplexity(loglik.sum(), float(X.sum()))
+        return loglik, float(X.sum())
 
     def _perplexity(self, X, engine):
         _, loglik = engine.fold_in(
