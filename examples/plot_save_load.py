@@ -5,9 +5,8 @@ Saving a model and using it on a machine without a GPU
 A fitted model holds NumPy arrays only, so :func:`joblib.dump` writes it like any scikit-learn
 estimator, and :func:`joblib.load` reads it back on a machine without a GPU or without CuPy.
 ``device_`` keeps recording where the model was trained. ``transform``, ``score`` and
-``perplexity`` run on that device when it is usable where the model is loaded, and on the CPU
-otherwise (with a :class:`RuntimeWarning` saying so); ``device='cpu'`` makes every later ``fit``
-sample on the CPU too.
+``perplexity`` follow the ``device`` parameter: ``'auto'`` uses a GPU when the loading machine has
+one and the CPU otherwise, and ``device='cpu'`` keeps them (and every later ``fit``) on the CPU.
 """
 
 import tempfile
@@ -44,6 +43,7 @@ doc_topics = loaded.transform(X_new)
 print(f"transformed {X_new.shape[0]} new chapters in {time.perf_counter() - tic:.2f} s, "
       f"shape {doc_topics.shape}")
 
-# The fold-in is deterministic, so the loaded model gives the original's answer.
-print("same as before saving:", bool((abs(doc_topics - lda.transform(X_new)) < 1e-12).all()))
+# The fold-in is deterministic, so the loaded model gives the original's answer (up to rounding
+# when the original ran its fold-in on a GPU).
+print("same as before saving:", bool((abs(doc_topics - lda.transform(X_new)) < 1e-6).all()))
 print(f"held-out perplexity: {loaded.perplexity(X_new):.1f}")
