@@ -40,53 +40,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-VARIANTS = ("butterfly", "transpose", "plain")
+from _bench_common import VARIANTS, coarse_to_fine, describe_device, load_corpora  # noqa: E402
+
 DEFAULT_TOPICS = [16, 48, 80, 144, 256, 512, 1024]
 #: 'auto' counts as right where its engine is at least this share of the faster one's speed.
 TOLERANCE = 0.95
-
-
-def coarse_to_fine(n):
-    """Indices 0..n-1 ordered to cover the range early: both ends, then ever finer halvings."""
-    order = [0] + ([n - 1] if n > 1 else [])
-    step = 1 << max(0, (n - 1).bit_length())
-    while step >= 1:
-        order += [i for i in range(0, n, step) if i not in order]
-        step //= 2
-    return order
-
-
-def load_corpora(scale, seed, with_nips):
-    """[(name, TokenCorpus, description)]: NYTimes-shaped, plus NIPS when its files are found."""
-    from sklearn_gpulda._corpus import tokens_from_counts
-    from sklearn_gpulda.datasets import load_uci_bow, make_lda_corpus
-
-    out = []
-    t = time.perf_counter()
-    X = make_lda_corpus(shape="nytimes", scale=scale, n_topics=50, random_state=seed).data
-    out.append(
-        (
-            "nytimes",
-            tokens_from_counts(X),
-            f"make_lda_corpus(shape='nytimes', scale={scale}, n_topics=50, random_state={seed}), "
-            f"{time.perf_counter() - t:.1f} s",
-        )
-    )
-    if with_nips:
-        try:
-            from _peer_corpora import CorpusUnavailable, _find
-
-            try:
-                docword, vocab = _find("nips")
-            except CorpusUnavailable as exc:
-                print(f"note: NIPS skipped ({exc})")
-            else:
-                X = load_uci_bow(docword, vocab).data
-                X = X[np.flatnonzero(X.getnnz(axis=1))]
-                out.append(("nips", tokens_from_counts(X), f"UCI {docword}"))
-        except ImportError as exc:
-            print(f"note: NIPS skipped ({exc})")
-    return out
 
 
 def time_engine(cp, engine, corpus, iters):
@@ -134,7 +92,7 @@ def measure(cp, corpus, k, engines, iters, beta, seed):
     return row
 
 
-def judge(row, k, mean_len):
+def judge(row, k):
     """Fill in the faster engine, what 'auto' picks and whether that is within TOLERANCE."""
     from sklearn_gpulda._engines import choose_algorithm
 
@@ -237,9 +195,7 @@ def main(argv=None):
     from sklearn_gpulda._engines import DENSE_MAX_TOPICS
     from sklearn_gpulda._engines.dense_sampler import MAX_TOPICS
 
-    props = cp.cuda.runtime.getDeviceProperties(0)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-    print(f"device: {name}, {props['multiProcessorCount']} SMs; cupy {cp.__version__}")
+    name = describe_device(cp)
     print(f"DENSE_MAX_TOPICS = {DENSE_MAX_TOPICS}")
     topics = sorted({k for k in args.topics if 1 <= k <= MAX_TOPICS})
     engines = ([] if args.no_sparse else ["sparse"]) + list(args.variants)
@@ -264,7 +220,7 @@ def main(argv=None):
             k = topics[i]
             row = dict(corpus=cname, K=k, n_tokens=corpus.n_tokens)
             row.update(measure(cp, corpus, k, engines, args.iters, beta, args.seed))
-            judge(row, k, mean_len)
+            judge(row, k)
             rows.append(row)
             write_outputs(args.out, name, args, corpora, rows)
             print(

@@ -4,7 +4,7 @@ For K = 16, 48, 80, ..., 1,008 and 1,024 (the sweep of Steele and Tristan, PPoPP
 K = 32k + 16) the script times one E-step of each dense kernel -- butterfly (Alg. 7), register
 transpose (Alg. 4 + Fig. 2), plain (Alg. 1) -- on a NYTimes-shaped corpus drawn by
 ``datasets.make_lda_corpus(shape="nytimes", scale=...)``, and on NIPS when a UCI docword file is
-found under ``.carry/data/nips``. A and Bhat come from a random topic assignment (the state of a
+found where ``benchmarks/_peer_corpora.py`` looks. A and Bhat come from a random topic assignment (the state of a
 first E-step); the dense kernels' speed does not depend on the state. Reported: sampling-kernel
 Mtoken/s (median of ``--reps`` launches timed with CUDA events).
 
@@ -31,57 +31,22 @@ import argparse
 import csv
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-VARIANTS = ("butterfly", "transpose", "plain")
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _bench_common import VARIANTS, coarse_to_fine, describe_device, load_corpora  # noqa: E402
 
 
 def paper_sweep():
     """K = 16, 48, ..., 1,008 (32 k + 16) and 1,024."""
     return [16 + 32 * k for k in range(32)] + [1024]
-
-
-def coarse_to_fine(n):
-    """Indices 0..n-1 ordered to cover the range early: both ends, then ever finer halvings."""
-    order = [0] + ([n - 1] if n > 1 else [])
-    step = 1 << max(0, (n - 1).bit_length())
-    while step >= 1:
-        order += [i for i in range(0, n, step) if i not in order]
-        step //= 2
-    return order
-
-
-def load_corpora(scale, seed):
-    """[(name, TokenCorpus, description)]: NYTimes-shaped, plus NIPS when its docword is present."""
-    from sklearn_gpulda._corpus import tokens_from_counts
-    from sklearn_gpulda.datasets import load_uci_bow, make_lda_corpus
-
-    out = []
-    t = time.perf_counter()
-    X = make_lda_corpus(shape="nytimes", scale=scale, n_topics=50, random_state=seed).data
-    corpus = tokens_from_counts(X)
-    out.append(
-        (
-            "nytimes",
-            corpus,
-            f"make_lda_corpus(shape='nytimes', scale={scale}, n_topics=50, "
-            f"random_state={seed}), generated in {time.perf_counter() - t:.1f} s",
-        )
-    )
-    nips = ROOT / ".carry" / "data" / "nips"
-    if nips.is_dir():
-        files = sorted(nips.glob("docword*.txt*"))
-        if files:
-            vocab = sorted(nips.glob("vocab*.txt*"))
-            X = load_uci_bow(files[0], vocab[0] if vocab else None).data
-            out.append(("nips", tokens_from_counts(X), f"UCI {files[0].name}"))
-        else:
-            print(f"note: {nips} holds no docword*.txt[.gz]; NIPS skipped")
-    return out
 
 
 def device_state(cp, doc_d, word_d, n_docs, n_words, n_topics, beta, seed):
@@ -226,9 +191,7 @@ def main(argv=None):
 
     from sklearn_gpulda._engines.dense_sampler import MAX_TOPICS, document_order
 
-    props = cp.cuda.runtime.getDeviceProperties(0)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-    print(f"device: {name}, {props['multiProcessorCount']} SMs; cupy {cp.__version__}")
+    name = describe_device(cp)
     topics = [k for k in (args.topics or paper_sweep()) if 1 <= k <= MAX_TOPICS]
     beta = 0.01
     sparse_ok = not args.no_sparse
