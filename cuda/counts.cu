@@ -322,33 +322,23 @@ GPULDA_COUNTS(i32, int)
                                           static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));                    \
   }
 // rebuild_a_hist_*: rebuild_a_short's result for every document, for K <= kHistMaxTopics and
-//      integer counts (no weight array). Launch: grid any (warp-strided over `docs`), block
-//      kCountBlock, dynamic shared memory kCountWarps * K * 4 bytes.
-#define GPULDA_REBUILD_HIST(SUFFIX, TOPIC_T, PACKED)                                                          \
-  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) rebuild_a_hist_##SUFFIX(                  \
-      const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off, const int* __restrict__ doc_len, \
-      const int* __restrict__ row_off, const TOPIC_T* __restrict__ z_can, int n_topics,                       \
-      int2* __restrict__ a_row, void* __restrict__ a_ent) {                                                   \
-    gpulda::rebuild_hist<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, n_topics, a_row,    \
-                                          static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));                    \
-  }
+//      integer counts (no weight array). Dynamic shared memory kCountWarps * K * 4 bytes.
 // rebuild_a_bitmap_*: rebuild_a_short's result for documents of at most kShortDocMax tokens, for
-//      K > kHistMaxTopics and integer counts (no weight array). Launch: grid any (warp-strided over
-//      `docs`), block kCountBlock, dynamic shared memory kCountWarps * (2 * ceil(K / 32) +
-//      kShortDocMax) * 4 bytes.
-#define GPULDA_REBUILD_BITMAP(SUFFIX, TOPIC_T, PACKED)                                                        \
-  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) rebuild_a_bitmap_##SUFFIX(                \
+//      K > kHistMaxTopics and integer counts (no weight array). Dynamic shared memory
+//      kCountWarps * (2 * ceil(K / 32) + kShortDocMax) * 4 bytes.
+// Both: grid any (warp-strided over `docs`), block kCountBlock.
+#define GPULDA_REBUILD_INTEGER(KIND, SUFFIX, TOPIC_T, PACKED)                                                 \
+  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) rebuild_a_##KIND##_##SUFFIX(              \
       const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off, const int* __restrict__ doc_len, \
       const int* __restrict__ row_off, const TOPIC_T* __restrict__ z_can, int n_topics,                       \
       int2* __restrict__ a_row, void* __restrict__ a_ent) {                                                   \
-    gpulda::rebuild_bitmap<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, n_topics, a_row,  \
+    gpulda::rebuild_##KIND<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, n_topics, a_row,  \
                                             static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));                  \
   }
-GPULDA_REBUILD_BITMAP(u16_packed, unsigned short, true)
-GPULDA_REBUILD_BITMAP(u16_wide, unsigned short, false)
-
-GPULDA_REBUILD_HIST(u16_packed, unsigned short, true)
-GPULDA_REBUILD_HIST(u16_wide, unsigned short, false)
+GPULDA_REBUILD_INTEGER(bitmap, u16_packed, unsigned short, true)
+GPULDA_REBUILD_INTEGER(bitmap, u16_wide, unsigned short, false)
+GPULDA_REBUILD_INTEGER(hist, u16_packed, unsigned short, true)
+GPULDA_REBUILD_INTEGER(hist, u16_wide, unsigned short, false)
 
 GPULDA_REBUILD(u16_packed, unsigned short, true)
 GPULDA_REBUILD(u16_wide, unsigned short, false)
