@@ -376,95 +376,61 @@ class CudaEngine(Engine):
             256,
             [(ch.z, td), (ch.tok, np.uint32), (n, "i64"), (ch.z_can, td)],
         )
-        s = self._suffix
         if ch.weight is None and self.n_topics <= _HIST_MAX_TOPICS:
             # Per-warp histograms: O(n + K) per document, cheaper than sorting while K is small.
-            n_docs = ch.n_docs
-            if n_docs:
-                grid = min(-(-n_docs // (_COUNT_BLOCK // _WARP)), self._n_sm * 16)
-                self._launch(
-                    "counts",
-                    f"rebuild_a_hist_{s}_{ch.fmt}",
-                    grid,
-                    _COUNT_BLOCK,
-                    [
-                        (ch.all_docs, np.int32),
-                        (n_docs, "i32"),
-                        (ch.doc_off, np.int32),
-                        (ch.doc_len, np.int32),
-                        (ch.row_off, np.int32),
-                        (ch.z_can, td),
-                        (self.n_topics, "i32"),
-                        (ch.a_row, np.int32),
-                        (ch.a_ent, ch.ent_dtype),
-                    ],
-                    shared_mem=(_COUNT_BLOCK // _WARP) * self.n_topics * 4,
-                )
+            self._launch_rebuild(
+                ch, "hist", ch.all_docs, ch.n_docs, 16, [(self.n_topics, "i32")],
+                (_COUNT_BLOCK // _WARP) * self.n_topics * 4,
+            )
             return
         n_short = int(ch.short_docs.shape[0])
-        if n_short and ch.weight is None:
+        if ch.weight is None:
             # Large K, integer counts: a topic bitmap per warp, O(n + K / 32) per document.
-            grid = min(-(-n_short // (_COUNT_BLOCK // _WARP)), self._n_sm * 16)
-            self._launch(
-                "counts",
-                f"rebuild_a_bitmap_{s}_{ch.fmt}",
-                grid,
-                _COUNT_BLOCK,
-                [
-                    (ch.short_docs, np.int32),
-                    (n_short, "i32"),
-                    (ch.doc_off, np.int32),
-                    (ch.doc_len, np.int32),
-                    (ch.row_off, np.int32),
-                    (ch.z_can, td),
-                    (self.n_topics, "i32"),
-                    (ch.a_row, np.int32),
-                    (ch.a_ent, ch.ent_dtype),
-                ],
-                shared_mem=(_COUNT_BLOCK // _WARP)
-                * (2 * (-(-self.n_topics // 32)) + _SHORT_DOC_MAX)
-                * 4,
+            bitmap_words = 2 * (-(-self.n_topics // 32)) + _SHORT_DOC_MAX
+            self._launch_rebuild(
+                ch, "bitmap", ch.short_docs, n_short, 16, [(self.n_topics, "i32")],
+                (_COUNT_BLOCK // _WARP) * bitmap_words * 4,
             )
-        elif n_short:
-            grid = min(-(-n_short // (_COUNT_BLOCK // _WARP)), self._n_sm * 12)
-            self._launch(
-                "counts",
-                f"rebuild_a_short_{s}_{ch.fmt}",
-                grid,
-                _COUNT_BLOCK,
-                [
-                    (ch.short_docs, np.int32),
-                    (n_short, "i32"),
-                    (ch.doc_off, np.int32),
-                    (ch.doc_len, np.int32),
-                    (ch.row_off, np.int32),
-                    (ch.z_can, td),
-                    (ch.weight, np.float32),
-                    (ch.a_row, np.int32),
-                    (ch.a_ent, ch.ent_dtype),
-                ],
+        else:
+            self._launch_rebuild(
+                ch, "short", ch.short_docs, n_short, 12, [(ch.weight, np.float32)], 0
             )
         n_long = int(ch.long_docs.shape[0])
-        if n_long:
-            self._launch(
-                "counts",
-                f"rebuild_a_long_{s}_{ch.fmt}",
-                min(n_long, self._n_sm * 4),
-                _COUNT_BLOCK,
-                [
-                    (ch.long_docs, np.int32),
-                    (n_long, "i32"),
-                    (ch.doc_off, np.int32),
-                    (ch.doc_len, np.int32),
-                    (ch.row_off, np.int32),
-                    (ch.z_can, td),
-                    (ch.weight, np.float32),
-                    (self.n_topics, "i32"),
-                    (ch.a_row, np.int32),
-                    (ch.a_ent, ch.ent_dtype),
-                ],
-                shared_mem=self.n_topics * 4,
-            )
+        self._launch_rebuild(
+            ch, "long", ch.long_docs, n_long, None,
+            [(ch.weight, np.float32), (self.n_topics, "i32")], self.n_topics * 4,
+        )
+
+    def _launch_rebuild(self, ch, kind, docs, n_docs, blocks_per_sm, extra, shared_mem):
+        """Launch ``rebuild_a_<kind>`` over ``n_docs`` documents listed in ``docs``.
+
+        Warp-strided kernels get at most ``blocks_per_sm`` blocks per SM; the block-per-document
+        kernel (``blocks_per_sm=None``) at most four. ``extra`` are the kernel's arguments between
+        ``z_can`` and ``a_row`` (counts.cu gives each kernel's contract).
+        """
+        if not n_docs:
+            return
+        if blocks_per_sm is None:
+            grid = min(n_docs, self._n_sm * 4)
+        else:
+            grid = min(-(-n_docs // (_COUNT_BLOCK // _WARP)), self._n_sm * blocks_per_sm)
+        self._launch(
+            "counts",
+            f"rebuild_a_{kind}_{self._suffix}_{ch.fmt}",
+            grid,
+            _COUNT_BLOCK,
+            [
+                (docs, np.int32),
+                (n_docs, "i32"),
+                (ch.doc_off, np.int32),
+                (ch.doc_len, np.int32),
+                (ch.row_off, np.int32),
+                (ch.z_can, self._topic_dtype),
+            ]
+            + extra
+            + [(ch.a_row, np.int32), (ch.a_ent, ch.ent_dtype)],
+            shared_mem=shared_mem,
+        )
 
     def _count_b(self, st, ch):
         if ch.n_tokens == 0:
