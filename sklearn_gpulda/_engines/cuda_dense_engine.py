@@ -18,6 +18,7 @@ import numpy as np
 from .. import _kernels
 from .._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE, STREAM_INIT, STREAM_SAMPLE
 from .base import Engine
+from .cuda_engine import free_device_bytes
 from .dense_sampler import BLOCK, MAX_TOPICS, VARIANTS, document_order, sample_dense
 
 #: Tokens per launch of the initial-topic kernel (its token offsets are 32-bit).
@@ -108,8 +109,7 @@ class CudaDenseEngine(Engine):
     def _check_memory(self, corpus):
         cp = self._cp
         steady, peak = self.estimate_bytes(corpus)
-        free, total = cp.cuda.runtime.memGetInfo()
-        free += cp.get_default_memory_pool().free_bytes()
+        free, total = free_device_bytes(cp)
         if peak > free:
             gib = 2**30
             d, v, k = corpus.n_docs, corpus.n_words, self.n_topics

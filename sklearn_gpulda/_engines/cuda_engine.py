@@ -53,6 +53,13 @@ def cuda_available():
         return False
 
 
+def free_device_bytes(cp):
+    """Bytes a new allocation on the current device can use: the driver's free memory plus what
+    CuPy's pool holds unused. Returns ``(free, total)``."""
+    free, total = cp.cuda.runtime.memGetInfo()
+    return free + cp.get_default_memory_pool().free_bytes(), total
+
+
 def describe_device(device=None):
     """Name of a CUDA device, e.g. ``'NVIDIA H100 80GB HBM3'``; ``''`` when none is usable."""
     try:
@@ -242,8 +249,7 @@ class CudaEngine(Engine):
     def _check_memory(self, corpus):
         cp = self._cp
         steady, build = self.estimate_bytes(corpus)
-        free, total = cp.cuda.runtime.memGetInfo()
-        free += cp.get_default_memory_pool().free_bytes()
+        free, total = free_device_bytes(cp)
         if build > free:
             raise MemoryError(
                 f"the CUDA engine needs about {build / 2**30:.2f} GiB of device memory to lay out "
@@ -618,7 +624,7 @@ class CudaEngine(Engine):
             # phi is held transposed in float64 (the fold-in's reductions are float64 end to end).
             need = comp.size * 8 + min(_FOLD_IN_SCRATCH, 16 * n_topics * max(1, n_docs))
             need += X.nnz * 16 + n_docs * 16
-            free = cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
+            free = free_device_bytes(cp)[0]
             if need > free:
                 raise MemoryError(
                     f"fold-in needs about {need / 2**30:.2f} GiB of device memory (phi of "
