@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch
 
+from ._engines.numpy_engine import fold_in
 from .datasets import _as_generator
 
 __all__ = [
@@ -102,12 +103,6 @@ def _row_chunks(indptr, per_entry):
         end = min(max(end, start + 1), n_rows)
         yield start, end
         start = end
-
-
-def _ranges(starts, lengths):
-    """Concatenation of ``arange(s, s + n)`` over pairs ``(s, n)``, without a Python loop."""
-    first = np.cumsum(lengths) - lengths
-    return np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
 
 
 def _token_probabilities(X, doc_topic, topic_word_t):
@@ -281,48 +276,6 @@ def _split_halves(X, rng):
     return observed, held_out
 
 
-def _fold_in_fixed_point(X, phi_t, alpha, n_iter, tol):
-    """theta <- normalise(alpha + theta * sum_v n_v phi_v / (theta . phi_v)), from theta = 1/K.
-
-    A document may stop once an update moves its theta by less than ``tol`` (mean absolute
-    change, as in ``doc/algorithm.md``). Token arrays are compacted when half of the documents
-    still iterating have stopped, so converged documents soon cost nothing.
-    """
-    n_docs, n_topics = X.shape[0], phi_t.shape[1]
-    theta = np.full((n_docs, n_topics), 1.0 / n_topics)
-    all_lengths = np.diff(X.indptr)
-    for r0, r1 in _row_chunks(X.indptr, n_topics):
-        docs = np.arange(r0, r1)
-        th = theta[r0:r1]
-        it = 0
-        while it < n_iter and docs.size:
-            lengths = all_lengths[docs]
-            entries = _ranges(X.indptr[docs].astype(np.int64), lengths)
-            local_doc = np.repeat(np.arange(docs.size), lengths)
-            word_rows = phi_t[X.indices[entries]]
-            counts = X.data[entries]
-            ptr = np.zeros(docs.size + 1, dtype=np.int64)
-            np.cumsum(lengths, out=ptr[1:])
-            block = sp.csr_matrix((counts, np.arange(entries.size), ptr),
-                                  shape=(docs.size, entries.size))
-            keep = np.ones(docs.size, dtype=bool)
-            while it < n_iter:
-                it += 1
-                denom = np.einsum("ik,ik->i", th[local_doc], word_rows)
-                # A word that every topic gives probability 0 says nothing about theta.
-                block.data = np.divide(counts, denom, out=np.zeros_like(counts), where=denom > 0)
-                gamma = th * (block @ word_rows)
-                gamma += alpha
-                gamma /= gamma.sum(axis=1, keepdims=True)
-                keep = np.abs(gamma - th).mean(axis=1) >= tol
-                th = gamma
-                if np.count_nonzero(keep) * 2 <= keep.size:
-                    break
-            theta[docs] = th
-            docs, th = docs[keep], th[keep]
-    return theta
-
-
 def _fold_in_gibbs(X, phi_t, alpha, n_iter, rng):
     """Gibbs sampling of the observed tokens' topics with phi fixed; theta from mean counts.
 
@@ -442,7 +395,8 @@ def document_completion(X, topic_word, alpha, n_iter=100, random_state=None,
     observed, held_out = _split_halves(X, rng)
     phi_t = np.ascontiguousarray(phi.T)
     if method == "fixed_point":
-        theta = _fold_in_fixed_point(observed, phi_t, alpha, n_iter, tol)
+        # The estimator's own fold-in (doc/algorithm.md), so every system is scored alike.
+        theta = fold_in(observed, phi, alpha, n_iter, tol)
     else:
         theta = _fold_in_gibbs(observed, phi_t, alpha, n_iter, rng)
     n_tokens = int(held_out.data.sum())

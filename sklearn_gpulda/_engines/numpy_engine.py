@@ -261,7 +261,7 @@ def fold_in(X, components, alpha, max_iter, tol, return_loglik=False):
     phi_t = np.ascontiguousarray((comp / comp.sum(axis=1, keepdims=True)).T)
     n_docs = X.shape[0]
     theta = np.full((n_docs, n_topics), 1.0 / n_topics)
-    loglik = np.zeros(n_docs)
+    loglik = np.zeros(n_docs) if return_loglik else None
     indptr = X.indptr
     # Blocks of whole documents whose gathered phi rows stay within the chunk budget.
     budget = max(1, _CHUNK_ELEMENTS // n_topics)
@@ -269,7 +269,10 @@ def fold_in(X, components, alpha, max_iter, tol, return_loglik=False):
     while start < n_docs:
         stop = int(np.searchsorted(indptr, indptr[start] + budget, side="right")) - 1
         stop = min(max(stop, start + 1), n_docs)
-        _fold_in_block(X[start:stop], phi_t, alpha, max_iter, tol, theta[start:stop], loglik[start:stop])
+        _fold_in_block(
+            X[start:stop], phi_t, alpha, max_iter, tol, theta[start:stop],
+            loglik[start:stop] if return_loglik else None,
+        )
         start = stop
     if return_loglik:
         return theta, loglik
@@ -279,24 +282,38 @@ def fold_in(X, components, alpha, max_iter, tol, return_loglik=False):
 def _fold_in_block(Xb, phi_t, alpha, max_iter, tol, theta, loglik):
     lengths = np.diff(Xb.indptr)
     docs = np.flatnonzero(lengths)
-    if docs.size == 0:
-        return
-    n_topics = phi_t.shape[1]
-    for _ in range(max_iter):
+    it = 0
+    while it < max_iter and docs.size:
+        # The active documents' entries, gathered once and reused until half of them converge.
         sub = Xb[docs]
         counts = sub.data.astype(np.float64)
-        starts = sub.indptr[:-1]
-        phi = phi_t[sub.indices]
-        rows = np.repeat(np.arange(docs.size), np.diff(sub.indptr))
-        num = theta[docs][rows] * phi
-        den = num.sum(axis=1)
-        gamma = np.add.reduceat(num * (counts / den)[:, None], starts, axis=0) + alpha
-        new = gamma / gamma.sum(axis=1, keepdims=True)
-        change = np.abs(new - theta[docs]).sum(axis=1) / n_topics
-        theta[docs] = new
-        docs = docs[change >= tol]
-        if docs.size == 0:
-            break
+        word_rows = phi_t[sub.indices]
+        local_doc = np.repeat(np.arange(docs.size), np.diff(sub.indptr))
+        # Row d of `block` @ word_rows sums document d's entries in order: one row per document,
+        # so no document's arithmetic depends on which others are in the batch.
+        block = sp.csr_matrix(
+            (counts, np.arange(counts.size), sub.indptr), shape=(docs.size, counts.size)
+        )
+        th = theta[docs]
+        active = np.ones(docs.size, dtype=bool)
+        while it < max_iter:
+            it += 1
+            den = np.einsum("ik,ik->i", th[local_doc], word_rows)
+            # A word every topic gives probability 0 (possible in other systems' topics, never
+            # in components_ = B + beta) says nothing about theta.
+            block.data = np.divide(counts, den, out=np.zeros_like(counts), where=den > 0)
+            new = th * (block @ word_rows) + alpha
+            new /= new.sum(axis=1, keepdims=True)
+            moving = np.abs(new - th).mean(axis=1) >= tol
+            # A converged document keeps the theta of the update that stopped it.
+            th = np.where(active[:, None], new, th)
+            active &= moving
+            if np.count_nonzero(active) * 2 <= active.size:
+                break
+        theta[docs] = th
+        docs = docs[active]
+    if loglik is None:
+        return
     # Per-document log-likelihood under the final theta.
     counts = Xb.data.astype(np.float64)
     rows = np.repeat(np.arange(Xb.shape[0]), lengths)
