@@ -462,9 +462,9 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
             )
             return "cpu"
 
-    def _fold_in(self, X, device, return_loglik=False):
-        engine = self._engine(device)
-        try:
+    def _fold_in(self, X, device, return_loglik=False, engine=None):
+        """Fold ``X`` in with the topics fixed, on ``engine`` or on a fresh one for ``device``."""
+        if engine is not None:
             return engine.fold_in(
                 X,
                 self.components_,
@@ -473,6 +473,9 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
                 self.mean_change_tol,
                 return_loglik=return_loglik,
             )
+        engine = self._engine(device)
+        try:
+            return self._fold_in(X, device, return_loglik, engine)
         finally:
             engine.release()
 
@@ -574,14 +577,7 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         return loglik, float(X.sum())
 
     def _perplexity(self, X, engine):
-        _, loglik = engine.fold_in(
-            X,
-            self.components_,
-            self.doc_topic_prior_,
-            self.max_doc_update_iter,
-            self.mean_change_tol,
-            return_loglik=True,
-        )
+        _, loglik = self._fold_in(X, None, return_loglik=True, engine=engine)
         return _perplexity(loglik.sum(), float(X.sum()))
 
     @property
