@@ -12,6 +12,7 @@ its peak memory is its own and a crash or a stuck library costs one row of the r
 """
 
 import importlib
+import math
 import os
 import resource
 import threading
@@ -386,7 +387,7 @@ class _DevicePeak:
             self.hook.__exit__(*exc)
 
 
-def run_system(job):
+def run_system(job, report=None):
     """Train one system on one corpus through its checkpoints; what :mod:`peers` records.
 
     Parameters
@@ -396,7 +397,11 @@ def run_system(job):
         ``n_topics``, ``system``, ``seed``, ``budget_s`` (training seconds after which no new
         checkpoint is started), ``schedule`` (iteration counts), ``transform_docs``
         (documents in the latency measurement), ``eval_iter`` (fold-in iterations of the
-        evaluator).
+        evaluator), and optionally ``transform_budget_s`` (seconds the transform of
+        ``transform_docs`` documents may take; beyond it only the first 1,000 are timed).
+    report : callable, optional
+        Called with each checkpoint's dict as soon as it is scored, so that a caller that has to
+        stop a slow run keeps the checkpoints reached so far.
 
     Returns
     -------
@@ -404,7 +409,8 @@ def run_system(job):
         ``points`` (a list of dicts: iterations, train_s, heldout_ll), ``status`` ("ok" or the
         reason it was skipped), and the summary figures: host peak MB (resident memory of the
         worker and its children above the level after loading the corpus, during preparation
-        and training only), device peak MB (CuPy's memory pool), transform seconds, version, device.
+        and training only), device peak MB (CuPy's memory pool), transform seconds and the
+        number of documents they are for, version, device.
     """
     from _peer_corpora import read_corpus
 
@@ -447,8 +453,10 @@ def run_system(job):
             elapsed = elapsed + seconds if system.continues else seconds
             score = document_completion(X_test, system.topic_word(), system.doc_topic_prior(),
                                         n_iter=job["eval_iter"], random_state=job["seed"])
-            result["points"].append(dict(iterations=n_iter, train_s=elapsed,
-                                         heldout_ll=score.per_token))
+            point = dict(iterations=n_iter, train_s=elapsed, heldout_ll=score.per_token)
+            result["points"].append(point)
+            if report is not None:
+                report(point)
             last = (n_iter, elapsed)
             print(f"  {job['corpus']:>8s} K={job['n_topics']:<5d} {job['system']:<15s} "
                   f"{n_iter:4d} it {elapsed:9.2f} s  held-out {score.per_token:.4f}",
@@ -457,11 +465,21 @@ def run_system(job):
     result["device_peak_mb"] = device_peak.peak / 2**20 if on_gpu else float("nan")
 
     # Latency of inference on new documents: test documents drawn with replacement up to the
-    # requested number (the test split is smaller than that on most corpora).
+    # requested number (the test split is smaller than that on most corpora). A slow system
+    # (a CPU peer at K = 1000) is timed on a first slice only when the whole would exceed the
+    # job's transform budget; the number of documents timed is reported with the time.
     rng = np.random.default_rng(job["seed"])
     X_new = X_test[rng.integers(0, X_test.shape[0], size=job["transform_docs"])]
     system.transform(X_test[:10])  # warm-up: kernel loading, thread pools
+    probe = min(X_new.shape[0], 1000)
     tic = time.perf_counter()
-    system.transform(X_new)
-    result["transform_s"] = time.perf_counter() - tic
+    system.transform(X_new[:probe])
+    seconds = time.perf_counter() - tic
+    n_docs = probe
+    if probe < X_new.shape[0] and seconds * X_new.shape[0] / probe <= job.get(
+            "transform_budget_s", math.inf):
+        tic = time.perf_counter()
+        system.transform(X_new)
+        seconds, n_docs = time.perf_counter() - tic, X_new.shape[0]
+    result["transform_s"], result["transform_docs"] = seconds, n_docs
     return result

@@ -21,13 +21,21 @@ Writes to ``--out``: ``curves.csv`` (one row per checkpoint), ``summary.csv`` (o
 best score, peak memory, transform latency for ``--transform-docs`` new documents, or why it was
 skipped), ``curves.png`` (score against time, one panel per corpus and K), ``table.md`` (time to
 reach the best score scikit-learn reaches, and each system's time as a multiple of ours) and
-``environment.json`` (date, machine, library versions). The table is printed too.
+``environment.json`` (date, machine, library versions). The table is printed too. All of them
+are rewritten after every run, so an invocation cut short leaves what it measured.
+
+Time limits: ``--budget`` stops a system's schedule before a checkpoint predicted to overrun it,
+but the first checkpoint always runs; ``--hard-limit`` stops a run outright (its worker process
+group is killed) and keeps the checkpoints it had reached; ``--deadline`` bounds a whole
+invocation. ``--merge`` combines the results of several invocations into one table and plot.
 
 Examples::
 
     python benchmarks/peers.py --quick                 # a few minutes on a laptop
     python benchmarks/peers.py --corpora kos nips --topics 20 100 --budget 300
     python benchmarks/peers.py --systems gpulda-cuda sklearn-batch tomotopy --topics 1000
+    python benchmarks/peers.py --topics 1000 --budget 60 --hard-limit 120 --deadline 560
+    python benchmarks/peers.py --merge results/peers-A results/peers-B --out results/all
 """
 
 import argparse
@@ -38,6 +46,7 @@ import math
 import multiprocessing
 import os
 import platform
+import signal
 import sys
 import time
 from pathlib import Path
@@ -75,6 +84,18 @@ def _parse_args(argv):
                    help="new documents in the transform latency measurement (default 10000)")
     p.add_argument("--eval-iter", type=int, default=None,
                    help="fold-in iterations of document completion (default 100)")
+    p.add_argument("--transform-budget", type=float, default=30.0,
+                   help="seconds the transform of --transform-docs documents may take; a slower "
+                        "system is timed on its first 1,000 only (default 30)")
+    p.add_argument("--hard-limit", type=float, default=None,
+                   help="wall seconds after which a run is stopped, keeping the checkpoints it "
+                        "reached (default: none; the first checkpoint always runs otherwise)")
+    p.add_argument("--deadline", type=float, default=None,
+                   help="wall seconds for the whole invocation: later runs get what is left as "
+                        "their budget and hard limit, and runs with under 20 s left are skipped")
+    p.add_argument("--merge", nargs="+", type=Path, default=None, metavar="FOLDER",
+                   help="do not run anything: combine the results of earlier runs (their "
+                        "curves.csv and summary.csv) into one table and plot in --out")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None,
                    help="output folder (default benchmarks/results/peers-<UTC time>)")
@@ -130,10 +151,14 @@ def _cpu_name():
 
 
 def _worker(job, conn):
+    # Its own process group, so that a run stopped at its hard limit takes its children with it
+    # (joblib's loky workers, gensim's worker processes) instead of leaving them on the cores.
+    os.setpgid(0, 0)
     try:
-        conn.send(run_system(job))
+        result = run_system(job, report=lambda point: conn.send(("point", point)))
+        conn.send(("result", result))
     except BaseException as exc:
-        conn.send(dict(status=f"failed: {type(exc).__name__}: {exc}"))
+        conn.send(("result", dict(status=f"failed: {type(exc).__name__}: {exc}")))
     finally:
         conn.close()
     # joblib keeps its loky workers alive for reuse, and a normal exit would wait on them
@@ -146,26 +171,62 @@ def _worker(job, conn):
         os._exit(0)
 
 
-def _run_in_worker(job):
-    # A fresh process per run: its peak memory is the run's own, threads and GPU memory die with
-    # it, and a library that crashes loses one row. Not a Pool: pool workers are daemons, and
-    # daemons may not start the processes that joblib (scikit-learn's n_jobs) and gensim need.
+def _kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.join(timeout=10)
+
+
+def _run_in_worker(job, hard_limit_s=math.inf):
+    """Run one job in a fresh process; stop it, keeping its checkpoints, after ``hard_limit_s``.
+
+    A fresh process per run: its peak memory is the run's own, threads and GPU memory die with
+    it, and a library that crashes loses one row. Not a Pool: pool workers are daemons, and
+    daemons may not start the processes that joblib (scikit-learn's n_jobs) and gensim need.
+    The worker sends each checkpoint as it is scored, so a run stopped at its hard limit (whose
+    first checkpoint alone may take many minutes: one variational pass at K = 1000) still
+    reports what it reached.
+    """
     ctx = multiprocessing.get_context("spawn")
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_worker, args=(job, send))
+    tic = time.perf_counter()
     proc.start()
     send.close()
+    points, result = [], None
     try:
-        result = receive.recv()
+        while result is None:
+            left = hard_limit_s - (time.perf_counter() - tic)
+            if left <= 0 or not receive.poll(min(left, 1e6)):
+                if left <= 0 or not proc.is_alive():
+                    break
+                continue
+            kind, payload = receive.recv()
+            if kind == "point":
+                points.append(payload)
+            else:
+                result = payload
     except EOFError:  # the worker died without answering (a crash in native code)
-        result = dict(status=f"failed: worker exited with code {proc.join() or proc.exitcode}")
+        pass
+    if result is None:
+        if proc.is_alive():
+            _kill_group(proc)
+            result = dict(status=f"stopped at the hard limit of {hard_limit_s:.0f} s",
+                          stopped=True)
+        else:
+            proc.join()
+            result = dict(status=f"failed: worker exited with code {proc.exitcode}")
     proc.join(timeout=60)
     if proc.is_alive():
-        proc.kill()
+        _kill_group(proc)
+    if "points" in result:
+        return result
     failed = dict(corpus=job["corpus"], n_topics=job["n_topics"], system=job["system"],
-                  points=[], host_peak_mb=float("nan"), device_peak_mb=float("nan"),
+                  points=points, host_peak_mb=float("nan"), device_peak_mb=float("nan"),
                   transform_s=float("nan"))
-    return result if "points" in result else dict(failed, **result)
+    return dict(failed, **result)
 
 
 def _best(points):
@@ -177,6 +238,16 @@ def _time_to(points, target):
         if p["heldout_ll"] >= target:
             return p["train_s"]
     return None
+
+
+def _transform_cell(r):
+    """Transform seconds, with the number of documents when it is not the full request."""
+    t, n = r.get("transform_s", math.nan), r.get("transform_docs")
+    if t is None or math.isnan(t):
+        return ""
+    if n and r.get("transform_docs_requested") and n < r["transform_docs_requested"]:
+        return f"{t:.2f} for {n:,} docs"
+    return f"{t:.2f}"
 
 
 def _table(results, systems):
@@ -212,12 +283,15 @@ def _table(results, systems):
                 reached, ratio = "", ""
             elif t is None:
                 reached, ratio = f"not reached in {r['points'][-1]['train_s']:.1f}", ""
+                if r.get("stopped"):
+                    reached += ", then stopped"
             else:
                 reached = f"{t:.2f}"
                 ratio = f"{t / ours_t:.2f}" if ours_t else ""
             dev = "" if math.isnan(r["device_peak_mb"]) else f"{r['device_peak_mb']:.0f}"
+            host = "" if math.isnan(r["host_peak_mb"]) else f"{r['host_peak_mb']:.0f}"
             lines.append(f"| {s} | {_best(r['points']):.4f} | {reached} | {ratio} | "
-                         f"{r['host_peak_mb']:.0f} | {dev} | {r['transform_s']:.2f} |")
+                         f"{host} | {dev} | {_transform_cell(r)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -256,13 +330,99 @@ def _plot(results, path):
     plt.close(fig)
 
 
+def _write_outputs(out, results, systems, header):
+    """curves.csv, summary.csv, table.md and curves.png from the results so far."""
+    with open(out / "curves.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["corpus", "n_topics", "system", "iterations", "train_s", "heldout_ll"])
+        for r in results:
+            for p in r["points"]:
+                w.writerow([r["corpus"], r["n_topics"], r["system"], p["iterations"],
+                            f"{p['train_s']:.4f}", f"{p['heldout_ll']:.6f}"])
+    with open(out / "summary.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=SUMMARY_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        for r in results:
+            last = r["points"][-1] if r["points"] else {}
+            w.writerow(dict(r, best_ll=_best(r["points"]) if r["points"] else "",
+                            final_iterations=last.get("iterations", ""),
+                            final_train_s=last.get("train_s", "")))
+    table = _table(results, systems)
+    (out / "table.md").write_text(header + table)
+    _plot(results, out / "curves.png")
+    return table
+
+
+SUMMARY_FIELDS = ["corpus", "n_topics", "system", "status", "device", "version", "cores",
+                  "n_train_tokens", "best_ll", "final_iterations", "final_train_s", "prepare_s",
+                  "host_peak_mb", "device_peak_mb", "transform_s", "transform_docs",
+                  "transform_docs_requested"]
+
+
+def _float(text):
+    return float(text) if text not in ("", None) else math.nan
+
+
+def load_results(folder):
+    """The results of an earlier run, rebuilt from its ``summary.csv`` and ``curves.csv``."""
+    folder = Path(folder)
+    results = []
+    with open(folder / "summary.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            r = dict(row, n_topics=int(row["n_topics"]), points=[],
+                     stopped=row["status"].startswith("stopped"))
+            for key in ("host_peak_mb", "device_peak_mb", "transform_s", "prepare_s"):
+                r[key] = _float(row.get(key))
+            for key in ("transform_docs", "transform_docs_requested", "n_train_tokens"):
+                r[key] = int(row[key]) if row.get(key) else None
+            # Older runs timed every transform on the full request.
+            r["transform_docs_requested"] = r["transform_docs_requested"] or r["transform_docs"]
+            results.append(r)
+    index = {(r["corpus"], r["n_topics"], r["system"]): r for r in results}
+    with open(folder / "curves.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            index[(row["corpus"], int(row["n_topics"]), row["system"])]["points"].append(
+                dict(iterations=int(row["iterations"]), train_s=float(row["train_s"]),
+                     heldout_ll=float(row["heldout_ll"])))
+    return results
+
+
+def _merge(args):
+    """Combine earlier runs' results (later folders win for a repeated triple) into --out."""
+    merged, sources = {}, []
+    for folder in args.merge:
+        for r in load_results(folder):
+            merged[(r["corpus"], r["n_topics"], r["system"])] = r
+        env_path = Path(folder) / "environment.json"
+        env = json.loads(env_path.read_text()) if env_path.exists() else {}
+        sources.append(f"{Path(folder).name}: {env.get('date', '?')}, {env.get('cpu', '?')} "
+                       f"({env.get('cores', '?')} cores), GPU: {env.get('gpu')}, budget "
+                       f"{env.get('args', {}).get('budget', '?')} s")
+    results = sorted(merged.values(), key=lambda r: (CORPORA.index(r["corpus"]), r["n_topics"],
+                                                     SYSTEMS.index(r["system"])))
+    header = "Merged from:\n" + "".join(f"- {line}\n" for line in sources)
+    table = _write_outputs(args.out, results, SYSTEMS, header)
+    print(header + table)
+    print(f"results in {args.out}")
+    return 0
+
+
 def main(argv=None):
     args = _parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.merge:
+        return _merge(args)
+    start = time.perf_counter()
     env = _environment(args)
     (args.out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
     print(f"{env['date']}  {env['cpu']}, {env['cores']} cores, GPU: {env['gpu']}")
     print("  " + ", ".join(f"{n} {env[n]}" for n in ("sklearn", "gensim", "tomotopy", "cupy")))
+    header = (f"Measured {env['date']} on {env['cpu']} ({env['cores']} cores), GPU: {env['gpu']}; "
+              f"budget {args.budget:g} s per run"
+              + (f", hard limit {args.hard_limit:g} s" if args.hard_limit else "")
+              + f"; transform: {args.transform_docs} documents.\n")
+    hard_limit = args.hard_limit or math.inf
+    deadline = args.deadline or math.inf
 
     corpora = list(args.corpora)
     results = []
@@ -280,45 +440,36 @@ def main(argv=None):
             continue
         corpus_path = args.out / f"corpus-{corpus}.npz"
         save_corpus(corpus_path, X_train, X_test, vocab)
-        print(f"\n{corpus}: {X_train.shape[0]} training docs, {int(X_train.sum()):,} tokens, "
+        n_tokens = int(X_train.sum())
+        print(f"\n{corpus}: {X_train.shape[0]} training docs, {n_tokens:,} tokens, "
               f"{X_test.shape[0]} test docs, {len(vocab)} words "
               f"(prepared in {time.perf_counter() - tic:.1f} s)")
         for k in args.topics:
             for system in args.systems:
-                job = dict(corpus_path=str(corpus_path), corpus=corpus, n_topics=k, system=system,
-                           seed=args.seed, budget_s=args.budget, schedule=SCHEDULES[system],
-                           transform_docs=args.transform_docs, eval_iter=args.eval_iter)
-                result = _run_in_worker(job)
-                result["n_train_tokens"] = int(X_train.sum())
+                left = deadline - (time.perf_counter() - start)
+                if left < 20:
+                    result = dict(corpus=corpus, n_topics=k, system=system, points=[],
+                                  status="skipped: the invocation's deadline",
+                                  host_peak_mb=math.nan, device_peak_mb=math.nan,
+                                  transform_s=math.nan)
+                else:
+                    job = dict(corpus_path=str(corpus_path), corpus=corpus, n_topics=k,
+                               system=system, seed=args.seed,
+                               budget_s=min(args.budget, left - 15),
+                               schedule=SCHEDULES[system], transform_docs=args.transform_docs,
+                               transform_budget_s=args.transform_budget,
+                               eval_iter=args.eval_iter)
+                    result = _run_in_worker(job, min(hard_limit, left))
+                result["n_train_tokens"] = n_tokens
+                result["transform_docs_requested"] = args.transform_docs
                 if result["status"] != "ok":
                     print(f"  {corpus:>8s} K={k:<5d} {system:<15s} {result['status']}")
                 results.append(result)
+                # After every run, so that a call cut short still leaves its results.
+                _write_outputs(args.out, results, args.systems, header)
         corpus_path.unlink()  # large, and rebuilt from the sources in seconds
 
-    with open(args.out / "curves.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["corpus", "n_topics", "system", "iterations", "train_s", "heldout_ll"])
-        for r in results:
-            for p in r["points"]:
-                w.writerow([r["corpus"], r["n_topics"], r["system"], p["iterations"],
-                            f"{p['train_s']:.4f}", f"{p['heldout_ll']:.6f}"])
-    fields = ["corpus", "n_topics", "system", "status", "device", "version", "cores",
-              "n_train_tokens", "best_ll", "final_iterations", "final_train_s", "prepare_s",
-              "host_peak_mb", "device_peak_mb", "transform_s", "transform_docs"]
-    with open(args.out / "summary.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
-        w.writeheader()
-        for r in results:
-            last = r["points"][-1] if r["points"] else {}
-            w.writerow(dict(r, best_ll=_best(r["points"]) if r["points"] else "",
-                            final_iterations=last.get("iterations", ""),
-                            final_train_s=last.get("train_s", ""),
-                            transform_docs=args.transform_docs))
-    table = _table(results, args.systems)
-    header = (f"Measured {env['date']} on {env['cpu']} ({env['cores']} cores), GPU: {env['gpu']}; "
-              f"budget {args.budget:g} s per run; transform: {args.transform_docs} documents.\n")
-    (args.out / "table.md").write_text(header + table)
-    _plot(results, args.out / "curves.png")
+    table = _write_outputs(args.out, results, args.systems, header)
     print("\n" + header + table)
     print(f"results in {args.out}")
     return 0
