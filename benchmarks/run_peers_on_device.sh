@@ -4,17 +4,15 @@
 # Here, first:  bash benchmarks/prepare_peers_carry.sh     (fills .whl/ and .carry/data/)
 # Then one device call, from the repository root there:
 #   command: bash benchmarks/run_peers_on_device.sh [peers.py arguments]
-#   carry:   [".whl", ".carry/data"]
+#   carry:   [".whl", ".carry/data"], plus "sklearn_gpulda/_fatbin" after
+#            `python3 tools/build_kernels.py --arch 90` here, to skip the build there
 # One call may run 10 minutes. Each (corpus, K, system) run takes about its --budget plus its
-# scoring (every checkpoint) and the transform of 10,000 documents, and there are 6 systems, so
-# give one call one corpus and one K, for example:
-#   bash benchmarks/run_peers_on_device.sh --corpora kos --topics 20 --budget 40
-#   bash benchmarks/run_peers_on_device.sh --corpora 20news --topics 100 --budget 40
-#   bash benchmarks/run_peers_on_device.sh --corpora nytimes --topics 1000 --budget 50 \
-#       --max-test-docs 500 --eval-iter 50
-# A session's 30 device minutes hold about three such calls, not all 12 (corpus, K) pairs.
-# The first checkpoint of a system always runs, whatever the budget: at K = 1000 on the
-# NYTimes-shaped corpus a single scikit-learn iteration may take minutes (not measured there).
+# scoring (every checkpoint) and its transform, and there are 6 systems. The first checkpoint of
+# a system always runs whatever the budget (one scikit-learn online or gensim pass at K = 1000
+# takes minutes), so give a call --hard-limit (per run) and --deadline (per call) too:
+#   bash benchmarks/run_peers_on_device.sh --corpora kos nips --topics 20 --budget 10 \
+#       --hard-limit 45 --deadline 530 --max-test-docs 500 --eval-iter 50 --transform-budget 5
+# then combine the calls' folders with peers.py --merge.
 #
 # Installs the carried wheels (gensim, smart_open, tomotopy; numpy, scipy, scikit-learn,
 # matplotlib and CuPy are in the image) into /tmp/site as the device README describes, makes the
@@ -51,7 +49,10 @@ fi
 tomotopy.isa)"
 } 2>&1 | tee "$OUT/peers.log"
 
-if command -v nvcc >/dev/null 2>&1; then
+if ls sklearn_gpulda/_fatbin/*.fatbin >/dev/null 2>&1 && [[ -z "${PEERS_BUILD:-}" ]]; then
+    # Carried from where they were built (name sklearn_gpulda/_fatbin in carry): a minute saved.
+    echo "using the carried fatbins in sklearn_gpulda/_fatbin (PEERS_BUILD=1 rebuilds them)"
+elif command -v nvcc >/dev/null 2>&1; then
     python3 tools/build_kernels.py --arch 90 > /tmp/build_kernels.log 2>&1 \
         || { echo "kernel build failed; falling back to NVRTC"; tail -20 /tmp/build_kernels.log; }
 fi
