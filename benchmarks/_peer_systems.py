@@ -25,7 +25,7 @@ from sklearn_gpulda.metrics import document_completion
 
 #: Iteration checkpoints per system (the budget usually stops them earlier).
 SCHEDULES = {
-    "gpulda-cuda": [5, 10, 20, 40, 80, 160, 320],
+    "gpulda-cuda": [5, 10, 20, 40, 80, 160, 320, 640, 1280],
     "gpulda-cpu": [5, 10, 20, 40, 80, 160, 320],
     "sklearn-batch": [1, 2, 4, 8, 16, 32, 64],
     "sklearn-online": [1, 2, 4, 8, 16, 32, 64],

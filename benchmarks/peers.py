@@ -250,6 +250,25 @@ def _transform_cell(r):
     return f"{t:.2f}"
 
 
+def _time_of_best(points):
+    best = _best(points)
+    return next(p["train_s"] for p in points if p["heldout_ll"] == best)
+
+
+def _peer_line(runs, ours):
+    """One sentence: how soon ours reaches the best score any other system reached."""
+    others = [r for s, r in runs.items() if s not in OURS and r["points"]]
+    if not others or ours is None:
+        return []
+    top = max(others, key=lambda r: _best(r["points"]))
+    best = _best(top["points"])
+    t_ours = _time_to(runs[ours]["points"], best)
+    reached = (f"{ours} reached it in {t_ours:.2f} s" if t_ours is not None
+               else f"{ours} did not reach it (best {_best(runs[ours]['points']):.4f})")
+    return [f"Best score of any other system: {best:.4f} ({top['system']}, after "
+            f"{_time_of_best(top['points']):.2f} s); {reached}.\n"]
+
+
 def _table(results, systems):
     """Markdown: per (corpus, K), time of every system to reach scikit-learn's best score."""
     lines = []
@@ -268,6 +287,7 @@ def _table(results, systems):
             lines.append(f"Target: {target:.4f} nats/token, the best held-out log-likelihood "
                          f"scikit-learn reached. Ratio: time / time of "
                          f"{ours or 'ours (not run)'}.\n")
+        lines += _peer_line(runs, ours)
         lines.append("| system | best LL | time to target (s) | ratio to ours | host peak (MB) "
                      "| device peak (MB) | transform (s) |")
         lines.append("|---|---:|---:|---:|---:|---:|---:|")
@@ -392,7 +412,12 @@ def _merge(args):
     merged, sources = {}, []
     for folder in args.merge:
         for r in load_results(folder):
-            merged[(r["corpus"], r["n_topics"], r["system"])] = r
+            key = (r["corpus"], r["n_topics"], r["system"])
+            # A later run replaces an earlier one, except that a run skipped for want of time
+            # does not hide an earlier run that measured something.
+            if key in merged and merged[key]["points"] and r["status"].startswith("skipped"):
+                continue
+            merged[key] = r
         env_path = Path(folder) / "environment.json"
         env = json.loads(env_path.read_text()) if env_path.exists() else {}
         sources.append(f"{Path(folder).name}: {env.get('date', '?')}, {env.get('cpu', '?')} "

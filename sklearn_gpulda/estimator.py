@@ -106,6 +106,8 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         Topic-word pseudo-counts ``B + topic_word_prior``; rows normalised give the topics.
     exp_dirichlet_component_ : ndarray of shape (n_components, n_features)
         ``exp(E[log(beta)])`` under a Dirichlet with parameters ``components_``, as in scikit-learn.
+        Computed from ``components_`` on first access (and again if ``components_`` is replaced),
+        not during fit.
     n_batch_iter_ : int
         Number of iterations of the EM step (sweeps in batch learning, mini-batches in online).
     n_iter_ : int
@@ -273,9 +275,32 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
 
     def _set_components(self, topic_word, dtype):
         self.components_ = np.asarray(topic_word, dtype=dtype)
-        self.exp_dirichlet_component_ = np.exp(
-            psi(self.components_) - psi(np.sum(self.components_, axis=1))[:, np.newaxis]
-        ).astype(dtype, copy=False)
+
+    @property
+    def exp_dirichlet_component_(self):
+        # Computed on first access rather than in fit: nothing here uses it, and at K = 1,000
+        # over 55k words the digamma and exp of K x V entries took 1-3 s on the host, longer
+        # than the whole GPU fit. Cached against the components_ array it was computed from.
+        components = self.__dict__.get("components_")
+        if components is None:
+            raise AttributeError(
+                f"This {type(self).__name__} instance is not fitted yet: "
+                "exp_dirichlet_component_ is derived from components_."
+            )
+        cached = self.__dict__.get("_exp_dirichlet_cache")
+        if cached is None or cached[0] is not components:
+            value = np.exp(
+                psi(components) - psi(np.sum(components, axis=1))[:, np.newaxis]
+            ).astype(components.dtype, copy=False)
+            cached = (components, value)
+            self._exp_dirichlet_cache = cached
+        return cached[1]
+
+    def __getstate__(self):
+        # The cache is derived data, as large as components_: not worth pickling.
+        state = super().__getstate__()
+        state.pop("_exp_dirichlet_cache", None)
+        return state
 
     # -- fitting ---------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)

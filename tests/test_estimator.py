@@ -86,6 +86,29 @@ def test_fitted_attributes(small_model, kjv):
     assert np.isfinite(m.bound_) and m.bound_ > 1
 
 
+def test_exp_dirichlet_component_is_derived_on_demand(kjv):
+    from scipy.special import psi
+
+    unfitted = _lda(n_components=4, max_iter=3)
+    assert not hasattr(unfitted, "exp_dirichlet_component_")
+    m = _lda(n_components=4, max_iter=3).fit(kjv.data[:120])
+    # fit leaves it to the first access (it costs seconds at large K x V) ...
+    assert "_exp_dirichlet_cache" not in vars(m)
+    c = m.components_
+    expected = np.exp(psi(c) - psi(c.sum(axis=1))[:, None])
+    np.testing.assert_allclose(m.exp_dirichlet_component_, expected, rtol=1e-12)
+    assert m.exp_dirichlet_component_ is m.exp_dirichlet_component_  # cached
+    # ... follows a refit that replaces components_ ...
+    m.set_params(max_iter=6).fit(kjv.data[120:240])
+    c = m.components_
+    np.testing.assert_allclose(m.exp_dirichlet_component_,
+                               np.exp(psi(c) - psi(c.sum(axis=1))[:, None]), rtol=1e-12)
+    # ... and is not pickled, but recomputed after loading.
+    loaded = pickle.loads(pickle.dumps(m))
+    assert "_exp_dirichlet_cache" not in vars(loaded)
+    np.testing.assert_array_equal(loaded.exp_dirichlet_component_, m.exp_dirichlet_component_)
+
+
 def test_transform_rows_are_distributions(small_model, kjv):
     theta = small_model.transform(kjv.data[300:340])
     assert theta.shape == (40, 8)
