@@ -337,7 +337,9 @@ def _plot(results, path):
                 t = [p["train_s"] for p in r["points"]]
                 ll = [p["heldout_ll"] for p in r["points"]]
                 style = "o-" if r["system"] in OURS else "s--"
-                ax.plot(t, ll, style, label=r["system"], markersize=4)
+                # One colour per system in every panel.
+                colour = f"C{SYSTEMS.index(r['system'])}"
+                ax.plot(t, ll, style, color=colour, label=r["system"], markersize=4)
         ax.set_xscale("log")
         ax.set_title(f"{corpus}, K = {k}")
         ax.set_xlabel("training time (s)")
