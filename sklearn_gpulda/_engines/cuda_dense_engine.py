@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import _kernels
 from .._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE, STREAM_INIT, STREAM_SAMPLE
+from ._transfer import topic_major_to_host
 from .base import Engine
 from .cuda_engine import free_device_bytes
 from .dense_sampler import BLOCK, MAX_TOPICS, VARIANTS, document_order, sample_dense
@@ -274,7 +275,7 @@ class CudaDenseEngine(Engine):
     def word_topic_counts(self):
         st = self._require()
         with self._dev():
-            return np.ascontiguousarray(st.B.get().T.astype(np.float64))
+            return topic_major_to_host(self._cp, st.B)
 
     def doc_topic_counts(self):
         st = self._require()
@@ -337,10 +338,9 @@ class CudaDenseEngine(Engine):
                     if not first and s >= keep_from:
                         total += self._count(st, st.word, st.n_words).astype(cp.float64)
                 if first:
-                    b = self._count(st, st.word, st.n_words).astype(cp.float64)
+                    out = topic_major_to_host(cp, self._count(st, st.word, st.n_words))
                 else:
-                    b = total / (n_sweeps - keep_from)
-                out = np.ascontiguousarray(b.get().T)
+                    out = topic_major_to_host(cp, total, divisor=n_sweeps - keep_from)
             finally:
                 st.release()
         return out

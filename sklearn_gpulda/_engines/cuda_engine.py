@@ -23,6 +23,7 @@ import numpy as np
 from .. import _kernels
 from .._corpus import frequency_relabel
 from .._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE, STREAM_INIT, STREAM_SAMPLE
+from ._transfer import topic_major_to_host
 from .base import Engine
 
 # Compile-time constants of the kernels (cuda/*.cu).
@@ -546,9 +547,9 @@ class CudaEngine(Engine):
 
     def word_topic_counts(self):
         st = self._require()
+        cp = self._cp
         with self._dev():
-            b = st.B.get()
-        return np.ascontiguousarray(b[st.new_of_old].T.astype(np.float64))
+            return topic_major_to_host(cp, st.B, cp.asarray(st.new_of_old))
 
     def doc_topic_counts(self):
         st = self._require()
@@ -685,7 +686,7 @@ class CudaEngine(Engine):
                         for ch in st.chunks:
                             self._sample(st, ch, iteration, STREAM_BATCH_SAMPLE, s)
                         self._mstep(st)
-                    b = st.B.get().astype(np.float64)
+                    out = topic_major_to_host(cp, st.B, cp.asarray(st.new_of_old))
                 else:
                     comp = np.asarray(components, dtype=np.float64)
                     bhat = (comp / comp.sum(axis=1, keepdims=True)).T[st.old_of_new]
@@ -702,10 +703,12 @@ class CudaEngine(Engine):
                                 # B is free while Bhat is fixed: it accumulates the kept sweeps
                                 # (exact for integer counts below 2**24).
                                 self._count_b(st, ch)
-                    b = st.B.get().astype(np.float64) / (n_sweeps - keep_from)
+                    out = topic_major_to_host(
+                        cp, st.B, cp.asarray(st.new_of_old), divisor=n_sweeps - keep_from
+                    )
             finally:
                 st.release()
-        return np.ascontiguousarray(b[st.new_of_old].T)
+        return out
 
     def release(self):
         if self._state is not None:

@@ -1,0 +1,38 @@
+"""``topic_major_to_host``: the device-to-host copy behind both CUDA engines' topic-word counts.
+
+It is written against the array module it is given, so NumPy stands in for CuPy here; the GPU
+tests of the engines run the same function on CuPy arrays.
+"""
+
+import numpy as np
+import pytest
+
+from sklearn_gpulda._engines._transfer import topic_major_to_host
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
+@pytest.mark.parametrize("block_bytes", [8, 8 * 7 * 3, 1 << 20])
+def test_equals_gather_then_transpose(dtype, block_bytes):
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 50, size=(23, 7)).astype(dtype)  # (V, K), word-major
+    rows = rng.permutation(23)
+    out = topic_major_to_host(np, counts, rows, block_bytes=block_bytes)
+    expected = np.ascontiguousarray(counts[rows].T.astype(np.float64))
+    assert out.dtype == np.float64 and out.flags.c_contiguous
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_identity_order_and_divisor_match_float64_division():
+    rng = np.random.default_rng(1)
+    counts = rng.integers(0, 1000, size=(40, 9)).astype(np.float32)
+    out = topic_major_to_host(np, counts, divisor=3, block_bytes=8 * 9 * 4)
+    # Bit for bit what the engines computed before: float64 conversion, then the division.
+    np.testing.assert_array_equal(out, (counts.astype(np.float64) / 3).T)
+
+
+def test_fewer_rows_than_table_and_empty():
+    counts = np.arange(30, dtype=np.float32).reshape(10, 3)
+    rows = np.array([9, 0, 4])
+    np.testing.assert_array_equal(topic_major_to_host(np, counts, rows), counts[rows].T)
+    empty = topic_major_to_host(np, counts, np.zeros(0, dtype=np.int64))
+    assert empty.shape == (3, 0)
