@@ -130,7 +130,9 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
     n_tokens_ : float
         Number of training tokens (weighted sum for non-integer counts) in the last fit call.
     fit_time_ : float
-        Wall-clock seconds of sampling in the last fit call.
+        Wall-clock seconds of the last fit call's initialisation and sampling (on a GPU, up to
+        the end of the last sweep's kernels), without input validation and the copy of the
+        topics back to the host.
 
     See Also
     --------
@@ -369,6 +371,7 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
                     if last_bound is not None and abs(last_bound - bound) < self.perp_tol:
                         break
                     last_bound = bound
+        engine.synchronize()
         self.fit_time_ = time.perf_counter() - start
         self.n_iter_ = n_iter
         self._set_components(engine.word_topic_counts() + self.topic_word_prior_, X.dtype)
@@ -395,6 +398,7 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
                     if last_bound is not None and abs(last_bound - bound) < self.perp_tol:
                         break
                     last_bound = bound
+        engine.synchronize()
         self.fit_time_ = time.perf_counter() - start
         self.n_iter_ = n_iter
         if first:

@@ -92,5 +92,12 @@ class Engine(abc.ABC):
         stats : ndarray of shape (n_topics, n_words), float64
         """
 
+    def synchronize(self):
+        """Wait until the work queued on the engine's device has finished (nothing on the CPU).
+
+        GPU kernels run asynchronously: a clock read right after the last sweep was queued would
+        count only the launches, not the sampling.
+        """
+
     def release(self):
         """Free whatever the engine holds on a device (nothing on the CPU)."""

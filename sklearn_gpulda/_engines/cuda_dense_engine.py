@@ -88,6 +88,9 @@ class CudaDenseEngine(Engine):
     def _dev(self):
         return self._cp.cuda.Device(self.device)
 
+    def synchronize(self):
+        self._dev().synchronize()
+
     # -- memory ---------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
         """Device bytes a fit on ``corpus`` holds, and the peak during an M-step.
