@@ -56,7 +56,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from _peer_corpora import CORPORA, CorpusUnavailable, load_corpus, save_corpus  # noqa: E402
-from _peer_systems import OURS, SCHEDULES, SKLEARN, SYSTEMS, n_cores, run_system  # noqa: E402
+from _peer_systems import (  # noqa: E402
+    DEFAULT_SYSTEMS, OURS, SCHEDULES, SKLEARN, SYSTEMS, n_cores, run_system)
 
 QUICK = dict(corpora=["kos"], topics=[20], budget=12.0, max_docs=800, max_test_docs=200,
              nytimes_scale=0.003, transform_docs=10_000, eval_iter=50)
@@ -69,7 +70,9 @@ def _parse_args(argv):
                    help="corpora to run (default: all; --quick: kos, or nytimes without it)")
     p.add_argument("--topics", nargs="+", type=int, default=None,
                    help="numbers of topics K (default: 20 100 1000; --quick: 20)")
-    p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=SYSTEMS)
+    p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=DEFAULT_SYSTEMS,
+                   help="default: all but gpulda-cuda-avg (the GPU engine with "
+                        "n_averaged_sweeps at three quarters of each fit's sweeps)")
     p.add_argument("--budget", type=float, default=None,
                    help="training seconds per (corpus, K, system) after which no new checkpoint "
                         "starts (default 600; --quick: 12)")
