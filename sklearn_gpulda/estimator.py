@@ -372,7 +372,11 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
             n_iter = i + 1
             if self.n_averaged_sweeps and i >= average_from:
                 counts = engine.word_topic_counts()
-                total = counts if total is None else np.add(total, counts, out=total)
+                if total is None:
+                    # A copy: the running sum must not alias anything an engine might keep.
+                    total = np.array(counts, dtype=np.float64)
+                else:
+                    total += counts
                 n_averaged += 1
             self.n_batch_iter_ += 1
             evaluate = self.evaluate_every > 0 and n_iter % self.evaluate_every == 0
