@@ -313,7 +313,9 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
 
     def __getstate__(self):
         # The cache is derived data, as large as components_: not worth pickling.
-        state = super().__getstate__()
+        # On Python 3.11+ the inherited state may be the instance's own __dict__: copy it, or
+        # pickling would drop the cache from the live model too.
+        state = dict(super().__getstate__())
         state.pop("_exp_dirichlet_cache", None)
         return state
 

@@ -106,6 +106,7 @@ def test_exp_dirichlet_component_is_derived_on_demand(kjv):
     # ... and is not pickled, but recomputed after loading.
     loaded = pickle.loads(pickle.dumps(m))
     assert "_exp_dirichlet_cache" not in vars(loaded)
+    assert "_exp_dirichlet_cache" in vars(m), "pickling changed the live model"
     np.testing.assert_array_equal(loaded.exp_dirichlet_component_, m.exp_dirichlet_component_)
 
 
