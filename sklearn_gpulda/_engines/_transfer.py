@@ -11,12 +11,10 @@ in its columns of the host array.
 
 import numpy as np
 
+from .._device_input import to_host
+
 #: Device bytes of one float64 block in flight.
 BLOCK_BYTES = 64 << 20
-
-
-def _to_host(block):
-    return block.get() if hasattr(block, "get") else np.asarray(block)
 
 
 def topic_major_to_host(xp, word_major, rows=None, divisor=None, block_bytes=BLOCK_BYTES):
@@ -50,5 +48,5 @@ def topic_major_to_host(xp, word_major, rows=None, divisor=None, block_bytes=BLO
         block = xp.ascontiguousarray(part.T, dtype=xp.float64)
         if divisor is not None:
             block /= divisor
-        out[:, lo:hi] = _to_host(block)
+        out[:, lo:hi] = to_host(block)
     return out
