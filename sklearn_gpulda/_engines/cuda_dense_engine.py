@@ -19,7 +19,7 @@ from .. import _kernels
 from .._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE, STREAM_INIT, STREAM_SAMPLE
 from ._transfer import topic_major_to_host
 from .base import Engine
-from .cuda_engine import free_device_bytes
+from .cuda_engine import _OnDevice, free_device_bytes
 from .dense_sampler import BLOCK, MAX_TOPICS, VARIANTS, document_order, sample_dense
 
 #: Tokens per launch of the initial-topic kernel (its token offsets are 32-bit).
@@ -28,7 +28,7 @@ _INIT_CHUNK = 1 << 30
 _LOGLIK_ELEMENTS = 1 << 24
 
 
-class CudaDenseEngine(Engine):
+class CudaDenseEngine(_OnDevice, Engine):
     """ESCA with dense sampling kernels on a CUDA GPU (see :class:`~.base.Engine`).
 
     Parameters
@@ -74,22 +74,13 @@ class CudaDenseEngine(Engine):
             )
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-        import cupy as cp
-
-        self._cp = cp
-        self.device = cp.cuda.Device().id if device is None else int(device)
+        self._attach(device)
         self.variant = variant
         self.block = int(block)
         self.profile = profile
         self.stage_ms = {}
         self._state = None
         self._sparse = None
-
-    def _dev(self):
-        return self._cp.cuda.Device(self.device)
-
-    def synchronize(self):
-        self._dev().synchronize()
 
     # -- memory ---------------------------------------------------------------------------
     def estimate_bytes(self, corpus):

@@ -61,6 +61,24 @@ def free_device_bytes(cp):
     return free + cp.get_default_memory_pool().free_bytes(), total
 
 
+class _OnDevice:
+    """Finding and waiting for the device: what the sparse and dense CUDA engines share."""
+
+    def _attach(self, device):
+        # Imported here, after the engine has checked its arguments, so that a bad n_topics is
+        # reported as such on a machine without CuPy.
+        import cupy as cp
+
+        self._cp = cp
+        self.device = cp.cuda.Device().id if device is None else int(device)
+
+    def _dev(self):
+        return self._cp.cuda.Device(self.device)
+
+    def synchronize(self):
+        self._dev().synchronize()
+
+
 def describe_device(device=None):
     """Name of a CUDA device, e.g. ``'NVIDIA H100 80GB HBM3'``; ``''`` when none is usable."""
     try:
@@ -171,7 +189,7 @@ class _Chunk:
         return cp.asarray(items), int(batches.sum())
 
 
-class CudaEngine(Engine):
+class CudaEngine(_OnDevice, Engine):
     """ESCA on a CUDA GPU (see :class:`~sklearn_gpulda._engines.base.Engine`).
 
     Parameters
@@ -196,10 +214,7 @@ class CudaEngine(Engine):
             raise ValueError(
                 f"the CUDA engine supports 1 <= n_topics <= {MAX_TOPICS}, got {self.n_topics}"
             )
-        import cupy as cp
-
-        self._cp = cp
-        self.device = cp.cuda.Device().id if device is None else int(device)
+        self._attach(device)
         self.max_chunk_tokens = max_chunk_tokens
         self.profile = profile
         self.stage_ms = {}
@@ -207,7 +222,7 @@ class CudaEngine(Engine):
         self._suffix = "u16" if self._topic_dtype == np.uint16 else "i32"
         self._state = None
         with self._dev():
-            props = cp.cuda.runtime.getDeviceProperties(self.device)
+            props = self._cp.cuda.runtime.getDeviceProperties(self.device)
             self._n_sm = int(props["multiProcessorCount"])
             smem_sm = int(props["sharedMemPerMultiprocessor"])
             self._smem_block_max = int(
@@ -221,12 +236,6 @@ class CudaEngine(Engine):
             )
         self._sample_block, per_sm = _sample_shape(self._sample_smem, smem_sm)
         self._sample_grid = self._n_sm * per_sm
-
-    def _dev(self):
-        return self._cp.cuda.Device(self.device)
-
-    def synchronize(self):
-        self._dev().synchronize()
 
     # -- memory ---------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
