@@ -144,6 +144,29 @@ class _System:
         raise NotImplementedError
 
 
+class _Continuing(_System):
+    """A system that trains on from where it stopped: ``train_to`` runs only the extra steps."""
+
+    continues = True
+    done = 0  # iterations (passes) trained so far
+
+    def _advance(self, n_steps):
+        raise NotImplementedError
+
+    def train_to(self, n_iter):
+        tic = time.perf_counter()
+        self._advance(n_iter - self.done)
+        self.done = n_iter
+        return time.perf_counter() - tic
+
+
+def _import_peer(name):
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise SystemUnavailable(f"{name} is not importable ({exc})") from None
+
+
 class GPULDA(_System):
     def __init__(self, n_topics, seed, cores, device, averaged=0.0):
         super().__init__(n_topics, seed, cores)
@@ -220,8 +243,7 @@ class SklearnBatch(_System):
         return self.model.transform(X)
 
 
-class SklearnOnline(SklearnBatch):
-    continues = True
+class SklearnOnline(_Continuing, SklearnBatch):
 
     def prepare(self, X_train):
         from sklearn.decomposition import LatentDirichletAllocation
@@ -233,25 +255,16 @@ class SklearnOnline(SklearnBatch):
             n_components=self.n_topics, doc_topic_prior=self.alpha, topic_word_prior=self.beta,
             learning_method="online", total_samples=X_train.shape[0], n_jobs=self.cores,
             random_state=self.seed)
-        self.done = 0
 
-    def train_to(self, n_iter):
-        tic = time.perf_counter()
-        for _ in range(n_iter - self.done):
+    def _advance(self, n_steps):
+        for _ in range(n_steps):
             self.model.partial_fit(self.X_train)
-        self.done = n_iter
-        return time.perf_counter() - tic
 
 
-class Gensim(_System):
-    continues = True
-
+class Gensim(_Continuing):
     def __init__(self, n_topics, seed, cores):
         super().__init__(n_topics, seed, cores)
-        try:
-            self.gensim = importlib.import_module("gensim")
-        except ImportError as exc:
-            raise SystemUnavailable(f"gensim is not importable ({exc})") from None
+        self.gensim = _import_peer("gensim")
         # LdaMulticore's own advice: one worker per core less the process that merges updates.
         self.workers = max(1, cores - 1)
 
@@ -269,14 +282,10 @@ class Gensim(_System):
         self.model = LdaMulticore(corpus=None, id2word=id2word, num_topics=self.n_topics,
                                   workers=self.workers, passes=1, alpha="symmetric",
                                   eta=self.beta, eval_every=None, random_state=self.seed)
-        self.done = 0
 
-    def train_to(self, n_iter):
-        tic = time.perf_counter()
-        for _ in range(n_iter - self.done):
+    def _advance(self, n_steps):
+        for _ in range(n_steps):
             self.model.update(self.corpus)
-        self.done = n_iter
-        return time.perf_counter() - tic
 
     def topic_word(self):
         return self.model.get_topics()
@@ -291,15 +300,10 @@ class Gensim(_System):
         return gamma / gamma.sum(axis=1, keepdims=True)
 
 
-class Tomotopy(_System):
-    continues = True
-
+class Tomotopy(_Continuing):
     def __init__(self, n_topics, seed, cores):
         super().__init__(n_topics, seed, cores)
-        try:
-            self.tp = importlib.import_module("tomotopy")
-        except ImportError as exc:
-            raise SystemUnavailable(f"tomotopy is not importable ({exc})") from None
+        self.tp = _import_peer("tomotopy")
 
     def version(self):
         return f"{self.tp.__version__} ({self.tp.isa})"
@@ -321,13 +325,9 @@ class Tomotopy(_System):
         self.model.optim_interval = 0
         for doc in self._documents(X_train):
             self.model.add_doc(doc)
-        self.done = 0
 
-    def train_to(self, n_iter):
-        tic = time.perf_counter()
-        self.model.train(iterations=n_iter - self.done, workers=self.cores)
-        self.done = n_iter
-        return time.perf_counter() - tic
+    def _advance(self, n_steps):
+        self.model.train(iterations=n_steps, workers=self.cores)
 
     def topic_word(self):
         used = np.array([int(w) for w in self.model.used_vocabs])

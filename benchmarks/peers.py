@@ -216,8 +216,7 @@ def _run_in_worker(job, hard_limit_s=math.inf):
     if result is None:
         if proc.is_alive():
             _kill_group(proc)
-            result = dict(status=f"stopped at the hard limit of {hard_limit_s:.0f} s",
-                          stopped=True)
+            result = dict(status=f"stopped at the hard limit of {hard_limit_s:.0f} s")
         else:
             proc.join()
             result = dict(status=f"failed: worker exited with code {proc.exitcode}")
@@ -306,7 +305,7 @@ def _table(results, systems):
                 reached, ratio = "", ""
             elif t is None:
                 reached, ratio = f"not reached in {r['points'][-1]['train_s']:.1f}", ""
-                if r.get("stopped"):
+                if r["status"].startswith("stopped"):
                     reached += ", then stopped"
             else:
                 reached = f"{t:.2f}"
@@ -355,6 +354,12 @@ def _plot(results, path):
     plt.close(fig)
 
 
+SUMMARY_FIELDS = ["corpus", "n_topics", "system", "status", "device", "version", "cores",
+                  "n_train_tokens", "best_ll", "final_iterations", "final_train_s", "prepare_s",
+                  "host_peak_mb", "device_peak_mb", "transform_s", "transform_docs",
+                  "transform_docs_requested"]
+
+
 def _write_outputs(out, results, systems, header):
     """curves.csv, summary.csv, table.md and curves.png from the results so far."""
     with open(out / "curves.csv", "w", newline="") as fh:
@@ -378,12 +383,6 @@ def _write_outputs(out, results, systems, header):
     return table
 
 
-SUMMARY_FIELDS = ["corpus", "n_topics", "system", "status", "device", "version", "cores",
-                  "n_train_tokens", "best_ll", "final_iterations", "final_train_s", "prepare_s",
-                  "host_peak_mb", "device_peak_mb", "transform_s", "transform_docs",
-                  "transform_docs_requested"]
-
-
 def _float(text):
     return float(text) if text not in ("", None) else math.nan
 
@@ -394,8 +393,7 @@ def load_results(folder):
     results = []
     with open(folder / "summary.csv", newline="") as fh:
         for row in csv.DictReader(fh):
-            r = dict(row, n_topics=int(row["n_topics"]), points=[],
-                     stopped=row["status"].startswith("stopped"))
+            r = dict(row, n_topics=int(row["n_topics"]), points=[])
             for key in ("host_peak_mb", "device_peak_mb", "transform_s", "prepare_s"):
                 r[key] = _float(row.get(key))
             for key in ("transform_docs", "transform_docs_requested", "n_train_tokens"):

@@ -138,7 +138,7 @@ def test_table_marks_stopped_runs_and_partial_transforms():
 
     results = [run("gpulda-cpu", [-8.0, -7.5]),
                run("sklearn-batch", [-8.2, -7.8]),
-               run("gensim", [-8.5], status="stopped at the hard limit of 60 s", stopped=True,
+               run("gensim", [-8.5], status="stopped at the hard limit of 60 s",
                    host_peak_mb=nan, transform_s=nan, transform_docs=None),
                run("tomotopy", [-7.9, -7.6], transform_docs=1_000)]
     table = peers._table(results, peers.SYSTEMS)
