@@ -58,3 +58,40 @@ def describe_device(cp):
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     print(f"device: {name}, {props['multiProcessorCount']} SMs; cupy {cp.__version__}")
     return name
+
+
+def plot_throughput(rows, path, series, ylabel, log_k=False):
+    """One panel per corpus: Mtoken/s against K for each ``(key, label)`` of ``series``.
+
+    Rows are dicts with ``corpus``, ``K``, ``n_tokens`` and the series' keys (missing or None
+    where not measured). Returns False, with a note, when matplotlib is not installed.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as exc:  # matplotlib is optional
+        print(f"note: no plot ({type(exc).__name__}: {exc})")
+        return False
+    corpora = sorted({r["corpus"] for r in rows})
+    fig, axes = plt.subplots(1, len(corpora), figsize=(7 * len(corpora), 4.5), squeeze=False)
+    for ax, name in zip(axes[0], corpora):
+        # Sorted by K: the sweeps measure K in coarse-to-fine order.
+        mine = sorted((r for r in rows if r["corpus"] == name), key=lambda r: r["K"])
+        for key, label in series:
+            pts = [(r["K"], r[key]) for r in mine if r.get(key)]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", ms=3, label=label)
+        if log_k:
+            ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("K (topics)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{name}: {mine[0]['n_tokens'] / 1e6:.1f} M tokens")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True

@@ -40,7 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _bench_common import VARIANTS, coarse_to_fine, describe_device, load_corpora  # noqa: E402
+from _bench_common import (  # noqa: E402
+    VARIANTS, coarse_to_fine, describe_device, load_corpora, plot_throughput)
 
 DEFAULT_TOPICS = [16, 48, 80, 144, 256, 512, 1024]
 #: 'auto' counts as right where its engine is at least this share of the faster one's speed.
@@ -143,37 +144,13 @@ def write_outputs(out, device_name, args, corpora, rows):
 
 
 def plot(rows, path):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except Exception as exc:  # matplotlib is optional
-        print(f"note: no plot ({type(exc).__name__}: {exc})")
-        return False
-    corpora = sorted({r["corpus"] for r in rows})
-    fig, axes = plt.subplots(1, len(corpora), figsize=(7 * len(corpora), 4.5), squeeze=False)
-    for ax, name in zip(axes[0], corpora):
-        mine = sorted((r for r in rows if r["corpus"] == name), key=lambda r: r["K"])
-        for key, label in [
-            ("sparse", "sparse engine"),
-            ("transpose", "dense engine, transpose"),
-            ("butterfly", "dense engine, butterfly"),
-            ("plain", "dense engine, plain"),
-        ]:
-            pts = [(r["K"], r[key]) for r in mine if r.get(key)]
-            if pts:
-                ax.plot(*zip(*pts), marker="o", ms=3, label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("K (topics)")
-        ax.set_ylabel("Mtoken/s, whole iteration")
-        ax.set_title(f"{name}: {mine[0]['n_tokens'] / 1e6:.1f} M tokens")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return True
+    series = [
+        ("sparse", "sparse engine"),
+        ("transpose", "dense engine, transpose"),
+        ("butterfly", "dense engine, butterfly"),
+        ("plain", "dense engine, plain"),
+    ]
+    return plot_throughput(rows, path, series, "Mtoken/s, whole iteration", log_k=True)
 
 
 def main(argv=None):

@@ -41,7 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _bench_common import VARIANTS, coarse_to_fine, describe_device, load_corpora  # noqa: E402
+from _bench_common import (  # noqa: E402
+    VARIANTS, coarse_to_fine, describe_device, load_corpora, plot_throughput)
 
 
 def paper_sweep():
@@ -110,37 +111,14 @@ def time_sparse(cp, corpus, n_topics, alpha, beta, iters):
 
 
 def plot(rows, path):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except Exception as exc:  # matplotlib is optional
-        print(f"note: no plot ({type(exc).__name__}: {exc})")
-        return False
-    corpora = sorted({r["corpus"] for r in rows})
-    fig, axes = plt.subplots(1, len(corpora), figsize=(7 * len(corpora), 4.5), squeeze=False)
-    for ax, name in zip(axes[0], corpora):
-        mine = [r for r in rows if r["corpus"] == name]
-        for key, label in [
-            ("butterfly", "butterfly (Alg. 7)"),
-            ("transpose", "register transpose (Alg. 4)"),
-            ("plain", "plain (Alg. 1)"),
-            ("sparse_sample", "sparse engine, sampling"),
-            ("sparse_sweep", "sparse engine, whole sweep"),
-        ]:
-            pts = [(r["K"], r[key]) for r in mine if r.get(key)]
-            if pts:
-                ax.plot(*zip(*pts), marker="o", ms=3, label=label)
-        ax.set_xlabel("K (topics)")
-        ax.set_ylabel("Mtoken/s")
-        ax.set_yscale("log")
-        ax.set_title(f"{name}: {mine[0]['n_tokens'] / 1e6:.1f} M tokens")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return True
+    series = [
+        ("butterfly", "butterfly (Alg. 7)"),
+        ("transpose", "register transpose (Alg. 4)"),
+        ("plain", "plain (Alg. 1)"),
+        ("sparse_sample", "sparse engine, sampling"),
+        ("sparse_sweep", "sparse engine, whole sweep"),
+    ]
+    return plot_throughput(rows, path, series, "Mtoken/s")
 
 
 def write_outputs(args, device_name, corpora, rows):
