@@ -5,19 +5,9 @@
 # Usage (repository root): bash tools/device_all.sh [bench budget seconds, default 60]
 set -u -o pipefail
 BUDGET=${1:-60}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
-{
-  date -u
-  nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-  python3 -c "import numpy, scipy, sklearn, cupy; print('numpy', numpy.__version__, 'scipy', scipy.__version__, 'sklearn', sklearn.__version__, 'cupy', cupy.__version__)"
-} 2>&1 | tee "$OUT/env.log"
-stamp build
-timeout 240 python3 tools/build_kernels.py --arch 90 -j 16 > "$OUT/build.log" 2>&1
-echo "build rc=$?"; tail -25 "$OUT/build.log"
+source "$(dirname "$0")/_device_env.sh"
+record_environment
+build_kernels 240 25
 stamp gpu-tests
 timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/ 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25
 stamp demo

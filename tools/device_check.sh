@@ -6,10 +6,7 @@ MODE=${1:-all}
 ITERS=${2:-51}
 shift 2 2>/dev/null || shift $#
 TOPICS=${*:-100 1000 10000}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+source "$(dirname "$0")/_device_env.sh"
 {
   date -u
   nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv

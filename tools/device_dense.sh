@@ -6,13 +6,7 @@
 # Each stage is time-boxed so that the whole script stays under the device tool's 600 s.
 set -u -o pipefail
 BUDGET=${1:-150}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
-export PYTHONUNBUFFERED=1
-export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
-stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
+source "$(dirname "$0")/_device_env.sh"
 
 {
   date -u

@@ -4,14 +4,9 @@
 # checks on the GPU default path, then the sparse benchmark at K = 1,000 / 10,000 and the
 # whole-iteration comparison of the sparse and dense engines.
 set -u -o pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
-nvidia-smi --query-gpu=name --format=csv,noheader
-stamp build
-timeout 120 python3 tools/build_kernels.py --arch 90 -j 16 > "$OUT/build.log" 2>&1; echo "build rc=$?"
+source "$(dirname "$0")/_device_env.sh"
+record_environment
+build_kernels 120 0
 stamp gpu-tests
 timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider -s tests/test_algorithm.py tests/test_device_input.py \
   tests/test_cuda_engine.py -k "not test_cuda_engine or sweep_agrees or count_invariants" 2>&1 \

@@ -8,8 +8,7 @@
 # Usage (repository root, on the device machine, carry [".whl", ".carry/data"]):
 #   bash tools/device_peers.sh "--corpora kos --topics 20 --budget 8 --deadline 250" "..."
 set -u -o pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/_device_env.sh"
 work=$(mktemp -d)
 i=0
 for invocation in "$@"; do

@@ -1,22 +1,11 @@
 #!/usr/bin/env bash
 # Regression call after host-side refactors: every GPU-marked test, scikit-learn's checks on the
-# GPU default path, the demo, compute-sanitizer on a small sparse fit, and the 51-iteration sparse
-# benchmark at K = 100 / 1,000 / 10,000. Each stage is time-boxed so the call ends within ~9 min.
+# GPU default path, the demo, and the 51-iteration sparse benchmark at K = 100 / 1,000 / 10,000. Each stage is time-boxed so the call ends within ~9 min.
 # Usage (repository root, on the device machine): bash tools/device_regress.sh
 set -u -o pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-stamp() { echo "== $(date -u +%H:%M:%S) $*"; }
-{
-  date -u
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  python3 -c "import numpy, scipy, sklearn, cupy; print('numpy', numpy.__version__, 'scipy', scipy.__version__, 'sklearn', sklearn.__version__, 'cupy', cupy.__version__)"
-} 2>&1 | tee "$OUT/env.log"
-stamp build
-timeout 150 python3 tools/build_kernels.py --arch 90 -j 16 > "$OUT/build.log" 2>&1
-echo "build rc=$?"; tail -3 "$OUT/build.log"
+source "$(dirname "$0")/_device_env.sh"
+record_environment
+build_kernels 150 3
 stamp gpu-tests
 timeout 290 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=8 tests/ 2>&1 \
   | tee "$OUT/pytest_gpu.log" | tail -22
