@@ -10,6 +10,8 @@ import functools
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _engine_checks import check_counts_every_sweep
+from _engine_checks import recount as _recount
 from _stats import merged_chisquare
 
 from sklearn_gpulda import GPULatentDirichletAllocation, _random
@@ -33,11 +35,6 @@ def _kjv_split():
     X = _kjv()
     order = np.random.default_rng(0).permutation(X.shape[0])
     return X[np.sort(order[:1070])], X[np.sort(order[1070:])]
-
-
-def _recount(index, topics, weight, n_rows, n_topics):
-    flat = index.astype(np.int64) * n_topics + topics
-    return np.bincount(flat, weights=weight, minlength=n_rows * n_topics).reshape(n_rows, n_topics)
 
 
 # -- the NumPy engine's dense rule ----------------------------------------------------------------
@@ -280,15 +277,7 @@ def test_gpu_count_invariants_every_iteration():
     k = 23
     eng = _dense_engine(k)
     eng.initialize(corpus)
-    for it in range(1, 6):
-        eng.sweep(it)
-        z = eng.topics()
-        assert z.min() >= 0 and z.max() < k
-        a = eng.doc_topic_counts()
-        b = eng.word_topic_counts()
-        assert a.sum() == corpus.n_tokens and b.sum() == corpus.n_tokens
-        np.testing.assert_array_equal(a, _recount(corpus.doc, z, None, corpus.n_docs, k))
-        np.testing.assert_array_equal(b, _recount(corpus.word, z, None, corpus.n_words, k).T)
+    check_counts_every_sweep(eng, corpus, k)
     eng.release()
 
 

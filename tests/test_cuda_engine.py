@@ -8,6 +8,8 @@ from sklearn_gpulda import _random
 from sklearn_gpulda._corpus import tokens_from_counts
 from sklearn_gpulda._engines.numpy_engine import NumpyEngine, WordTables, draw_topics
 
+from _engine_checks import check_counts_every_sweep
+from _engine_checks import recount as _recount
 from _stats import merged_chisquare
 
 pytestmark = pytest.mark.gpu
@@ -54,11 +56,6 @@ def _engine(n_topics, **kw):
     from sklearn_gpulda._engines.cuda_engine import CudaEngine
 
     return CudaEngine(n_topics, ALPHA, BETA, SEED, **kw)
-
-
-def _recount(index, topics, weight, n_rows, n_topics):
-    flat = index.astype(np.int64) * n_topics + topics
-    return np.bincount(flat, weights=weight, minlength=n_rows * n_topics).reshape(n_rows, n_topics)
 
 
 # -- randomness -----------------------------------------------------------------------------------
@@ -269,14 +266,7 @@ def test_count_invariants_every_iteration(max_chunk_tokens, k):
     corpus = _corpus()
     eng = _engine(k, max_chunk_tokens=max_chunk_tokens)
     eng.initialize(corpus)
-    for it in range(1, 6):
-        eng.sweep(it)
-        z = eng.topics()
-        a = eng.doc_topic_counts()
-        b = eng.word_topic_counts()
-        assert a.sum() == corpus.n_tokens and b.sum() == corpus.n_tokens
-        np.testing.assert_array_equal(a, _recount(corpus.doc, z, None, corpus.n_docs, k))
-        np.testing.assert_array_equal(b, _recount(corpus.word, z, None, corpus.n_words, k).T)
+    check_counts_every_sweep(eng, corpus, k)
     eng.release()
 
 

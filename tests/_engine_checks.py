@@ -1,0 +1,23 @@
+"""Checks shared by the engine tests (NumPy, sparse CUDA and dense CUDA)."""
+
+import numpy as np
+
+
+def recount(index, topics, weight, n_rows, n_topics):
+    """Counts of (row, topic) pairs, rows given per token by ``index``: A or B from scratch."""
+    flat = index.astype(np.int64) * n_topics + topics
+    return np.bincount(flat, weights=weight, minlength=n_rows * n_topics).reshape(n_rows, n_topics)
+
+
+def check_counts_every_sweep(engine, corpus, n_topics, n_sweeps=5):
+    """Sweep an initialised engine ``n_sweeps`` times; after each, its A and B must equal the
+    counts rebuilt from its topics, and hold every token once."""
+    for it in range(1, n_sweeps + 1):
+        engine.sweep(it)
+        z = engine.topics()
+        assert z.min() >= 0 and z.max() < n_topics
+        a = engine.doc_topic_counts()
+        b = engine.word_topic_counts()
+        assert a.sum() == corpus.n_tokens and b.sum() == corpus.n_tokens
+        np.testing.assert_array_equal(a, recount(corpus.doc, z, None, corpus.n_docs, n_topics))
+        np.testing.assert_array_equal(b, recount(corpus.word, z, None, corpus.n_words, n_topics).T)
