@@ -256,11 +256,6 @@ class CudaDenseEngine(_OnDevice, Engine):
                 "mstep": cp.cuda.get_elapsed_time(ev[1], ev[2]),
             }
 
-    def _require(self):
-        if self._state is None:
-            raise RuntimeError("the engine holds no corpus; call initialize or set_topics first")
-        return self._state
-
     def topics(self):
         st = self._require()
         with self._dev():

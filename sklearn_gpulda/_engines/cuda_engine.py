@@ -62,7 +62,7 @@ def free_device_bytes(cp):
 
 
 class _OnDevice:
-    """Finding and waiting for the device: what the sparse and dense CUDA engines share."""
+    """What the sparse and dense CUDA engines share: their device, and the state on it."""
 
     def _attach(self, device):
         # Imported here, after the engine has checked its arguments, so that a bad n_topics is
@@ -77,6 +77,11 @@ class _OnDevice:
 
     def synchronize(self):
         self._dev().synchronize()
+
+    def _require(self):
+        if self._state is None:
+            raise RuntimeError("the engine holds no corpus; call initialize or set_topics first")
+        return self._state
 
 
 def describe_device(device=None):
@@ -545,11 +550,6 @@ class CudaEngine(_OnDevice, Engine):
                 "rebuild_a": cp.cuda.get_elapsed_time(ev[1], ev[2]),
                 "count_b_totals": cp.cuda.get_elapsed_time(ev[2], ev[3]),
             }
-
-    def _require(self):
-        if self._state is None:
-            raise RuntimeError("the engine holds no corpus; call initialize or set_topics first")
-        return self._state
 
     def topics(self):
         st = self._require()
