@@ -1,6 +1,9 @@
 """Pieces shared by the GPU sweep benchmarks (bench_dense.py, bench_algorithms.py)."""
 
+import csv
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -95,3 +98,22 @@ def plot_throughput(rows, path, series, ylabel, log_k=False):
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
+
+
+def write_rows(out, stem, keys, rows, device_name, args, corpora):
+    """``<stem>.csv`` (the ``keys`` columns) and ``<stem>.json`` (rows, device, arguments,
+    corpora) in ``out``, rows sorted by corpus and K. Nothing when ``out`` is empty. Called
+    after every measured point, so a run cut short keeps what it measured."""
+    if not out:
+        return
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ordered = sorted(rows, key=lambda r: (r["corpus"], r["K"]))
+    with open(out_dir / f"{stem}.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(ordered)
+    info = dict(
+        device=device_name, args=vars(args), corpora=[(c, d) for c, _, d in corpora], rows=ordered
+    )
+    (out_dir / f"{stem}.json").write_text(json.dumps(info, indent=1, default=str))

@@ -27,8 +27,6 @@ Usage::
 """
 
 import argparse
-import csv
-import json
 import os
 import sys
 import time
@@ -41,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _bench_common import (  # noqa: E402
-    VARIANTS, coarse_to_fine, describe_device, load_corpora, plot_throughput)
+    VARIANTS, coarse_to_fine, describe_device, load_corpora, plot_throughput, write_rows)
 
 DEFAULT_TOPICS = [16, 48, 80, 144, 256, 512, 1024]
 #: 'auto' counts as right where its engine is at least this share of the faster one's speed.
@@ -125,22 +123,10 @@ def sparse_wins_from(rows):
 
 
 def write_outputs(out, device_name, args, corpora, rows):
-    if not out:
-        return
-    out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
     keys = ["corpus", "K", "n_tokens", "sparse", *VARIANTS, "sparse_ms", "sparse_sample_ms"]
     keys += [f"{v}_{s}" for v in VARIANTS for s in ("ms", "sample_ms")]
     keys += ["best_dense", "faster", "auto", "auto_ratio", "auto_ok"]
-    ordered = sorted(rows, key=lambda r: (r["corpus"], r["K"]))
-    with open(out_dir / "bench_algorithms.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(ordered)
-    info = dict(
-        device=device_name, args=vars(args), corpora=[(c, d) for c, _, d in corpora], rows=ordered
-    )
-    (out_dir / "bench_algorithms.json").write_text(json.dumps(info, indent=1, default=str))
+    write_rows(out, "bench_algorithms", keys, rows, device_name, args, corpora)
 
 
 def plot(rows, path):

@@ -28,8 +28,6 @@ Usage::
 """
 
 import argparse
-import csv
-import json
 import os
 import sys
 import time
@@ -42,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _bench_common import (  # noqa: E402
-    VARIANTS, coarse_to_fine, describe_device, load_corpora, plot_throughput)
+    VARIANTS, coarse_to_fine, describe_device, load_corpora, plot_throughput, write_rows)
 
 
 def paper_sweep():
@@ -122,25 +120,12 @@ def plot(rows, path):
 
 
 def write_outputs(args, device_name, corpora, rows):
-    """CSV and JSON of the rows so far (rewritten after every point, so a cut run keeps them)."""
-    if not args.out:
-        return
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
     keys = (
         ["corpus", "K", "n_tokens"]
         + [c for v in args.variants for c in (v, v + "_ms")]
         + ["sparse_sample", "sparse_sweep"]
     )
-    ordered = sorted(rows, key=lambda r: (r["corpus"], r["K"]))
-    with open(out_dir / "bench_dense.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(ordered)
-    info = dict(
-        device=device_name, args=vars(args), corpora=[(c, d) for c, _, d in corpora], rows=ordered
-    )
-    (out_dir / "bench_dense.json").write_text(json.dumps(info, indent=1))
+    write_rows(args.out, "bench_dense", keys, rows, device_name, args, corpora)
 
 
 def main(argv=None):
