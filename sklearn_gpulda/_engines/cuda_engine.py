@@ -357,21 +357,12 @@ class CudaEngine(_OnDevice, Engine):
     def _sample(self, st, ch, iteration, stream, sweep):
         if ch.n_tokens == 0:
             return
-        st.counter.fill(0)
         fixed = st.bhat_fixed is not None
-        self._launch(
-            "sample_sparse",
+        self._launch_token_walk(
+            st,
+            ch,
             f"sample_tokens_{self._suffix}_{ch.fmt}",
-            self._sample_grid,
-            self._sample_block,
             [
-                (ch.items, np.int32),
-                (ch.items.shape[0], "i32"),
-                (st.counter, np.int32),
-                (ch.tok, np.uint32),
-                (ch.doc, np.int32),
-                (ch.a_row, np.int32),
-                (ch.a_ent, ch.ent_dtype),
                 (ch.t0, "i64"),
                 (None if fixed else st.B, np.float32),
                 (None if fixed else st.denom, np.float64),
@@ -384,6 +375,28 @@ class CudaEngine(_OnDevice, Engine):
                 (stream, "u32"),
                 (sweep, "u32"),
                 (ch.z, self._topic_dtype),
+            ],
+        )
+
+    def _launch_token_walk(self, st, ch, kernel, tail):
+        # The kernels of sample_sparse.cu that walk a chunk's tokens word by word (the sampler,
+        # the token log-likelihood) share their first arguments: the work items, the scheduling
+        # counter they take items from, the tokens and the documents' A rows.
+        st.counter.fill(0)
+        self._launch(
+            "sample_sparse",
+            kernel,
+            self._sample_grid,
+            self._sample_block,
+            [
+                (ch.items, np.int32),
+                (ch.items.shape[0], "i32"),
+                (st.counter, np.int32),
+                (ch.tok, np.uint32),
+                (ch.doc, np.int32),
+                (ch.a_row, np.int32),
+                (ch.a_ent, ch.ent_dtype),
+                *tail,
             ],
             shared_mem=self._sample_smem,
         )
@@ -591,20 +604,11 @@ class CudaEngine(_OnDevice, Engine):
                 if ch.n_tokens == 0:
                     continue
                 partial = cp.empty(ch.n_batches, dtype=cp.float64)
-                st.counter.fill(0)
-                self._launch(
-                    "sample_sparse",
+                self._launch_token_walk(
+                    st,
+                    ch,
                     f"token_loglik_{ch.fmt}",
-                    self._sample_grid,
-                    self._sample_block,
                     [
-                        (ch.items, np.int32),
-                        (ch.items.shape[0], "i32"),
-                        (st.counter, np.int32),
-                        (ch.tok, np.uint32),
-                        (ch.doc, np.int32),
-                        (ch.a_row, np.int32),
-                        (ch.a_ent, ch.ent_dtype),
                         (ch.weight, np.float32),
                         (ch.doc_norm, np.float64),
                         (st.B, np.float32),
@@ -614,7 +618,6 @@ class CudaEngine(_OnDevice, Engine):
                         (self.alpha, "f64"),
                         (partial, np.float64),
                     ],
-                    shared_mem=self._sample_smem,
                 )
                 total += float(partial.sum())
         return total
