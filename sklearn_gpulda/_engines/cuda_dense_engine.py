@@ -335,15 +335,9 @@ class CudaDenseEngine(_OnDevice, Engine):
         return out
 
     def release(self):
-        if self._state is not None:
-            self._state.release()
-            self._state = None
         if self._sparse is not None:
             self._sparse.release()
-        try:
-            self._cp.get_default_memory_pool().free_all_blocks()
-        except Exception:
-            pass
+        super().release()
 
 
 class _DenseState:

@@ -83,6 +83,15 @@ class _OnDevice:
             raise RuntimeError("the engine holds no corpus; call initialize or set_topics first")
         return self._state
 
+    def release(self):
+        if self._state is not None:
+            self._state.release()
+            self._state = None
+        try:
+            self._cp.get_default_memory_pool().free_all_blocks()
+        except Exception:
+            pass
+
 
 def describe_device(device=None):
     """Name of a CUDA device, e.g. ``'NVIDIA H100 80GB HBM3'``; ``''`` when none is usable."""
@@ -725,14 +734,6 @@ class CudaEngine(_OnDevice, Engine):
                 st.release()
         return out
 
-    def release(self):
-        if self._state is not None:
-            self._state.release()
-            self._state = None
-        try:
-            self._cp.get_default_memory_pool().free_all_blocks()
-        except Exception:
-            pass
 
 
 class _State:
