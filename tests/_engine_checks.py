@@ -21,3 +21,19 @@ def check_counts_every_sweep(engine, corpus, n_topics, n_sweeps=5):
         assert a.sum() == corpus.n_tokens and b.sum() == corpus.n_tokens
         np.testing.assert_array_equal(a, recount(corpus.doc, z, None, corpus.n_docs, n_topics))
         np.testing.assert_array_equal(b, recount(corpus.word, z, None, corpus.n_words, n_topics).T)
+
+
+def check_same_seed_same_model(make_engine, corpus, n_sweeps=3):
+    """Two engines from ``make_engine()`` swept alike end in identical topics, counts and
+    log-likelihood."""
+    runs = []
+    for _ in range(2):
+        eng = make_engine()
+        eng.initialize(corpus)
+        for it in range(1, n_sweeps + 1):
+            eng.sweep(it)
+        runs.append((eng.topics(), eng.word_topic_counts(), eng.log_likelihood()))
+        eng.release()
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    assert runs[0][2] == runs[1][2]

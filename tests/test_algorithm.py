@@ -10,7 +10,7 @@ import functools
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _engine_checks import check_counts_every_sweep
+from _engine_checks import check_counts_every_sweep, check_same_seed_same_model
 from _engine_checks import recount as _recount
 from _stats import merged_chisquare
 
@@ -309,17 +309,7 @@ def test_gpu_weighted_tokens():
 @pytest.mark.gpu
 def test_gpu_same_seed_same_model():
     corpus = tokens_from_counts(_kjv()[:400])
-    runs = []
-    for _ in range(2):
-        eng = _dense_engine(31)
-        eng.initialize(corpus)
-        for it in range(1, 4):
-            eng.sweep(it)
-        runs.append((eng.topics(), eng.word_topic_counts(), eng.log_likelihood()))
-        eng.release()
-    np.testing.assert_array_equal(runs[0][0], runs[1][0])
-    np.testing.assert_array_equal(runs[0][1], runs[1][1])
-    assert runs[0][2] == runs[1][2]
+    check_same_seed_same_model(lambda: _dense_engine(31), corpus)
 
 
 @pytest.mark.gpu

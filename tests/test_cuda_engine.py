@@ -8,7 +8,7 @@ from sklearn_gpulda import _random
 from sklearn_gpulda._corpus import tokens_from_counts
 from sklearn_gpulda._engines.numpy_engine import NumpyEngine, WordTables, draw_topics
 
-from _engine_checks import check_counts_every_sweep
+from _engine_checks import check_counts_every_sweep, check_same_seed_same_model
 from _engine_checks import recount as _recount
 from _stats import merged_chisquare
 
@@ -297,17 +297,7 @@ def test_weighted_tokens_counts():
 
 def test_same_seed_same_model():
     corpus = _corpus()
-    runs = []
-    for _ in range(2):
-        eng = _engine(31)
-        eng.initialize(corpus)
-        for it in range(1, 4):
-            eng.sweep(it)
-        runs.append((eng.topics(), eng.word_topic_counts(), eng.log_likelihood()))
-        eng.release()
-    np.testing.assert_array_equal(runs[0][0], runs[1][0])
-    np.testing.assert_array_equal(runs[0][1], runs[1][1])
-    assert runs[0][2] == runs[1][2]
+    check_same_seed_same_model(lambda: _engine(31), corpus)
 
 
 # -- topics fixed ---------------------------------------------------------------------------------
