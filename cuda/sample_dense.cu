@@ -164,6 +164,16 @@ __device__ __forceinline__ float remnant_sums(const float* theta, const float* _
   return sum;
 }
 
+// This lane's word's row offset in Bhat, and every lane's in word_off (c_warp of Alg. 8 lines
+// 3-4, as row offsets): what the butterfly and transpose kernels do first for each token.
+__device__ __forceinline__ unsigned share_word_offsets(unsigned (&word_off)[kWarp], int word,
+                                                       int n_topics) {
+  const unsigned my_off = static_cast<unsigned>(word) * static_cast<unsigned>(n_topics);
+#pragma unroll
+  for (int k = 0; k < kWarp; ++k) word_off[k] = __shfl_sync(kFullMask, my_off, k);
+  return my_off;
+}
+
 // Transposed, coalesced load of one 32 x 32 block (Alg. 8 lines 10-12): register k of lane r
 // receives term j + r of lane k's distribution. word_off[k] = word of lane k times K (the host
 // checks that V * K fits in 32 bits), so one IMAD.WIDE per load forms the address.
@@ -226,10 +236,8 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
 
   for (int step = 0; step < ln.n_steps; ++step) {
     const DenseToken tk = dense_token(ln, step, word, seed, iteration, stream, sweep);
-    unsigned word_off[kWarp];  // c_warp of Alg. 8 lines 3-4, as row offsets
-    const unsigned my_off = static_cast<unsigned>(tk.word) * static_cast<unsigned>(n_topics);
-#pragma unroll
-    for (int k = 0; k < kWarp; ++k) word_off[k] = __shfl_sync(kFullMask, my_off, k);
+    unsigned word_off[kWarp];
+    const unsigned my_off = share_word_offsets(word_off, tk.word, n_topics);
     float sum = remnant_sums(theta, bhat + my_off, n_remnant, p);
     for (int j = n_remnant; j < n_topics; j += kWarp) {
       float a[kWarp];
@@ -341,9 +349,7 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
   for (int step = 0; step < ln.n_steps; ++step) {
     const DenseToken tk = dense_token(ln, step, word, seed, iteration, stream, sweep);
     unsigned word_off[kWarp];
-    const unsigned my_off = static_cast<unsigned>(tk.word) * static_cast<unsigned>(n_topics);
-#pragma unroll
-    for (int k = 0; k < kWarp; ++k) word_off[k] = __shfl_sync(kFullMask, my_off, k);
+    const unsigned my_off = share_word_offsets(word_off, tk.word, n_topics);
     float sum = remnant_sums(theta, bhat + my_off, n_remnant, p);
     for (int j = n_remnant; j < n_topics; j += kWarp) {
       float a[kWarp];
