@@ -105,7 +105,8 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         A single sample's counts are noisy when there are few tokens per topic (large
         ``n_components``, small corpus); averaging the samples of one chain smooths them. On a
         1,000-document KOS sample with 500 topics, averaging the last 120 of 160 sweeps raised the
-        held-out log-likelihood by 0.11 nats per token, at 20 topics by 0.016. The averaged sweeps
+        held-out log-likelihood by 0.11 nats per token, at 20 topics by 0.016
+        (``benchmarks/averaging.py``). The averaged sweeps
         are the last ones of ``max_iter``; when ``evaluate_every`` stops the fit earlier, the
         sweeps already counted are used, or the last sample if none were. Each averaged sweep
         copies the counts to the host, which on a GPU costs more than the sweep itself.
