@@ -21,8 +21,9 @@ Writes to ``--out``: ``curves.csv`` (one row per checkpoint), ``summary.csv`` (o
 best score, peak memory, transform latency for ``--transform-docs`` new documents, or why it was
 skipped), ``curves.png`` (score against time, one panel per corpus and K), ``table.md`` (time to
 reach the best score scikit-learn reaches, and each system's time as a multiple of ours) and
-``environment.json`` (date, machine, library versions). The table is printed too. All of them
-are rewritten after every run, so an invocation cut short leaves what it measured.
+``environment.json`` (date, machine, library versions). The table is printed too. All but the plot
+are rewritten after every run, so an invocation cut short leaves what it measured (``--merge``
+draws the plot from them).
 
 Time limits: ``--budget`` stops a system's schedule before a checkpoint predicted to overrun it,
 but the first checkpoint always runs; ``--hard-limit`` stops a run outright (its worker process
@@ -360,8 +361,8 @@ SUMMARY_FIELDS = ["corpus", "n_topics", "system", "status", "device", "version",
                   "transform_docs_requested"]
 
 
-def _write_outputs(out, results, systems, header):
-    """curves.csv, summary.csv, table.md and curves.png from the results so far."""
+def _write_outputs(out, results, systems, header, plot=True):
+    """curves.csv, summary.csv, table.md and (with ``plot``) curves.png from the results so far."""
     with open(out / "curves.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["corpus", "n_topics", "system", "iterations", "train_s", "heldout_ll"])
@@ -379,7 +380,8 @@ def _write_outputs(out, results, systems, header):
                             final_train_s=last.get("train_s", "")))
     table = _table(results, systems)
     (out / "table.md").write_text(header + table)
-    _plot(results, out / "curves.png")
+    if plot:
+        _plot(results, out / "curves.png")
     return table
 
 
@@ -493,8 +495,9 @@ def main(argv=None):
                 if result["status"] != "ok":
                     print(f"  {corpus:>8s} K={k:<5d} {system:<15s} {result['status']}")
                 results.append(result)
-                # After every run, so that a call cut short still leaves its results.
-                _write_outputs(args.out, results, args.systems, header)
+                # After every run, so that a call cut short still leaves its results (the plot,
+                # which takes a second, only at the end; --merge redraws it from the CSVs).
+                _write_outputs(args.out, results, args.systems, header, plot=False)
         corpus_path.unlink()  # large, and rebuilt from the sources in seconds
 
     table = _write_outputs(args.out, results, args.systems, header)
