@@ -19,7 +19,7 @@ from .. import _kernels
 from .._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE, STREAM_INIT, STREAM_SAMPLE
 from ._transfer import topic_major_to_host
 from .base import Engine
-from .cuda_engine import _OnDevice, free_device_bytes
+from .cuda_engine import _OnDevice
 from .dense_sampler import BLOCK, MAX_TOPICS, VARIANTS, document_order, sample_dense
 
 #: Tokens per launch of the initial-topic kernel (its token offsets are 32-bit).
@@ -101,22 +101,18 @@ class CudaDenseEngine(_OnDevice, Engine):
         peak = steady + max(8 * n + 16 * max(d, v) * k, 3 * 8 * _LOGLIK_ELEMENTS)
         return int(steady), int(peak)
 
-    def _check_memory(self, corpus):
-        cp = self._cp
-        steady, peak = self.estimate_bytes(corpus)
-        free, total = free_device_bytes(cp)
-        if peak > free:
-            gib = 2**30
-            d, v, k = corpus.n_docs, corpus.n_words, self.n_topics
-            raise MemoryError(
-                f"the dense CUDA engine needs about {peak / gib:.2f} GiB of device memory "
-                f"({steady / gib:.2f} GiB kept): A of {d} documents x {k} topics float32 "
-                f"({4 * d * k / gib:.2f} GiB), B and Bhat of {v} words x {k} topics float32 "
-                f"({8 * v * k / gib:.2f} GiB), {corpus.n_tokens} tokens, and M-step "
-                f"temporaries; only {free / gib:.2f} GiB of {total / gib:.2f} GiB is free on "
-                f"device {self.device}. Use fewer documents per call (partial_fit) or "
-                "algorithm='sparse'"
-            )
+    def _memory_message(self, corpus, steady, peak, free, total):
+        gib = 2**30
+        d, v, k = corpus.n_docs, corpus.n_words, self.n_topics
+        return (
+            f"the dense CUDA engine needs about {peak / gib:.2f} GiB of device memory "
+            f"({steady / gib:.2f} GiB kept): A of {d} documents x {k} topics float32 "
+            f"({4 * d * k / gib:.2f} GiB), B and Bhat of {v} words x {k} topics float32 "
+            f"({8 * v * k / gib:.2f} GiB), {corpus.n_tokens} tokens, and M-step "
+            f"temporaries; only {free / gib:.2f} GiB of {total / gib:.2f} GiB is free on "
+            f"device {self.device}. Use fewer documents per call (partial_fit) or "
+            "algorithm='sparse'"
+        )
 
     # -- layout and M-step --------------------------------------------------------------------
     def _build(self, corpus):

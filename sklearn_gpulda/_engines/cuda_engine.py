@@ -83,6 +83,15 @@ class _OnDevice:
             raise RuntimeError("the engine holds no corpus; call initialize or set_topics first")
         return self._state
 
+    def _check_memory(self, corpus):
+        """Raise MemoryError, before allocating, when a fit on ``corpus`` would not fit: each
+        engine's ``estimate_bytes`` gives what it keeps and its peak, ``_memory_message`` the
+        explanation."""
+        steady, peak = self.estimate_bytes(corpus)
+        free, total = free_device_bytes(self._cp)
+        if peak > free:
+            raise MemoryError(self._memory_message(corpus, steady, peak, free, total))
+
     def release(self):
         if self._state is not None:
             self._state.release()
@@ -273,17 +282,13 @@ class CudaEngine(_OnDevice, Engine):
         )
         return int(steady), int(build)
 
-    def _check_memory(self, corpus):
-        cp = self._cp
-        steady, build = self.estimate_bytes(corpus)
-        free, total = free_device_bytes(cp)
-        if build > free:
-            raise MemoryError(
-                f"the CUDA engine needs about {build / 2**30:.2f} GiB of device memory to lay out "
-                f"{corpus.n_tokens} tokens, {corpus.n_docs} documents, {corpus.n_words} words at "
-                f"K={self.n_topics} ({steady / 2**30:.2f} GiB kept), but only "
-                f"{free / 2**30:.2f} GiB of {total / 2**30:.2f} GiB is free on device {self.device}"
-            )
+    def _memory_message(self, corpus, steady, build, free, total):
+        return (
+            f"the CUDA engine needs about {build / 2**30:.2f} GiB of device memory to lay out "
+            f"{corpus.n_tokens} tokens, {corpus.n_docs} documents, {corpus.n_words} words at "
+            f"K={self.n_topics} ({steady / 2**30:.2f} GiB kept), but only "
+            f"{free / 2**30:.2f} GiB of {total / 2**30:.2f} GiB is free on device {self.device}"
+        )
 
     # -- layout -----------------------------------------------------------------------------
     def _build(self, corpus):
