@@ -1,6 +1,7 @@
 """Checks shared by the engine tests (NumPy, sparse CUDA and dense CUDA)."""
 
 import numpy as np
+import pytest
 
 
 def recount(index, topics, weight, n_rows, n_topics):
@@ -37,3 +38,24 @@ def check_same_seed_same_model(make_engine, corpus, n_sweeps=3):
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
     assert runs[0][2] == runs[1][2]
+
+
+def check_weighted_counts(engine, corpus, n_topics, reference, atol_a, atol_b=1e-4):
+    """After one sweep over weighted tokens: A and B equal the weighted recounts from the
+    engine's topics (to float32 atomics' rounding), and the log-likelihood matches the NumPy
+    ``reference`` engine given the same topics."""
+    assert corpus.weight is not None
+    engine.initialize(corpus)
+    engine.sweep(1)
+    z = engine.topics()
+    np.testing.assert_allclose(
+        engine.doc_topic_counts(), recount(corpus.doc, z, corpus.weight, corpus.n_docs, n_topics),
+        rtol=1e-6, atol=atol_a,
+    )
+    np.testing.assert_allclose(
+        engine.word_topic_counts(),
+        recount(corpus.word, z, corpus.weight, corpus.n_words, n_topics).T,
+        rtol=1e-6, atol=atol_b,
+    )
+    reference.set_topics(corpus, z)
+    assert engine.log_likelihood() == pytest.approx(reference.log_likelihood(), rel=1e-5)

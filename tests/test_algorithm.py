@@ -10,8 +10,8 @@ import functools
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _engine_checks import check_counts_every_sweep, check_same_seed_same_model
-from _engine_checks import recount as _recount
+from _engine_checks import (
+    check_counts_every_sweep, check_same_seed_same_model, check_weighted_counts)
 from _stats import merged_chisquare
 
 from sklearn_gpulda import GPULatentDirichletAllocation, _random
@@ -286,23 +286,10 @@ def test_gpu_weighted_tokens():
     X = _kjv()[:120].astype(np.float64)
     X.data = X.data * np.random.default_rng(0).uniform(0.3, 1.0, size=X.data.size)
     corpus = tokens_from_counts(X)
-    assert corpus.weight is not None
     k = 9
     eng = _dense_engine(k)
-    eng.initialize(corpus)
-    eng.sweep(1)
-    z = eng.topics()
-    np.testing.assert_allclose(
-        eng.doc_topic_counts(), _recount(corpus.doc, z, corpus.weight, corpus.n_docs, k),
-        rtol=1e-6, atol=1e-4,
-    )
-    np.testing.assert_allclose(
-        eng.word_topic_counts(), _recount(corpus.word, z, corpus.weight, corpus.n_words, k).T,
-        rtol=1e-6, atol=1e-4,
-    )
-    ref = NumpyEngine(k, ALPHA, BETA, SEED, algorithm="dense")
-    ref.set_topics(corpus, z)
-    assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-5)
+    check_weighted_counts(eng, corpus, k, NumpyEngine(k, ALPHA, BETA, SEED, algorithm="dense"),
+                          atol_a=1e-4)
     eng.release()
 
 

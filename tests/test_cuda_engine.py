@@ -8,8 +8,8 @@ from sklearn_gpulda import _random
 from sklearn_gpulda._corpus import tokens_from_counts
 from sklearn_gpulda._engines.numpy_engine import NumpyEngine, WordTables, draw_topics
 
-from _engine_checks import check_counts_every_sweep, check_same_seed_same_model
-from _engine_checks import recount as _recount
+from _engine_checks import (
+    check_counts_every_sweep, check_same_seed_same_model, check_weighted_counts)
 from _stats import merged_chisquare
 
 pytestmark = pytest.mark.gpu
@@ -272,27 +272,10 @@ def test_count_invariants_every_iteration(max_chunk_tokens, k):
 
 def test_weighted_tokens_counts():
     corpus = tokens_from_counts(_lda_counts(60, 300, 6, 60, seed=5, long_docs=1, fractional=True))
-    assert corpus.weight is not None
     k = 9
     eng = _engine(k)
-    eng.initialize(corpus)
-    eng.sweep(1)
-    z = eng.topics()
-    np.testing.assert_allclose(
-        eng.doc_topic_counts(),
-        _recount(corpus.doc, z, corpus.weight, corpus.n_docs, k),
-        rtol=1e-6,
-        atol=1e-5,
-    )
-    np.testing.assert_allclose(
-        eng.word_topic_counts(),
-        _recount(corpus.word, z, corpus.weight, corpus.n_words, k).T,
-        rtol=1e-6,
-        atol=1e-4,
-    )
-    ref = NumpyEngine(k, ALPHA, BETA, SEED)
-    ref.set_topics(corpus, z)
-    assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-5)
+    check_weighted_counts(eng, corpus, k, NumpyEngine(k, ALPHA, BETA, SEED), atol_a=1e-5)
+    eng.release()
 
 
 def test_same_seed_same_model():
