@@ -165,3 +165,20 @@ def test_memory_check_refuses_before_allocating(kjv):
     engine = NumpyEngine(10**9, 0.1, 0.01, seed=0)
     with pytest.raises(MemoryError, match="n_components=1000000000"):
         engine.initialize(corpus)
+
+
+def test_set_topics_rejects_wrong_shape_and_range_and_keeps_state(kjv):
+    corpus = tokens_from_counts(kjv[:40])
+    engine = NumpyEngine(6, 0.1, 0.01, seed=0)
+    engine.initialize(corpus)
+    before = engine.topics().copy()
+    with pytest.raises(ValueError, match=r"topics must have shape"):
+        engine.set_topics(corpus, np.zeros(corpus.n_tokens - 1, dtype=np.int32))
+    with pytest.raises(ValueError, match=r"topics must lie in \[0, 6\)"):
+        engine.set_topics(corpus, np.full(corpus.n_tokens, 6, dtype=np.int32))
+    with pytest.raises(ValueError, match=r"topics must lie in"):
+        engine.set_topics(corpus, np.full(corpus.n_tokens, -1, dtype=np.int32))
+    np.testing.assert_array_equal(engine.topics(), before)
+    z = np.arange(corpus.n_tokens, dtype=np.int32) % 6
+    engine.set_topics(corpus, z)
+    np.testing.assert_array_equal(engine.topics(), z)

@@ -7,6 +7,8 @@ defines every quantity an engine computes.
 
 import abc
 
+import numpy as np
+
 
 class Engine(abc.ABC):
     """Sampling engine for one model.
@@ -39,6 +41,16 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def set_topics(self, corpus, topics):
         """Load an explicit topic assignment (canonical token order) and run the M-step."""
+
+    def _checked_topics(self, corpus, topics):
+        """``topics`` as int32, after checking it gives every token of ``corpus`` a topic of
+        this engine; what each ``set_topics`` does first."""
+        topics = np.asarray(topics, dtype=np.int32)
+        if topics.shape != (corpus.n_tokens,):
+            raise ValueError(f"topics must have shape ({corpus.n_tokens},), got {topics.shape}")
+        if topics.size and (topics.min() < 0 or topics.max() >= self.n_topics):
+            raise ValueError(f"topics must lie in [0, {self.n_topics})")
+        return topics
 
     @abc.abstractmethod
     def sweep(self, iteration):

@@ -539,11 +539,7 @@ class CudaEngine(_OnDevice, Engine):
 
     def set_topics(self, corpus, topics):
         cp = self._cp
-        topics = np.asarray(topics, dtype=np.int32)
-        if topics.shape != (corpus.n_tokens,):
-            raise ValueError(f"topics must have shape ({corpus.n_tokens},), got {topics.shape}")
-        if topics.size and (topics.min() < 0 or topics.max() >= self.n_topics):
-            raise ValueError(f"topics must lie in [0, {self.n_topics})")
+        topics = self._checked_topics(corpus, topics)
         with self._dev():
             self._state = st = self._build(corpus)
             for ch in st.chunks:

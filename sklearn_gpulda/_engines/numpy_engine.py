@@ -184,8 +184,9 @@ class NumpyEngine(Engine):
         self._set(z)
 
     def set_topics(self, corpus, topics):
+        topics = self._checked_topics(corpus, topics)
         self.corpus = corpus
-        self._set(np.asarray(topics, dtype=np.int32))
+        self._set(topics)
 
     def _set(self, z):
         c = self.corpus
