@@ -16,8 +16,7 @@ namespace gpulda {
 
 // Short documents: one warp each, keys in shared memory. 10 bits of key hold the position.
 constexpr int kShortDocBits = 10;
-constexpr int kShortDocMax = 1 << kShortDocBits;
-constexpr int kCountBlock = 128;
+static_assert(kShortDocMax == 1 << kShortDocBits, "a short document's positions fill the key's low bits");
 constexpr int kCountWarps = kCountBlock / kWarp;
 static_assert(kCountBlock % kWarp == 0, "count block must be whole warps");
 static_assert((32768 - 1) < (1u << (32 - kShortDocBits)), "topic and position must share one 32-bit key");
@@ -152,7 +151,6 @@ __device__ __forceinline__ void rebuild_long(const int* __restrict__ docs, int n
 // Small K, integer counts: one warp per document with a K-bin histogram of its own in shared
 // memory. O(n + K) per document instead of the sort's O(n log^2 n); the histogram's additions
 // are of 1.0, exact in any order, so the result does not depend on scheduling.
-constexpr int kHistMaxTopics = 2048;  // the host's _HIST_MAX_TOPICS
 static_assert(kHistMaxTopics * 4 * kCountWarps <= 48 * 1024,
               "per-warp histograms at the largest K must fit 48 KB of dynamic shared memory");
 
@@ -344,6 +342,45 @@ GPULDA_REBUILD(u16_packed, unsigned short, true)
 GPULDA_REBUILD(u16_wide, unsigned short, false)
 GPULDA_REBUILD(i32_wide, int, false)
 
+
+// ---------------------------------------------------------------------------------------------
+// a_entry_keys_{packed,wide}: every non-zero of A as one 64-bit key, (topic << 32) | bits of its
+// float count, for the histograms that learn alpha (the host sorts and counts the keys; counts
+// are non-negative, so their bits sort as the values do).
+// Launch: grid any (warp-strided over documents), block kCountBlock, no shared memory.
+// [in] a_row (n_docs x (offset, nnz)), a_ent (AEntry format of the suffix), key_off (n_docs
+//      int64): the first output slot of each document, the exclusive running sum of the nnz.
+// [out] keys[key_off[d] + e] for the row's entries e = 0..nnz-1, in topic order.
+// NumPy: d, k = A.nonzero(); keys = k << 32 | A[d, k].view(uint32).
+// ---------------------------------------------------------------------------------------------
+namespace gpulda {
+template <bool kPacked>
+__device__ __forceinline__ void entry_keys(const int2* __restrict__ a_row, const typename AEntry<kPacked>::T* __restrict__ a_ent,
+                                           const long long* __restrict__ key_off, int n_docs,
+                                           unsigned long long* __restrict__ keys) {
+  const int lane = lane_id();
+  const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / kWarp;
+  const int n_warps = gridDim.x * (blockDim.x / kWarp);
+  for (int d = gw; d < n_docs; d += n_warps) {
+    const int2 row = a_row[d];
+    const long long out = key_off[d];
+    for (int e = lane; e < row.y; e += kWarp) {
+      const typename AEntry<kPacked>::T ent = a_ent[row.x + segment_slot(e, row.y)];
+      const unsigned bits = __float_as_uint(AEntry<kPacked>::count(ent));
+      keys[out + e] = (static_cast<unsigned long long>(AEntry<kPacked>::topic(ent)) << 32) | bits;
+    }
+  }
+}
+}  // namespace gpulda
+
+#define GPULDA_ENTRY_KEYS(SUFFIX, PACKED)                                                                       \
+  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) a_entry_keys_##SUFFIX(                    \
+      const int2* __restrict__ a_row, const void* __restrict__ a_ent, const long long* __restrict__ key_off,  \
+      int n_docs, unsigned long long* __restrict__ keys) {                                                     \
+    gpulda::entry_keys<PACKED>(a_row, static_cast<const gpulda::AEntry<PACKED>::T*>(a_ent), key_off, n_docs, keys); \
+  }
+GPULDA_ENTRY_KEYS(packed, true)
+GPULDA_ENTRY_KEYS(wide, false)
 
 // ---------------------------------------------------------------------------------------------
 // column_partials: partial[s, k] = sum of B[v, k] over rows v of slice s, in float64, in row order.

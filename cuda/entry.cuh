@@ -11,10 +11,11 @@
 // sums a run of consecutive topics without shuffles. Slots reach up to 32 * m - 1 < len + 31, so
 // a row's storage is the document's token count plus 31.
 #pragma once
+#include "constants.cuh"
 
 namespace gpulda {
 
-constexpr int kRowPad = 31;
+static_assert(kRowPad == kWarp - 1, "a row's segments pad it by at most one warp less one slot");
 
 __host__ __device__ __forceinline__ int segment_length(int len) { return (len + 31) >> 5; }
 // Storage slot of entry e of a row of len entries.

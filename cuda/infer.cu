@@ -6,7 +6,6 @@
 
 namespace gpulda {
 
-constexpr int kInferBlock = 256;
 constexpr int kInferWarps = kInferBlock / kWarp;
 static_assert(kInferBlock % kWarp == 0 && kInferWarps <= kWarp, "block reduction assumes <= 32 whole warps");
 
@@ -28,7 +27,8 @@ __device__ __forceinline__ double block_sum(double v, double* red) {
 // fold_in_docs: theta and log-likelihood of documents [doc0, doc0 + gridDim.x) with phi fixed.
 // Launch: grid = number of documents in this launch, block kInferBlock, no dynamic shared memory.
 // [in]  indptr (int64, n_docs + 1), indices (int32 word ids), data (float64 counts): CSR rows;
-//       phi_t (V x K float64): phi transposed, phi[k, v] = components[k, v] / components[k].sum().
+//       phi_t (V x K float64): phi transposed, phi[k, v] = components[k, v] / components[k].sum();
+//       alpha (K float64): the document-topic prior of each topic.
 // [out] theta (launch docs x K float64, row b for document doc0 + b), gamma (same shape, scratch),
 //       loglik (launch docs float64).
 // NumPy: numpy_engine.fold_in. Empty documents: theta = 1/K, loglik = 0.
@@ -36,7 +36,8 @@ __device__ __forceinline__ double block_sum(double v, double* red) {
 // ---------------------------------------------------------------------------------------------
 extern "C" __global__ void __launch_bounds__(gpulda::kInferBlock) fold_in_docs(
     const long long* __restrict__ indptr, const int* __restrict__ indices, const double* __restrict__ data,
-    const double* __restrict__ phi_t, int n_topics, double alpha, int max_iter, double tol, long long doc0,
+    const double* __restrict__ phi_t, int n_topics, const double* __restrict__ alpha, int max_iter, double tol,
+    long long doc0,
     double* __restrict__ theta, double* __restrict__ gamma, double* __restrict__ loglik) {
   using namespace gpulda;
   __shared__ double red[kInferWarps];
@@ -61,7 +62,7 @@ extern "C" __global__ void __launch_bounds__(gpulda::kInferBlock) fold_in_docs(
     }
     double part = 0.0;
     for (int k = threadIdx.x; k < n_topics; k += blockDim.x) {
-      ga[k] += alpha;
+      ga[k] += alpha[k];
       part += ga[k];
     }
     const double gsum = block_sum(part, red);

@@ -1,5 +1,5 @@
-// Dense E-step for small K: every topic of p(k) = (A[d,k] + alpha) * Bhat[v,k] is evaluated for
-// every token, with no sparsity (issue 4). Three kernels over the same inputs, after Steele and
+// Dense E-step for small K: every topic of p(k) = (A[d,k] - w [k = z] + alpha_k) * Bhat[v,k] is
+// evaluated for every token (z its current topic, w its weight), with no sparsity (issue 4). Three kernels over the same inputs, after Steele and
 // Tristan, "Using butterfly-patterned partial sums to draw from discrete distributions" (PPoPP'17):
 //
 //   sample_dense_butterfly  Alg. 7 (with Alg. 5, 8, 9, 10): transposed coalesced loads and a
@@ -11,12 +11,17 @@
 //   sample_dense_plain      Alg. 1 with the binary search of Alg. 3: one thread per document,
 //                           each reading its own rows (uncoalesced); the paper's baseline.
 //
-// The draw rule (the dense oracle, sklearn_gpulda/_engines/dense_rule.py): with u the token's
-// Philox uniform and C the running float32 sum of p over k = 0..K-1, x = u * C[K-1], and the new
-// topic is the smallest k with C[k] > x, or K-1 where rounding leaves none. plain and transpose
-// form C sequentially in topic order exactly as the oracle does, so they agree with it bit for
-// bit. butterfly sums each 32-topic block as a tree, so a draw moves where x lies within rounding
-// of an interval end (the contract's 99.9% agreement, doc/algorithm.md).
+// The draw rule (the dense oracle, sklearn_gpulda/_engines/dense_rule.py): C is the running
+// float32 sum over k = 0..K-1 of (A[d,k] + alpha_k) * Bhat[v,k], the token's own count included.
+// Removing it lowers every running sum from its topic z on by delta = w * Bhat[v,z]: the kernels
+// search C'[k] = C[k] for k < z and max(C[k] - delta, C[z-1]) for k >= z (C[-1] = 0; the max keeps
+// C' non-decreasing where the subtraction rounds below C[z-1]), with x = u * max(C[K-1] - delta, 0),
+// and take the smallest k with C'[k] > x, or K-1 where rounding leaves none. The terms themselves
+// are never adjusted, so the table build is the same as with the own count kept; only the search
+// compares against C'. plain and transpose form C sequentially in topic order exactly as the
+// oracle does, so they agree with it bit for bit. butterfly sums each 32-topic block as a tree
+// (and subtracts delta without the max), so a draw moves where x lies within rounding of an
+// interval end (the contract's 99.9% agreement, doc/algorithm.md).
 //
 // Work layout shared by the three kernels: thread e handles document doc_order[e]; a warp takes
 // 32 consecutive entries. The host orders documents by decreasing length so a warp's documents
@@ -46,10 +51,7 @@ namespace gpulda {
 // The running-sum tables live in a per-thread local array (the paper's "local array p'[K]",
 // Alg. 7 line 8), so K has a compile-time ceiling. 1,024 is the top of the paper's sweep and of
 // the range where the dense engine is meant to beat the sparse one.
-constexpr int kDenseMaxTopics = 1024;
 constexpr int kDenseLogWarp = 5;
-// Largest block the launcher uses; 128 threads is its default.
-constexpr int kDenseBlockMax = 256;
 static_assert(kWarp == (1 << kDenseLogWarp), "the butterfly code is written for 32-lane warps");
 static_assert(kDenseBlockMax % kWarp == 0, "blocks must be whole warps");
 static_assert(kDenseMaxTopics % kWarp == 0, "the table ceiling must be whole blocks of topics");
@@ -72,13 +74,35 @@ __device__ __forceinline__ int warp_max(int v) {
   return v;
 }
 
-// Smallest k in [0, n) with x < p[k], or n - 1 (Alg. 3). p is non-decreasing: float sums of
-// non-negative terms.
-__device__ __forceinline__ int binary_search(const float* p, int n, float x) {
+// The token's own count taken out of the running sums C of its distribution (see the top of this
+// file): C'[k] = C[k] below the own topic, max(C[k] - delta, C[own - 1]) from it on.
+struct OwnCount {
+  int topic;     // the token's current topic z
+  float delta;   // w * Bhat[v, z]
+  float before;  // C[z - 1], 0 for z = 0
+
+  __device__ __forceinline__ float adjusted(float c, int k) const {
+    return k < topic ? c : fmaxf(__fsub_rn(c, delta), before);
+  }
+};
+
+// The own count of a token whose running sums p[0..K-1] are complete: x is drawn below the
+// adjusted total, max(C[K-1] - delta, 0).
+__device__ __forceinline__ OwnCount own_count(const float* p, float bhat_own, int own, float w) {
+  OwnCount o;
+  o.topic = own;
+  o.delta = __fmul_rn(w, bhat_own);
+  o.before = own > 0 ? p[own - 1] : 0.0f;
+  return o;
+}
+
+// Smallest k in [0, n) with x < C'[k], or n - 1 (Alg. 3). C' is non-decreasing: float sums of
+// non-negative terms, lowered by a constant from the own topic on and clamped at C[own - 1].
+__device__ __forceinline__ int binary_search(const float* p, int n, float x, const OwnCount& own) {
   int lo = 0, hi = n - 1;
   while (lo < hi) {
     const int mid = (lo + hi) >> 1;
-    if (x < p[mid]) {
+    if (x < own.adjusted(p[mid], mid)) {
       hi = mid;
     } else {
       lo = mid + 1;
@@ -116,39 +140,47 @@ __device__ __forceinline__ bool dense_lane_setup(const int* __restrict__ doc_ord
 
 // Token of master step `step` for this lane (Alg. 4 lines 11-12): its last token once its
 // document is exhausted; `store` is false then, and for lanes without tokens.
+// A lane past its document's end re-reads a token whose topic it already overwrote; its draw is
+// not stored, and nothing of it reaches the other lanes, so that is harmless.
 struct DenseToken {
   long long t;
   int word;
+  int own;   // current topic
+  float w;   // weight
   float u;
   bool store;
 };
 
 __device__ __forceinline__ DenseToken dense_token(const DenseLane& ln, int step, const int* __restrict__ word,
+                                                  const int* z, const float* __restrict__ weight,
                                                   unsigned seed, unsigned iteration, unsigned stream,
                                                   unsigned sweep) {
   DenseToken tk;
   tk.store = step < ln.len;
   tk.t = ln.t0 + max(0, min(step, ln.len - 1));
   tk.word = ln.len > 0 ? word[tk.t] : 0;
+  tk.own = ln.len > 0 ? z[tk.t] : 0;
+  tk.w = (ln.len > 0 && weight != nullptr) ? weight[tk.t] : 1.0f;
   tk.u = bits_to_uniform(token_bits(seed, iteration, stream, tk.t, sweep));
   return tk;
 }
 
 // Alg. 5: this lane's copy of A[d_k] + alpha for the warp's 32 documents d_0..d_31, transposed
-// like the loads of the Bhat rows: theta[j + k] of lane r is A[d_k, j + r] + alpha for the blocks,
+// like the loads of the Bhat rows: theta[j + k] of lane r is A[d_k, j + r] + alpha_{j+r} for the blocks,
 // so every load reads 32 consecutive floats of one row; the remnant [0, R) is the lane's own row,
 // untransposed. The copy lives in local memory, where a compile-time offset from the lane's base
 // addresses it: no per-document pointers held in registers (those cost 64 registers).
 __device__ __forceinline__ void cache_theta(float* theta, const float* __restrict__ A, int doc, int n_remnant,
-                                            int n_topics, float alpha) {
+                                            int n_topics, const float* __restrict__ alpha) {
   const float* own = row_ptr(A, doc, n_topics);
-  for (int k = 0; k < n_remnant; ++k) theta[k] = __fadd_rn(__ldg(own + k), alpha);
+  for (int k = 0; k < n_remnant; ++k) theta[k] = __fadd_rn(__ldg(own + k), __ldg(alpha + k));
   const int lane = lane_id();
   for (int j = n_remnant; j < n_topics; j += kWarp) {
+    const float alpha_here = __ldg(alpha + j + lane);  // this lane's topic in every row of the block
 #pragma unroll
     for (int k = 0; k < kWarp; ++k) {
       const int doc_k = __shfl_sync(kFullMask, doc, k);
-      theta[j + k] = __fadd_rn(__ldg(row_ptr(A, doc_k, n_topics) + j + lane), alpha);
+      theta[j + k] = __fadd_rn(__ldg(row_ptr(A, doc_k, n_topics) + j + lane), alpha_here);
     }
   }
 }
@@ -198,14 +230,17 @@ using namespace gpulda;
 //       be listed or left out.
 //       doc_ptr (n_docs + 1 int64): tokens of document d are [doc_ptr[d], doc_ptr[d+1]) in
 //       canonical order. word (n_tokens int32): vocabulary id per canonical token.
-//       A (n_docs x K float32), bhat (V x K float32), row-major: held fixed, never written.
-//       alpha > 0; (seed, iteration) is the Philox key, stream / sweep the counter words
-//       (stream 1 and sweep 0 for a training E-step).
-// [out] out (n_tokens int32): the new topic at each token's canonical index, for the tokens of
-//       the listed documents only; no other memory is written. out must not alias the inputs.
+//       weight (n_tokens float32, canonical) or nullptr when every weight is 1.
+//       A (n_docs x K float32), bhat (V x K float32), row-major: held fixed, never written; A
+//       holds the counts of the topics in z. alpha (K float32), every alpha_k > 0.
+//       (seed, iteration) is the Philox key, stream / sweep the counter words (stream 1 and
+//       sweep 0 for a training E-step).
+// [in/out] z (n_tokens int32): the current topic of each token on entry; the new topic on
+//       return, for the tokens of the listed documents only (each read, then written, by the
+//       thread of its document). No other memory is written.
 // K = n_topics in [1, kDenseMaxTopics]; any other K returns without writing.
-// NumPy: out[t] = draw_topics_dense(doc[t], word[t], token_uniform(seed, iteration, stream, t,
-//        sweep), A, bhat, alpha) (sklearn_gpulda/_engines/dense_rule.py).
+// NumPy: z[t] = draw_topics_dense(doc[t], word[t], z[t], weight[t], token_uniform(seed, iteration,
+//        stream, t, sweep), A, bhat, alpha) (sklearn_gpulda/_engines/dense_rule.py).
 // Float: every add and multiply is an _rn intrinsic (no FMA contraction). Terms are >= 0 for
 //        finite non-negative A, Bhat and alpha > 0; a NaN or Inf term makes the comparisons false
 //        and the search falls to the top of its range (K - 1 for the sequential kernels; NaN is
@@ -219,9 +254,10 @@ using namespace gpulda;
 // block, 2 x 31 shuffles (Alg. 10). Requires full warps executing together (blockDim % 32 == 0).
 extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     sample_dense_butterfly(const int* __restrict__ doc_order, int n_order, const long long* __restrict__ doc_ptr,
-                           const int* __restrict__ word, const float* __restrict__ A,
-                           const float* __restrict__ bhat, float alpha, unsigned seed, unsigned iteration,
-                           unsigned stream, unsigned sweep, int* __restrict__ out, int n_topics) {
+                           const int* __restrict__ word, const float* __restrict__ weight,
+                           const float* __restrict__ A, const float* __restrict__ bhat,
+                           const float* __restrict__ alpha, unsigned seed, unsigned iteration, unsigned stream,
+                           unsigned sweep, int* z, int n_topics) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
   DenseLane ln;
   if (!dense_lane_setup(doc_order, n_order, doc_ptr, ln)) return;
@@ -235,7 +271,7 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
   float p[kDenseMaxTopics];
 
   for (int step = 0; step < ln.n_steps; ++step) {
-    const DenseToken tk = dense_token(ln, step, word, seed, iteration, stream, sweep);
+    const DenseToken tk = dense_token(ln, step, word, z, weight, seed, iteration, stream, sweep);
     unsigned word_off[kWarp];
     const unsigned my_off = share_word_offsets(word_off, tk.word, n_topics);
     float sum = remnant_sums(theta, bhat + my_off, n_remnant, p);
@@ -265,13 +301,19 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
       sum = __fadd_rn(sum, a[kWarp - 1]);
       p[j + kWarp - 1] = sum;
     }
-    const float x = __fmul_rn(tk.u, sum);
+    // The own count: every running sum from the own topic on drops by delta (subtracted as each
+    // sum is read, without the oracle's clamp: this kernel's sums are not the oracle's anyway).
+    const int own = tk.own;
+    const float delta = __fmul_rn(tk.w, __ldg(bhat + my_off + own));
+    auto adjusted = [&](float c, int k) { return k < own ? c : __fsub_rn(c, delta); };
+    const float x = __fmul_rn(tk.u, fmaxf(__fsub_rn(sum, delta), 0.0f));
 
     // Alg. 9: the block whose end is the first above x (the last block if none).
     int lo = 0, hi = n_blocks - 1;
     while (lo < hi) {
       const int mid = (lo + hi) >> 1;
-      if (x < p[n_remnant + mid * kWarp + kWarp - 1]) {
+      const int end = n_remnant + mid * kWarp + kWarp - 1;
+      if (x < adjusted(p[end], end)) {
         hi = mid;
       } else {
         lo = mid + 1;
@@ -286,9 +328,10 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
       // of column lane ^ flip of its own block; the lane in that column reads row d of the block
       // of the lane that wants it (him) from its local table and the value crosses over in one
       // shuffle. A lane whose bit is set subtracts the upper half from high, otherwise it adds
-      // the lower half to low.
-      float low = block_base > 0 ? p[block_base - 1] : 0.0f;
-      float high = p[block_base + kWarp - 1];
+      // the lower half to low; a half holding the own topic is lighter by delta.
+      float low = block_base > 0 ? adjusted(p[block_base - 1], block_base - 1) : 0.0f;
+      float high = adjusted(p[block_base + kWarp - 1], block_base + kWarp - 1);
+      const int own_here = own - block_base;  // the own topic's offset in the block, if it is there
       int flip = 0;
 #pragma unroll
       for (int s = 0; s < kDenseLogWarp; ++s) {
@@ -306,6 +349,10 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
           const float t = __shfl_sync(kFullMask, p[his_base + d], lane ^ flip);
           if (((lane ^ d) & mask) == 0) y = t;
         }
+        // The half this lane's y covers: [start, start + bit) with start the decided bits, plus
+        // bit for the upper half.
+        const int start = ((flip ^ lane) & mask) + (lane & bit);
+        if (own_here >= start && own_here < start + bit) y = __fsub_rn(y, delta);
         const float mid = (lane & bit) ? __fsub_rn(high, y) : __fadd_rn(low, y);
         if (x < mid) {
           high = mid;
@@ -319,12 +366,12 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     }
     // Alg. 9 lines 13-17: x below the remnant's end (possible only when the first block was
     // chosen) or no block at all (K < 32): linear search of the remnant.
-    if (n_remnant > 0 && (n_blocks == 0 || (lo == 0 && x < p[n_remnant - 1]))) {
+    if (n_remnant > 0 && (n_blocks == 0 || (lo == 0 && x < adjusted(p[n_remnant - 1], n_remnant - 1)))) {
       int k = 0;
-      while (k < n_remnant && !(x < p[k])) ++k;
+      while (k < n_remnant && !(x < adjusted(p[k], k))) ++k;
       topic = k < n_remnant ? k : n_topics - 1;
     }
-    if (tk.store) out[tk.t] = topic;
+    if (tk.store) z[tk.t] = topic;
   }
 }
 
@@ -334,9 +381,10 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
 // Requires full warps executing together (blockDim % 32 == 0).
 extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     sample_dense_transpose(const int* __restrict__ doc_order, int n_order, const long long* __restrict__ doc_ptr,
-                           const int* __restrict__ word, const float* __restrict__ A,
-                           const float* __restrict__ bhat, float alpha, unsigned seed, unsigned iteration,
-                           unsigned stream, unsigned sweep, int* __restrict__ out, int n_topics) {
+                           const int* __restrict__ word, const float* __restrict__ weight,
+                           const float* __restrict__ A, const float* __restrict__ bhat,
+                           const float* __restrict__ alpha, unsigned seed, unsigned iteration, unsigned stream,
+                           unsigned sweep, int* z, int n_topics) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
   DenseLane ln;
   if (!dense_lane_setup(doc_order, n_order, doc_ptr, ln)) return;
@@ -347,7 +395,7 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
   float p[kDenseMaxTopics];  // running sums C[0..K-1]
 
   for (int step = 0; step < ln.n_steps; ++step) {
-    const DenseToken tk = dense_token(ln, step, word, seed, iteration, stream, sweep);
+    const DenseToken tk = dense_token(ln, step, word, z, weight, seed, iteration, stream, sweep);
     unsigned word_off[kWarp];
     const unsigned my_off = share_word_offsets(word_off, tk.word, n_topics);
     float sum = remnant_sums(theta, bhat + my_off, n_remnant, p);
@@ -379,9 +427,10 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
         p[j + k] = sum;
       }
     }
-    const float x = __fmul_rn(tk.u, sum);
-    const int topic = binary_search(p, n_topics, x);
-    if (tk.store) out[tk.t] = topic;
+    const OwnCount own = own_count(p, __ldg(bhat + my_off + tk.own), tk.own, tk.w);
+    const float x = __fmul_rn(tk.u, fmaxf(__fsub_rn(sum, own.delta), 0.0f));
+    const int topic = binary_search(p, n_topics, x, own);
+    if (tk.store) z[tk.t] = topic;
   }
 }
 
@@ -390,9 +439,9 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
 // the running sums and searching them. No shuffles, so lanes may finish at different times.
 extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     sample_dense_plain(const int* __restrict__ doc_order, int n_order, const long long* __restrict__ doc_ptr,
-                       const int* __restrict__ word, const float* __restrict__ A, const float* __restrict__ bhat,
-                       float alpha, unsigned seed, unsigned iteration, unsigned stream, unsigned sweep,
-                       int* __restrict__ out, int n_topics) {
+                       const int* __restrict__ word, const float* __restrict__ weight, const float* __restrict__ A,
+                       const float* __restrict__ bhat, const float* __restrict__ alpha, unsigned seed,
+                       unsigned iteration, unsigned stream, unsigned sweep, int* z, int n_topics) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
   const long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_order) return;
@@ -404,10 +453,12 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     const float* b_row = row_ptr(bhat, word[t], n_topics);
     float sum = 0.0f;
     for (int k = 0; k < n_topics; ++k) {
-      sum = __fadd_rn(sum, dense_term(__ldg(a_row + k), alpha, __ldg(b_row + k)));
+      sum = __fadd_rn(sum, dense_term(__ldg(a_row + k), __ldg(alpha + k), __ldg(b_row + k)));
       p[k] = sum;
     }
+    const int own_topic = z[t];
+    const OwnCount own = own_count(p, __ldg(b_row + own_topic), own_topic, weight != nullptr ? weight[t] : 1.0f);
     const float u = bits_to_uniform(token_bits(seed, iteration, stream, t, sweep));
-    out[t] = binary_search(p, n_topics, __fmul_rn(u, sum));
+    z[t] = binary_search(p, n_topics, __fmul_rn(u, fmaxf(__fsub_rn(sum, own.delta), 0.0f)), own);
   }
 }

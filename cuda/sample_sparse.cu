@@ -7,19 +7,17 @@
 
 #include "entry.cuh"
 #include "philox.cuh"
+#include "sparse_draw.cuh"
 #include "tree.cuh"
 #include "warp.cuh"
 
 namespace gpulda {
 
-// Blocks of 256 threads (SaberLDA 4.2 found 256 best) while the word's table is small; the host
-// launches 512 or 1,024 when the table's shared memory would leave fewer than 64 warps per SM,
-// because the per-token gather of A rows needs many warps in flight to hide its latency.
-constexpr int kSampleBlock = 256;
-constexpr int kSampleBlockMax = 1024;
+// Blocks of kSampleBlock threads while the word's table is small; the host launches 512 or 1,024
+// when the table's shared memory would leave fewer than 64 warps per SM, because the per-token
+// gather of A rows needs many warps in flight to hide its latency.
 static_assert(kSampleBlock % kWarp == 0, "sampler block must be whole warps");
 static_assert(kSampleBlock >= kWarp * 2, "tree build assumes several warps per block");
-
 // One work item: tokens [begin, end) of the chunk's PDOW order, all of relabelled word `word`;
 // `batch` numbers the item's first 32-token batch among all items (log-likelihood partials).
 struct Item {
@@ -46,86 +44,20 @@ __device__ __forceinline__ void load_bhat_row(float* leaf, const BhatSource& src
   }
 }
 
-template <bool kPacked>
-__device__ __forceinline__ float entry_mass(typename AEntry<kPacked>::T e, const float* leaf) {
-  // __fmul_rn: the product must round on its own, as in the oracle's A * Bhat, never fused.
-  return __fmul_rn(AEntry<kPacked>::count(e), leaf[AEntry<kPacked>::topic(e)]);
-}
-
-// First pass over A[d] (entries in the lane-segment layout of entry.cuh): lane l sums its
-// segment (entries l*m .. l*m+m-1, m = ceil(len / 32)) in order with no shuffles, then one warp
-// scan joins the segments. Returns S; `seg_end` is the running sum at the end of the lane's
-// segment (a plain reduction per chunk would need a scan per 32 entries: ~5x the instructions,
-// and the sampler is bound by instruction issue, not by the bytes of A).
-template <bool kPacked>
-__device__ __forceinline__ float sparse_mass(const typename AEntry<kPacked>::T* __restrict__ ent, int len,
-                                             const float* leaf, float& seg_end) {
-  using E = AEntry<kPacked>;
-  const int lane = lane_id();
-  const int m = segment_length(len);
-  const int mine = max(0, min(m, len - lane * m));  // entries in this lane's segment
-  float t = 0.0f;
-  int j = 0;
-  for (; j + 4 <= mine; j += 4) {
-    const typename E::T e0 = ent[(j + 0) * kWarp + lane], e1 = ent[(j + 1) * kWarp + lane];
-    const typename E::T e2 = ent[(j + 2) * kWarp + lane], e3 = ent[(j + 3) * kWarp + lane];
-    t = __fadd_rn(t, entry_mass<kPacked>(e0, leaf));
-    t = __fadd_rn(t, entry_mass<kPacked>(e1, leaf));
-    t = __fadd_rn(t, entry_mass<kPacked>(e2, leaf));
-    t = __fadd_rn(t, entry_mass<kPacked>(e3, leaf));
-  }
-  for (; j < mine; ++j) t = __fadd_rn(t, entry_mass<kPacked>(ent[j * kWarp + lane], leaf));
-  seg_end = warp_inclusive_scan(t);
-  return __shfl_sync(kFullMask, seg_end, kWarp - 1);
-}
-
-// The two-branch draw of doc/algorithm.md for one token; warp-uniform arguments.
-// Running sums: segment ends from the first pass; inside the chosen segment, the segment's start
-// plus a warp scan of its entries (windows of 32). Where rounding leaves no entry of the segment
-// above x, the segment's last entry is taken, as the contract takes K - 1 at the top.
-template <bool kPacked>
-__device__ __forceinline__ int draw_one(const typename AEntry<kPacked>::T* __restrict__ ent, int len, float u,
-                                        float alpha, const float* leaf, const WordTree& tree) {
-  using E = AEntry<kPacked>;
-  const int lane = lane_id();
-  float seg_end;
-  const float s = sparse_mass<kPacked>(ent, len, leaf, seg_end);
-  const float x = __fmul_rn(u, __fadd_rn(s, __fmul_rn(alpha, tree.total())));
-  if (!(x < s)) return tree.search(__fdiv_rn(__fsub_rn(x, s), alpha));
-  // The first non-empty segment ending above x holds the draw. Scan rounding can lift an empty
-  // trailing segment's end above its predecessor's, hence the guard and the fallback to the
-  // last non-empty segment.
-  const int m = segment_length(len);
-  int l = warp_first(lane * m < len && seg_end > x);
-  if (l < 0) l = (len - 1) / m;
-  float base = __shfl_sync(kFullMask, seg_end, l > 0 ? l - 1 : 0);
-  if (l == 0) base = 0.0f;
-  const int n_here = min(m, len - l * m);
-  for (int w = 0; w < n_here; w += kWarp) {
-    const int j = w + lane;
-    const typename E::T e = j < n_here ? ent[j * kWarp + l] : E::zero();
-    const float run = __fadd_rn(base, warp_inclusive_scan(j < n_here ? entry_mass<kPacked>(e, leaf) : 0.0f));
-    const int hit = warp_first(j < n_here && run > x);
-    if (hit >= 0) return __shfl_sync(kFullMask, E::topic(e), hit);
-    const int last = min(kWarp, n_here - w) - 1;
-    if (w + kWarp >= n_here) return __shfl_sync(kFullMask, E::topic(e), last);
-    base = __shfl_sync(kFullMask, run, kWarp - 1);
-  }
-  return 0;  // unreachable: n_here >= 1
-}
-
 struct ChunkTokens {
-  const unsigned* tok;  // canonical index minus t0, PDOW order
-  const int* doc;       // document minus the chunk's first document, PDOW order
-  const int2* a_row;    // per document: (offset into a_ent, number of non-zeros)
-  const void* a_ent;    // AEntry<kPacked> entries, rows sorted by topic
-  long long t0;         // canonical index of the chunk's first token
+  const unsigned* tok;   // canonical index minus t0, PDOW order
+  const int* doc;        // document minus the chunk's first document, PDOW order
+  const int2* a_row;     // per document: (offset into a_ent, number of non-zeros)
+  const void* a_ent;     // AEntry<kPacked> entries, rows sorted by topic
+  const float* weight;   // token weight by canonical index minus t0, or nullptr (all 1)
+  long long t0;          // canonical index of the chunk's first token
 };
 
 // Persistent-block loop over work items. `Body(item, tree, leaf)` handles one item's tokens.
 template <typename Body>
 __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, int n_items, int* counter,
-                                              const BhatSource& src, int n_topics, Body body) {
+                                              const BhatSource& src, const float* __restrict__ alpha,
+                                              int n_topics, Body body) {
   extern __shared__ float smem[];
   float* leaf = smem;
   float* l2 = leaf + n_topics;
@@ -139,7 +71,7 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
     const Item item = items[it];
     load_bhat_row(leaf, src, item.word, n_topics);
     __syncthreads();
-    const WordTree tree = build_tree(leaf, l2, l1, n_topics);
+    const WordTree tree = build_tree(leaf, l2, l1, alpha, n_topics);
     body(item, tree, leaf);
     __syncthreads();  // the next item overwrites the table and s_item
   }
@@ -147,14 +79,15 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
 
 template <typename TopicT, bool kPacked>
 __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ items, int n_items, int* counter,
-                                                   ChunkTokens ch, BhatSource src, int n_topics, float alpha,
-                                                   unsigned seed, unsigned iteration, unsigned stream,
+                                                   ChunkTokens ch, BhatSource src, const float* __restrict__ alpha,
+                                                   int n_topics, unsigned seed, unsigned iteration, unsigned stream,
                                                    unsigned sweep, TopicT* __restrict__ z) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;
   const auto* ent = static_cast<const typename AEntry<kPacked>::T*>(ch.a_ent);
-  for_each_item(items, n_items, counter, src, n_topics, [&](const Item& item, const WordTree& tree, const float* leaf) {
+  for_each_item(items, n_items, counter, src, alpha, n_topics,
+                [&](const Item& item, const WordTree& tree, const float* leaf) {
     for (int b = item.begin + warp * kWarp; b < item.end; b += n_warps * kWarp) {
       // Lane j stages token b + j: its uniform and its A row, all 32 loads in flight together.
       const int p = b + lane;
@@ -169,7 +102,13 @@ __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ item
         const int off = __shfl_sync(kFullMask, row.x, j);
         const int len = __shfl_sync(kFullMask, row.y, j);
         const float uj = __shfl_sync(kFullMask, u, j);
-        const int k = draw_one<kPacked>(ent + off, len, uj, alpha, leaf, tree);
+        // The token's current topic and weight: warp-uniform loads (one line of z serves the
+        // 32 tokens; the weight exists only for weighted tokens), not staged registers, which
+        // the sampler's 32-register budget cannot spare. z[b + j] is overwritten only after this
+        // loop, so it still holds the current topic.
+        const int own_j = static_cast<int>(z[b + j]);
+        const float w_j = ch.weight != nullptr ? ch.weight[ch.tok[b + j]] : 1.0f;
+        const int k = draw_one<kPacked>(ent + off, len, uj, own_j, w_j, leaf, tree);
         if (lane == j) mine = k;
       }
       // PDOW-order store, coalesced. Storing to the token's canonical slot instead (folding the
@@ -190,32 +129,42 @@ using gpulda::Item;
 // Launch: grid = any number of blocks (persistent; a multiple of the SM count), block = a
 //   multiple of 64 threads up to kSampleBlockMax, dynamic shared memory = tree_floats(K) * 4 bytes (raise the kernel's
 //   limit above 48 KB). `counter` must be zero at launch.
-// [in]  items (n_items x 4 int32), tok, doc, a_row, a_ent: the chunk; B (V x K float32) with
-//       denom (K float64) in training, or bhat (V x K float32) with topics fixed (B = nullptr).
-// [out] z: new topic per PDOW position; nothing else is written, so A and B stay the old state.
-// NumPy: z = draw_topics(doc, word, token_uniform(seed, iteration, stream, t, sweep), A, tables, alpha)
+// [in]  items (n_items x 4 int32), tok, doc, a_row, a_ent: the chunk, with A rebuilt from z;
+//       weight (canonical minus t0, or nullptr for all-1 weights); B (V x K float32) with denom
+//       (K float64) in training, or bhat (V x K float32) with topics fixed (B = nullptr);
+//       alpha (K float32), the per-topic document-topic prior.
+// [in/out] z: the current topic per PDOW position on entry, the new one on return; each
+//       position is read and then written by the same thread. Nothing else is written, so A and
+//       B stay the old state.
+// NumPy: z = draw_topics(doc, word, z, weight, token_uniform(seed, iteration, stream, t, sweep),
+//        A, tables, alpha) (sklearn_gpulda/_engines/numpy_engine.py).
 // Float: sums use __fadd_rn/__fmul_rn (no FMA contraction) so S rounds identically in both passes.
 // ---------------------------------------------------------------------------------------------
 #define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED)                                                              \
   extern "C" __global__ void __launch_bounds__(gpulda::kSampleBlockMax) sample_tokens_##SUFFIX(              \
       const Item* __restrict__ items, int n_items, int* counter, const unsigned* __restrict__ tok,           \
       const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent,           \
-      long long t0, const float* __restrict__ B, const double* __restrict__ denom, double beta,               \
-      const float* __restrict__ bhat, int n_topics, float alpha, unsigned seed, unsigned iteration,          \
-      unsigned stream, unsigned sweep, TOPIC_T* __restrict__ z) {                                            \
-    gpulda::sample_tokens_impl<TOPIC_T, PACKED>(items, n_items, counter, ChunkTokens{tok, doc, a_row, a_ent, t0},   \
-                                        BhatSource{B, denom, bhat, beta}, n_topics, alpha, seed, iteration, \
-                                        stream, sweep, z);                                                  \
+      const float* __restrict__ weight, long long t0, const float* __restrict__ B,                          \
+      const double* __restrict__ denom, double beta, const float* __restrict__ bhat,                        \
+      const float* __restrict__ alpha, int n_topics, unsigned seed, unsigned iteration, unsigned stream,     \
+      unsigned sweep, TOPIC_T* __restrict__ z) {                                                             \
+    gpulda::sample_tokens_impl<TOPIC_T, PACKED>(items, n_items, counter,                                     \
+                                                ChunkTokens{tok, doc, a_row, a_ent, weight, t0},            \
+                                                BhatSource{B, denom, bhat, beta}, alpha, n_topics, seed,    \
+                                                iteration, stream, sweep, z);                               \
   }
 GPULDA_SAMPLE(u16_packed, unsigned short, true)
 GPULDA_SAMPLE(u16_wide, unsigned short, false)
 GPULDA_SAMPLE(i32_wide, int, false)
 
 // ---------------------------------------------------------------------------------------------
-// token_loglik_{packed,wide}: per-batch partial sums of w_t * log((S_t + alpha W[v]) / (N_d + K alpha)).
+// token_loglik_{packed,wide}: per-batch partial sums of w_t * log((S_t + Q_v) / (N_d + sum_k alpha_k)),
+// S_t = sum_k A[d,k] Bhat[v,k] and Q_v = sum_k alpha_k Bhat[v,k] (the word's tree total).
 // Launch as sample_tokens. [out] partial[item.batch + i] for the item's i-th 32-token batch
-// (every batch slot is written); alpha in float64 as the oracle's q. `weight` (canonical, minus t0) may be nullptr; doc_norm[d] is
-// N_d + K * alpha in float64. NumPy: NumpyEngine.log_likelihood before the final sum.
+// (every batch slot is written). `weight` (canonical, minus t0) may be nullptr; doc_norm[d] is
+// N_d + sum_k alpha_k in float64; B with denom, or a fixed bhat (B = nullptr), and alpha (K
+// float32) as for the sampler.
+// NumPy: NumpyEngine.log_likelihood before the final sum.
 // ---------------------------------------------------------------------------------------------
 namespace gpulda {
 template <bool kPacked>
@@ -223,14 +172,15 @@ __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items
                                                   const unsigned* __restrict__ tok, const int* __restrict__ doc,
                                                   const int2* __restrict__ a_row, const void* a_ent_v,
                                                   const float* __restrict__ weight, const double* __restrict__ doc_norm,
-                                                  const BhatSource& src, int n_topics, double alpha,
-                                                  double* __restrict__ partial) {
+                                                  const BhatSource& src, const float* __restrict__ alpha,
+                                                  int n_topics, double* __restrict__ partial) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;
   const auto* a_ent = static_cast<const typename AEntry<kPacked>::T*>(a_ent_v);
-  for_each_item(items, n_items, counter, src, n_topics, [&](const Item& item, const WordTree& tree, const float* leaf) {
-    const double q = alpha * static_cast<double>(tree.total());
+  for_each_item(items, n_items, counter, src, alpha, n_topics,
+                [&](const Item& item, const WordTree& tree, const float* leaf) {
+    const double q = static_cast<double>(tree.total());
     for (int b = item.begin + warp * kWarp; b < item.end; b += n_warps * kWarp) {
       const int p = b + lane;
       const bool valid = p < item.end;
@@ -243,7 +193,8 @@ __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items
         const int off = __shfl_sync(kFullMask, row.x, j);
         const int len = __shfl_sync(kFullMask, row.y, j);
         float seg_end;
-        const float s = sparse_mass<kPacked>(a_ent + off, len, leaf, seg_end);
+        int last_topic;
+        const float s = sparse_mass<kPacked>(a_ent + off, len, leaf, seg_end, last_topic);
         if (lane == j) mine = log(static_cast<double>(s) + q) - log(doc_norm[d]);
       }
       const double total = warp_sum(valid ? mine * static_cast<double>(w) : 0.0);
@@ -261,9 +212,10 @@ __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items
       const Item* __restrict__ items, int n_items, int* counter, const unsigned* __restrict__ tok,               \
       const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent,               \
       const float* __restrict__ weight, const double* __restrict__ doc_norm, const float* __restrict__ B,        \
-      const double* __restrict__ denom, double beta, int n_topics, double alpha, double* __restrict__ partial) { \
+      const double* __restrict__ denom, double beta, const float* __restrict__ bhat,                             \
+      const float* __restrict__ alpha, int n_topics, double* __restrict__ partial) {                             \
     gpulda::token_loglik_impl<PACKED>(items, n_items, counter, tok, doc, a_row, a_ent, weight, doc_norm,        \
-                                      BhatSource{B, denom, nullptr, beta}, n_topics, alpha, partial);            \
+                                      BhatSource{B, denom, bhat, beta}, alpha, n_topics, partial);               \
   }
 GPULDA_LOGLIK(packed, true)
 GPULDA_LOGLIK(wide, false)
@@ -285,43 +237,3 @@ GPULDA_LOGLIK(wide, false)
 GPULDA_INIT(u16, unsigned short)
 GPULDA_INIT(i32, int)
 
-// ---------------------------------------------------------------------------------------------
-// philox_words: the four Philox4x32-10 output words for n counters (tests only).
-// Launch: 1-D, >= n threads. [in] ctr (n x 4 uint32); [out] out (n x 4 uint32).
-// ---------------------------------------------------------------------------------------------
-extern "C" __global__ void philox_words(const uint4* __restrict__ ctr, long long n, unsigned k0, unsigned k1,
-                                        uint4* __restrict__ out) {
-  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const uint4 c = ctr[i];
-  const gpulda::Philox4 r = gpulda::philox4x32_10(c.x, c.y, c.z, c.w, k0, k1);
-  out[i] = make_uint4(r.x0, r.x1, r.x2, r.x3);
-}
-
-// ---------------------------------------------------------------------------------------------
-// draw_fixed_row_{packed,wide}: the sampler on one fixed (A row, Bhat row) pair for n uniforms (chi-square
-// tests). Launch: grid any, block kSampleBlock, dynamic shared tree_floats(K) * 4 bytes; one warp
-// per uniform. [in] ent (len entries), bhat (K), u (n); [out] out (n).
-// ---------------------------------------------------------------------------------------------
-#define GPULDA_FIXED_ROW(SUFFIX, PACKED)                                                                      \
-  extern "C" __global__ void __launch_bounds__(gpulda::kSampleBlock) draw_fixed_row_##SUFFIX(                  \
-      const void* __restrict__ ent_v, int len, const float* __restrict__ bhat, int n_topics, float alpha,      \
-      const float* __restrict__ u, long long n, int* __restrict__ out) {                                        \
-    using namespace gpulda;                                                                                     \
-    extern __shared__ float smem[];                                                                             \
-    const auto* ent = static_cast<const typename AEntry<PACKED>::T*>(ent_v);                                    \
-    float* leaf = smem;                                                                                         \
-    float* l2 = leaf + n_topics;                                                                                \
-    float* l1 = l2 + tree_tiles(n_topics);                                                                      \
-    for (int k = threadIdx.x; k < n_topics; k += blockDim.x) leaf[k] = bhat[k];                                 \
-    __syncthreads();                                                                                            \
-    const WordTree tree = build_tree(leaf, l2, l1, n_topics);                                                   \
-    const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / kWarp);                           \
-    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x / kWarp) + threadIdx.x / kWarp; i < n;    \
-         i += warps) {                                                                                          \
-      const int k = draw_one<PACKED>(ent, len, u[i], alpha, leaf, tree);                                        \
-      if (lane_id() == 0) out[i] = k;                                                                           \
-    }                                                                                                           \
-  }
-GPULDA_FIXED_ROW(packed, true)
-GPULDA_FIXED_ROW(wide, false)

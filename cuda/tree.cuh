@@ -1,10 +1,13 @@
-// Per-word sampling table for the dense (Q) branch: a three-level W-ary tree with W = 32
+// Per-word sampling table for the prior (Q) branch: a three-level W-ary tree with W = 32
 // (SaberLDA 3.2.4, Fig. 6-7), built in shared memory by the block that owns the word.
 //
-// Levels: the leaves are Bhat[v, 0..K-1] themselves (the S branch needs them too, so they are not
-// overwritten by their prefix sums); level 2 holds the running sum at the end of every 32-leaf
-// tile; level 1 the running sum at the end of every 32-tile group. A query reads one level-1 word
-// per lane, one level-2 cache line and one leaf cache line, and scans the leaves on the fly.
+// The tree is over the terms q_k = alpha_k * Bhat[v, k] (alpha may differ per topic). Levels: the
+// leaves are Bhat[v, 0..K-1] themselves (the S branch needs them too, so they are not overwritten
+// by their prefix sums), and each q_k is formed on the fly from its leaf and alpha_k, which comes
+// from global memory through the read-only cache (K floats, shared by every block); level 2 holds
+// the running sum of q at the end of every 32-leaf tile; level 1 the running sum at the end of
+// every 32-tile group. A query reads one level-1 word per lane, one level-2 cache line and one
+// leaf cache line (with its alphas), and scans the terms on the fly.
 // Each level's running sums are "upper level + local warp scan", a fixed association; the sampler
 // contract allows any association (doc/algorithm.md), and where rounding leaves no hit inside the
 // chosen node the query takes the node's last child, as the contract takes K - 1 at the top.
@@ -14,19 +17,27 @@
 namespace gpulda {
 
 // Level 1 must fit in one warp: at most 32 groups of 32 tiles of 32 leaves.
-constexpr int kMaxTopics = kWarp * kWarp * kWarp;
+static_assert(kMaxTopics == kWarp * kWarp * kWarp, "the tree has three levels of 32");
 
 __host__ __device__ constexpr int tree_tiles(int k) { return (k + kWarp - 1) / kWarp; }
 __host__ __device__ constexpr int tree_groups(int k) { return (tree_tiles(k) + kWarp - 1) / kWarp; }
 // Floats of shared memory a table for k topics needs (leaves, level 2, level 1).
 __host__ __device__ constexpr int tree_floats(int k) { return k + tree_tiles(k) + kWarp; }
 
+// q_k = alpha_k * Bhat[v, k], rounded on its own (never fused into a running sum): the oracle's
+// float32 product.
+__device__ __forceinline__ float prior_term(const float* __restrict__ alpha, const float* leaf, int k) {
+  return __fmul_rn(__ldg(alpha + k), leaf[k]);
+}
+
 struct WordTree {
-  const float* leaf;  // Bhat[v, :], K floats
-  const float* l2;    // running sum at the end of each tile
-  const float* l1;    // running sum at the end of each group
+  const float* leaf;   // Bhat[v, :], K floats
+  const float* l2;     // running sum of q at the end of each tile
+  const float* l1;     // running sum of q at the end of each group
+  const float* alpha;  // alpha_k, K floats (global memory)
   int n_topics;
 
+  // Q_v = sum_k alpha_k Bhat[v, k].
   __device__ __forceinline__ float total() const { return l1[tree_groups(n_topics) - 1]; }
 
   // Smallest k whose running sum exceeds y; K - 1 when rounding leaves none. Warp-uniform y.
@@ -44,7 +55,7 @@ struct WordTree {
     const float base = j > 0 ? l2[j - 1] : 0.0f;
     const int k = j * kWarp + lane;
     const bool valid = k < n_topics;
-    const float run = __fadd_rn(base, warp_inclusive_scan(valid ? leaf[k] : 0.0f));
+    const float run = __fadd_rn(base, warp_inclusive_scan(valid ? prior_term(alpha, leaf, k) : 0.0f));
     int kl = warp_first(valid && run > y);
     if (kl < 0) kl = min(kWarp, n_topics - j * kWarp) - 1;
     return j * kWarp + kl;
@@ -52,8 +63,9 @@ struct WordTree {
 };
 
 // Builds levels 1-2 over leaves already in shared memory. Whole block; ends with __syncthreads.
-// `l2` receives level 2 (tree_tiles(K) floats), `l1` level 1 (32 floats).
-__device__ __forceinline__ WordTree build_tree(const float* leaf, float* l2, float* l1, int n_topics) {
+// `l2` receives level 2 (tree_tiles(K) floats), `l1` level 1 (32 floats); `alpha` is K floats.
+__device__ __forceinline__ WordTree build_tree(const float* leaf, float* l2, float* l1,
+                                               const float* __restrict__ alpha, int n_topics) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;
@@ -63,7 +75,7 @@ __device__ __forceinline__ WordTree build_tree(const float* leaf, float* l2, flo
   // relative to its base.
   for (int j = warp; j < n_tiles; j += n_warps) {
     const int k = j * kWarp + lane;
-    const float s = warp_inclusive_scan(k < n_topics ? leaf[k] : 0.0f);
+    const float s = warp_inclusive_scan(k < n_topics ? prior_term(alpha, leaf, k) : 0.0f);
     if (lane == kWarp - 1) l2[j] = s;
   }
   __syncthreads();
@@ -87,7 +99,7 @@ __device__ __forceinline__ WordTree build_tree(const float* leaf, float* l2, flo
     if (g > 0) l2[j] = __fadd_rn(l1[g - 1], l2[j]);
   }
   __syncthreads();
-  return WordTree{leaf, l2, l1, n_topics};
+  return WordTree{leaf, l2, l1, alpha, n_topics};
 }
 
 }  // namespace gpulda

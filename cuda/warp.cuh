@@ -1,9 +1,9 @@
 // Warp-level building blocks: inclusive scans and votes over the 32 lanes (SaberLDA 3.2.3).
 #pragma once
+#include "constants.cuh"
 
 namespace gpulda {
 
-constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 
 __device__ __forceinline__ int lane_id() { return threadIdx.x & (kWarp - 1); }

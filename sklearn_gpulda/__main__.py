@@ -48,20 +48,22 @@ def _positive_int(text):
 
 
 def _device(text):
-    value = text.strip().lower()
-    if value in {"auto", "cpu", "cuda"}:
-        return value
-    if value.startswith("cuda:") and value[5:].isdigit():
-        return value
-    raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
+    """The estimator's own parse of ``device``, so the command line accepts exactly what it does."""
+    from sklearn_gpulda._device import parse_device
+
+    try:
+        parse_device(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _resolve(device):
     """The device a fit will use (``'cpu'`` or ``'cuda:N'``), asked before the data is loaded."""
-    from sklearn_gpulda._engines import resolve_device
+    from sklearn_gpulda._device import resolve_device
 
     try:
-        return resolve_device(device)
+        return str(resolve_device(device))
     except RuntimeError as exc:  # a GPU was asked for and none is usable
         raise CommandError(str(exc)) from None
 
@@ -69,18 +71,12 @@ def _resolve(device):
 def describe_device(device):
     """One human line for a fitted ``device_`` string such as ``'cpu'`` or ``'cuda:0'``."""
     if device.startswith("cuda"):
-        index = int(device.partition(":")[2] or 0)
-        try:
-            import cupy
+        from sklearn_gpulda._device import describe_device as describe
 
-            props = cupy.cuda.runtime.getDeviceProperties(index)
-            name = props["name"]
-            name = name.decode() if isinstance(name, bytes) else name
-            memory = props["totalGlobalMem"] / 2**30
-            return (f"CUDA engine on GPU {index}: {name} (compute capability "
-                    f"{props['major']}.{props['minor']}, {memory:.0f} GiB)")
+        try:
+            return f"CUDA engine on {describe(device)}"
         except Exception:  # the description is cosmetic; never fail a finished fit over it
-            return f"CUDA engine on GPU {index}"
+            return f"CUDA engine on {device}"
     return f"NumPy reference engine on the CPU ({os.cpu_count() or '?'} logical cores)"
 
 

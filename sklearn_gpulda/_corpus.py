@@ -1,8 +1,14 @@
-"""Document-term counts to token arrays, and the two token layouts the kernels read.
+"""Document-term counts to token arrays, and host builds of the two token layouts.
 
 Everything here is vectorised: a 100 M-token corpus converts without a Python loop per document.
 The canonical token order (``doc/algorithm.md``) is the CSR order of the input with each non-zero
 expanded to ``ceil(count)`` tokens; a token's canonical index is its identity in every layout.
+
+What reads what: every backend takes a :class:`TokenCorpus` (:func:`tokens`). The sparse CUDA
+backend builds its PDOW chunks on the device (``backends/cuda/layout.py``); :func:`pdow_chunks`
+builds the same token order on the host, and is what the GPU tests check the device layout
+against. :func:`segmented_csr` builds Moon's mini-batch tiling, which no backend reads yet: it is
+here for the mini-batch backend to come, and tested on its own.
 """
 
 from dataclasses import dataclass
@@ -76,6 +82,13 @@ def _bincount(index, weights, length):
     return np.bincount(index, weights=weights, minlength=length)
 
 
+def tokens(X):
+    """:class:`TokenCorpus` of validated counts, made where the counts lie (host or device)."""
+    if _on_device(X):
+        return tokens_from_device_counts(X)
+    return tokens_from_counts(X)
+
+
 def tokens_from_counts(X):
     """Expand a non-negative count matrix into a :class:`TokenCorpus`.
 
@@ -112,6 +125,42 @@ def tokens_from_counts(X):
     if not integral:
         weight = np.repeat((data / reps).astype(np.float32), reps)
     return TokenCorpus(n_docs, n_words, doc_ptr, doc, word, weight)
+
+
+def tokens_from_device_counts(X):
+    """Device twin of :func:`~sklearn_gpulda._corpus.tokens_from_counts`.
+
+    Parameters
+    ----------
+    X : cupyx.scipy.sparse.csr_matrix
+        Canonical counts from :func:`check_device_counts`.
+
+    Returns
+    -------
+    corpus : TokenCorpus
+        ``doc``, ``word`` and ``weight`` are CuPy arrays; ``doc_ptr`` is on the host.
+    """
+    import cupy
+
+    n_docs, n_words = X.shape
+    data = X.data.astype(cupy.float64)
+    reps = cupy.ceil(data).astype(cupy.int64)
+    integral = bool((reps == data).all())
+    nz_ptr = cupy.zeros(X.nnz + 1, dtype=cupy.int64)
+    cupy.cumsum(reps, out=nz_ptr[1:])
+    doc_ptr_d = nz_ptr[X.indptr.astype(cupy.int64)]
+    n_tokens = int(nz_ptr[-1])
+    token = cupy.arange(n_tokens, dtype=cupy.int64)
+    # Each token's non-zero and document by binary search over the running offsets: the device
+    # has no repeat-by-array, and a search per token is cheap next to one sampling iteration.
+    nz_of_token = cupy.searchsorted(nz_ptr[1:], token, side="right")
+    doc = (cupy.searchsorted(doc_ptr_d[1:], token, side="right")).astype(cupy.int32)
+    del token
+    word = X.indices.astype(cupy.int32)[nz_of_token]
+    weight = None
+    if not integral:
+        weight = (data / reps).astype(cupy.float32)[nz_of_token]
+    return TokenCorpus(n_docs, n_words, doc_ptr_d.get(), doc, word, weight)
 
 
 def _stable_counting_sort(keys, n_keys, offset=0):

@@ -1,8 +1,9 @@
-"""``GPULatentDirichletAllocation``: scikit-learn's LDA interface over ESCA sampling engines.
+"""``GPULatentDirichletAllocation``: scikit-learn's LDA interface over ESCA sampling backends.
 
-The estimator validates input, chooses an engine and runs the loops; engines do the arithmetic
-(``doc/algorithm.md``). Fitted state is plain NumPy, so a model pickled on a GPU machine loads and
-transforms on one without.
+The estimator validates input, resolves its parameters into a plan and keeps the fitted arrays;
+the fit loop (:mod:`sklearn_gpulda._fit`) runs the plan on a sampler from the registry of
+:mod:`sklearn_gpulda.backends`, and ``doc/algorithm.md`` defines the arithmetic. Fitted state is
+plain NumPy, so a model pickled on a GPU machine loads and transforms on one without.
 """
 
 import time
@@ -10,7 +11,6 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.special import psi
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -19,159 +19,32 @@ from sklearn.base import (
 )
 from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
-from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from ._corpus import tokens_from_counts
-from ._device_input import (
-    check_device_counts,
-    is_device_array,
-    to_host,
-    tokens_from_device_counts,
-)
-from ._engines import choose_algorithm, make_engine, resolve_device
+from . import _fit
+from ._device import resolve_device, to_host
+from ._docstrings import ESTIMATOR_DOC
+from ._fitted import FittedStateMixin, transaction
+from ._priors import resolve_prior
+from ._validation import check_counts
+from .backends import ALGORITHMS, choose_backend, fold_in
 
-
-def _tokens(X):
-    """Token corpus of validated counts, made where the counts lie."""
-    return tokens_from_device_counts(X) if is_device_array(X) else tokens_from_counts(X)
+# Frames between a public method's caller and a warning raised in a helper the method calls
+# directly: helper, method, scikit-learn's _fit_context wrapper (where there is one), caller.
+_TO_CALLER = 3
 
 
-def _as_device_pattern(device):
-    return isinstance(device, str) and device.startswith("cuda:") and device[5:].isdigit()
-
-
-class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    """Latent Dirichlet Allocation trained by sparsity-aware ESCA sampling on a GPU or the CPU.
-
-    A drop-in for :class:`sklearn.decomposition.LatentDirichletAllocation`: the same parameters,
-    attributes and methods, trained by the ESCA algorithm (stochastic expectation maximisation with
-    sampled topic assignments; Zaheer et al. 2016, as implemented on GPUs by SaberLDA, Li et al.
-    2017) instead of variational Bayes. On a machine with CuPy and a CUDA GPU the sampler runs there;
-    elsewhere a NumPy engine runs the same algorithm with the same random numbers.
-
-    Parameters
-    ----------
-    n_components : int, default=10
-        Number of topics.
-    doc_topic_prior : float, default=None
-        Prior ``alpha`` of the document-topic distributions. None means ``1 / n_components``.
-    topic_word_prior : float, default=None
-        Prior ``beta`` of the topic-word distributions. None means ``1 / n_components``.
-    learning_method : {'batch', 'online'}, default='batch'
-        'batch' samples every token in each iteration; 'online' learns from mini-batches of
-        ``batch_size`` documents, blending each batch's statistics into the model.
-    learning_decay : float, default=0.7
-        Exponent of the online learning rate ``(learning_offset + n_batch_iter_) ** -learning_decay``.
-    learning_offset : float, default=10.0
-        Down-weights early mini-batches in online learning.
-    max_iter : int, default=100
-        Passes over the training data. Differs from scikit-learn's 10: a sampler needs more
-        passes than variational Bayes to settle (SaberLDA trains for about 100).
-    batch_size : int, default=128
-        Documents per mini-batch in online learning and ``partial_fit``.
-    evaluate_every : int, default=-1
-        Compute the training perplexity every this many iterations (0 or negative: never during
-        fitting); fitting stops once it changes by less than ``perp_tol``.
-    total_samples : int, default=1e6
-        Total number of documents assumed by ``partial_fit``.
-    perp_tol : float, default=1e-1
-        Perplexity tolerance of the stopping rule above.
-    mean_change_tol : float, default=1e-3
-        Per-document stopping tolerance of the fold-in used by ``transform`` and ``score``.
-    max_doc_update_iter : int, default=100
-        Maximum fold-in iterations per document.
-    n_jobs : int, default=None
-        Accepted for compatibility; engines parallelise internally and ignore it.
-    verbose : int, default=0
-        Print the log-likelihood and throughput of each iteration when positive.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the counter-based generator; an int gives the same model on the same hardware.
-    device : {'auto', 'cpu', 'cuda'} or 'cuda:N', default='auto'
-        Where to sample. 'auto' picks the GPU when CuPy sees one, else the CPU.
-    algorithm : {'auto', 'sparse', 'dense'}, default='auto'
-        Sampler. 'sparse' is ESCA with the two-branch sparsity-aware draw, whose cost per token
-        grows with the non-zeros of the document's topic counts. 'dense' evaluates all K topics
-        of every token with one running sum (Steele and Tristan's dense kernels on a GPU); it
-        supports at most 1,024 topics. Both draw from the same distribution with the same random
-        numbers. 'auto' picks the engine measured faster for the number of topics on the device:
-        at present 'sparse' everywhere (whole iterations on an H200 favoured it at every K from 16
-        to 1,024); the choice is made at the first fit and kept in ``algorithm_``.
-    n_batch_sweeps : int, default=10
-        Sampling sweeps over each mini-batch in online learning and ``partial_fit``; statistics are
-        averaged over the second half of them.
-    n_averaged_sweeps : int, default=0
-        Batch learning only: ``components_`` becomes the mean word-topic counts of the last
-        ``n_averaged_sweeps`` sweeps (plus the prior) instead of the counts after the last sweep.
-        A single sample's counts are noisy when there are few tokens per topic (large
-        ``n_components``, small corpus); averaging the samples of one chain smooths them. On a
-        1,000-document KOS sample with 500 topics, averaging the last 120 of 160 sweeps raised the
-        held-out log-likelihood by 0.11 nats per token, at 20 topics by 0.016
-        (``benchmarks/averaging.py``). The averaged sweeps
-        are the last ones of ``max_iter``; when ``evaluate_every`` stops the fit earlier, the
-        sweeps already counted are used, or the last sample if none were. Each averaged sweep
-        copies the counts to the host, which on a GPU costs more than the sweep itself.
-
-    Attributes
-    ----------
-    components_ : ndarray of shape (n_components, n_features)
-        Topic-word pseudo-counts ``B + topic_word_prior``; rows normalised give the topics.
-    exp_dirichlet_component_ : ndarray of shape (n_components, n_features)
-        ``exp(E[log(beta)])`` under a Dirichlet with parameters ``components_``, as in scikit-learn.
-        Computed from ``components_`` on first access (and again if ``components_`` is replaced),
-        not during fit.
-    n_batch_iter_ : int
-        Number of iterations of the EM step (sweeps in batch learning, mini-batches in online).
-    n_iter_ : int
-        Number of passes over the data.
-    bound_ : float
-        Final perplexity on the training set.
-    doc_topic_prior_ : float
-        The prior actually used.
-    topic_word_prior_ : float
-        The prior actually used.
-    n_features_in_ : int
-        Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during fit, when X has string feature names.
-    device_ : str
-        Where the model was trained: 'cpu' or 'cuda:N'.
-    algorithm_ : str
-        The sampler used, 'sparse' or 'dense' (``algorithm`` resolved at the first fit); later
-        ``partial_fit``, ``transform``, ``score`` and ``perplexity`` calls keep using it.
-    n_tokens_ : float
-        Number of training tokens (weighted sum for non-integer counts) in the last fit call.
-    fit_time_ : float
-        Wall-clock seconds of the last fit call's initialisation and sampling (on a GPU, up to
-        the end of the last sweep's kernels, and including the copies of ``n_averaged_sweeps``),
-        without input validation and the final copy of the topics back to the host.
-
-    See Also
-    --------
-    sklearn.decomposition.LatentDirichletAllocation : Variational Bayes LDA on the CPU.
-
-    Notes
-    -----
-    Non-integer counts become weighted tokens: a count ``c`` is ``ceil(c)`` tokens of weight
-    ``c / ceil(c)``, so integer counts are sampled exactly.
-
-    ``transform`` folds documents in deterministically with the topics fixed, each document on its
-    own, so its result does not depend on the other documents passed with it.
-
-    Examples
-    --------
-    >>> from sklearn_gpulda import GPULatentDirichletAllocation
-    >>> from sklearn_gpulda.datasets import make_lda_corpus
-    >>> X = make_lda_corpus(n_docs=100, n_words=200, n_topics=5, random_state=0).data
-    >>> lda = GPULatentDirichletAllocation(n_components=5, max_iter=20, random_state=0,
-    ...                                    device="cpu").fit(X)
-    >>> lda.transform(X[:2]).shape
-    (2, 5)
-    """
+class GPULatentDirichletAllocation(
+    FittedStateMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
+):
+    __doc__ = ESTIMATOR_DOC
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left")],
-        "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither")],
-        "topic_word_prior": [None, Interval(Real, 0, None, closed="neither")],
+        "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither"), "array-like",
+                            StrOptions({"auto"})],
+        "topic_word_prior": [None, Interval(Real, 0, None, closed="neither"),
+                             StrOptions({"auto"})],
         "learning_method": [StrOptions({"batch", "online"})],
         "learning_decay": [Interval(Real, 0, 1, closed="both")],
         "learning_offset": [Interval(Real, 1.0, None, closed="left")],
@@ -186,9 +59,11 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         "verbose": ["verbose"],
         "random_state": ["random_state"],
         "device": [str],
-        "algorithm": [StrOptions({"auto", "sparse", "dense"})],
+        "algorithm": [StrOptions({"auto", *ALGORITHMS})],
         "n_batch_sweeps": [Interval(Integral, 1, None, closed="left")],
         "n_averaged_sweeps": [Interval(Integral, 0, None, closed="left")],
+        "prior_burn_in": [Interval(Integral, 0, None, closed="left")],
+        "prior_update_every": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -214,6 +89,8 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         algorithm="auto",
         n_batch_sweeps=10,
         n_averaged_sweeps=0,
+        prior_burn_in=0,
+        prior_update_every=10,
     ):
         self.n_components = n_components
         self.doc_topic_prior = doc_topic_prior
@@ -235,6 +112,8 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         self.algorithm = algorithm
         self.n_batch_sweeps = n_batch_sweeps
         self.n_averaged_sweeps = n_averaged_sweeps
+        self.prior_burn_in = prior_burn_in
+        self.prior_update_every = prior_update_every
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -243,84 +122,71 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
 
-    # -- validation --------------------------------------------------------------------
-    def _check_counts(self, X, reset, whom, device="cpu"):
-        """Validate counts; CuPy input stays on the device when the engine runs there."""
-        if is_device_array(X):
-            if device != "cpu":
-                return check_device_counts(self, X, reset, whom)
-            X = to_host(X)
-        X = validate_data(self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32])
-        check_non_negative(X, whom)
-        return X
-
+    # -- resolving the parameters ------------------------------------------------------------
     def _fit_device(self):
-        """Validate the ``device`` parameter and resolve it for a fit."""
-        if self.device not in ("auto", "cpu", "cuda") and not _as_device_pattern(self.device):
+        """The device a new fit uses; a misspelt ``device`` is an invalid parameter."""
+        try:
+            return resolve_device(self.device)
+        except ValueError as exc:
             raise InvalidParameterError(
-                f"The 'device' parameter of {type(self).__name__} must be 'auto', 'cpu', 'cuda' "
-                f"or 'cuda:N'. Got {self.device!r} instead."
+                f"The 'device' parameter of {type(self).__name__} is not valid: {exc}"
+            ) from None
+
+    def _inference_device(self):
+        """Where a fitted model folds documents in and learns from more batches.
+
+        ``device='cpu'`` means the CPU; 'auto' the GPU when one is usable here, else the CPU; an
+        explicit GPU falls back to the CPU with a warning when it is missing, because a model
+        trained on a GPU must still load and transform on a machine without one.
+        """
+        try:
+            return resolve_device(self.device)
+        except RuntimeError:
+            warnings.warn(
+                f"device={self.device!r} is not usable here; using the CPU for this model",
+                RuntimeWarning, stacklevel=_TO_CALLER + 1,
             )
-        return resolve_device(self.device)
+            return resolve_device("cpu")
 
-    def _init_params(self, device):
-        # Resolved first: 'dense' beyond the dense kernels' topic ceiling raises before any
-        # fitted attribute is set.
-        algorithm = choose_algorithm(self.algorithm, self.n_components, device)
-        self.doc_topic_prior_ = (
-            1.0 / self.n_components if self.doc_topic_prior is None else float(self.doc_topic_prior)
-        )
-        self.topic_word_prior_ = (
-            1.0 / self.n_components if self.topic_word_prior is None else float(self.topic_word_prior)
-        )
-        self.device_ = device
-        self.algorithm_ = algorithm
-        self._seed = int(check_random_state(self.random_state).randint(np.iinfo(np.uint32).max))
-        self.n_batch_iter_ = 1
-        self.n_iter_ = 0
-
-    def _engine(self, device=None):
-        return make_engine(
-            device or self.device_,
-            self.n_components,
-            self.doc_topic_prior_,
-            self.topic_word_prior_,
-            self._seed,
-            self.algorithm_,
-        )
-
-    def _set_components(self, topic_word, dtype):
-        self.components_ = np.asarray(topic_word, dtype=dtype)
-
-    @property
-    def exp_dirichlet_component_(self):
-        # Computed on first access rather than in fit: nothing here uses it, and at K = 1,000
-        # over 55k words the digamma and exp of K x V entries took 1-3 s on the host, longer
-        # than the whole GPU fit. Cached against the components_ array it was computed from.
-        components = self.__dict__.get("components_")
-        if components is None:
-            raise AttributeError(
-                f"This {type(self).__name__} instance is not fitted yet: "
-                "exp_dirichlet_component_ is derived from components_."
+    def _plan(self, device, algorithm, seed, alpha_start=None, beta_start=None):
+        """The fit loop's :class:`~sklearn_gpulda._fit.Plan` for these parameters."""
+        k = self.n_components
+        backend = choose_backend(algorithm, k, device)
+        alpha = resolve_prior(self.doc_topic_prior, 1.0 / k, k, "doc_topic_prior")
+        beta = resolve_prior(self.topic_word_prior, 1.0 / k, None, "topic_word_prior")
+        if beta.learn and self.learning_method == "online":
+            raise ValueError(
+                "topic_word_prior='auto' is learned from the word-topic counts of the whole "
+                "corpus, which online learning never holds; use learning_method='batch' or give "
+                "topic_word_prior a number"
             )
-        cached = self.__dict__.get("_exp_dirichlet_cache")
-        if cached is None or cached[0] is not components:
-            value = np.exp(
-                psi(components) - psi(np.sum(components, axis=1))[:, np.newaxis]
-            ).astype(components.dtype, copy=False)
-            cached = (components, value)
-            self._exp_dirichlet_cache = cached
-        return cached[1]
+        if alpha_start is not None:
+            alpha = type(alpha)(alpha_start, alpha.learn)
+        if beta_start is not None:
+            beta = type(beta)(beta_start, beta.learn)
+        return _fit.Plan(
+            backend=backend, device=device, n_topics=k, seed=seed, alpha=alpha, beta=beta,
+            max_iter=self.max_iter, evaluate_every=self.evaluate_every, perp_tol=self.perp_tol,
+            n_averaged_sweeps=self.n_averaged_sweeps, prior_burn_in=self.prior_burn_in,
+            prior_update_every=self.prior_update_every, verbose=self.verbose,
+            batch_size=self.batch_size, learning_offset=self.learning_offset,
+            learning_decay=self.learning_decay, n_batch_sweeps=self.n_batch_sweeps,
+            max_doc_update_iter=self.max_doc_update_iter, mean_change_tol=self.mean_change_tol,
+        )
 
-    def __getstate__(self):
-        # The cache is derived data, as large as components_: not worth pickling.
-        # On Python 3.11+ the inherited state may be the instance's own __dict__: copy it, or
-        # pickling would drop the cache from the live model too.
-        state = dict(super().__getstate__())
-        state.pop("_exp_dirichlet_cache", None)
-        return state
+    def _new_seed(self):
+        return int(check_random_state(self.random_state).randint(np.iinfo(np.uint32).max))
 
-    # -- fitting ---------------------------------------------------------------------------
+    @staticmethod
+    def _warn_if_empty(X, whom):
+        if float(X.sum()) == 0.0:
+            warnings.warn(
+                f"{whom}: X holds no tokens (every count is zero), so there is nothing to learn "
+                "from: the topics stay at the prior and the training perplexity is NaN",
+                RuntimeWarning, stacklevel=_TO_CALLER,
+            )
+
+    # -- fitting ---------------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Learn topics from a document-term count matrix.
@@ -335,7 +201,8 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         Returns
         -------
         self : object
-            Fitted estimator.
+            Fitted estimator. If the fit raises (bad input, too little memory, an interrupt),
+            the estimator is left exactly as it was before the call.
 
         Examples
         --------
@@ -347,115 +214,19 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         >>> lda.components_.shape, lda.n_iter_
         ((5, 3117), 10)
         """
-        device = self._fit_device()
-        X = self._check_counts(X, reset=True, whom="GPULatentDirichletAllocation.fit", device=device)
-        self._init_params(device)
-        engine = self._engine()
-        try:
-            if self.learning_method == "online":
-                self._fit_online(X, engine)
-            else:
-                self._fit_batch(X, engine)
-        finally:
-            engine.release()
+        with transaction(self):
+            device = self._fit_device()
+            X = check_counts(self, X, reset=True, whom="GPULatentDirichletAllocation.fit",
+                             device=device)
+            self._warn_if_empty(X, "fit")
+            plan = self._plan(device, self.algorithm, self._new_seed())
+            fit = _fit.fit_online if self.learning_method == "online" else _fit.fit_batch
+            self._assign(fit(plan, X), X.dtype, device, plan.backend, plan.seed)
         return self
-
-    def _fit_batch(self, X, engine):
-        corpus = _tokens(X)
-        self.n_tokens_ = corpus.total_weight
-        start = time.perf_counter()
-        engine.initialize(corpus)
-        last_bound = None
-        n_iter = 0
-        average_from = self.max_iter - min(self.n_averaged_sweeps, self.max_iter)
-        total, n_averaged = None, 0
-        for i in range(self.max_iter):
-            tic = time.perf_counter()
-            engine.sweep(i + 1)
-            n_iter = i + 1
-            if self.n_averaged_sweeps and i >= average_from:
-                counts = engine.word_topic_counts()
-                if total is None:
-                    # A copy: the running sum must not alias anything an engine might keep.
-                    total = np.array(counts, dtype=np.float64)
-                else:
-                    total += counts
-                n_averaged += 1
-            self.n_batch_iter_ += 1
-            evaluate = self.evaluate_every > 0 and n_iter % self.evaluate_every == 0
-            if evaluate or self.verbose:
-                loglik = engine.log_likelihood()
-                bound = _perplexity(loglik, corpus.total_weight)
-                if self.verbose:
-                    rate = corpus.n_tokens / max(time.perf_counter() - tic, 1e-12) / 1e6
-                    print(
-                        f"iteration: {n_iter} of max_iter: {self.max_iter}, "
-                        f"log-likelihood/token: {loglik / max(corpus.total_weight, 1):.4f}, "
-                        f"perplexity: {bound:.4f}, {rate:.2f} Mtoken/s"
-                    )
-                if evaluate:
-                    if last_bound is not None and abs(last_bound - bound) < self.perp_tol:
-                        break
-                    last_bound = bound
-        engine.synchronize()
-        self.fit_time_ = time.perf_counter() - start
-        self.n_iter_ = n_iter
-        counts = engine.word_topic_counts() if total is None else total / n_averaged
-        self._set_components(counts + self.topic_word_prior_, X.dtype)
-        self.bound_ = _perplexity(engine.log_likelihood(), corpus.total_weight)
-
-    def _fit_online(self, X, engine):
-        n_samples = X.shape[0]
-        start = time.perf_counter()
-        self.n_tokens_ = float(X.sum())
-        last_bound = None
-        n_iter = 0
-        first = True
-        for i in range(self.max_iter):
-            for batch in gen_batches(n_samples, self.batch_size):
-                self._online_step(X[batch], engine, n_samples, X.dtype, first)
-                first = False
-            n_iter = i + 1
-            evaluate = self.evaluate_every > 0 and n_iter % self.evaluate_every == 0
-            if evaluate or self.verbose:
-                bound = self._perplexity(X, engine)
-                if self.verbose:
-                    print(f"iteration: {n_iter} of max_iter: {self.max_iter}, perplexity: {bound:.4f}")
-                if evaluate:
-                    if last_bound is not None and abs(last_bound - bound) < self.perp_tol:
-                        break
-                    last_bound = bound
-        engine.synchronize()
-        self.fit_time_ = time.perf_counter() - start
-        self.n_iter_ = n_iter
-        if first:
-            # max_iter=0: no batch was seen; topics stay at the prior.
-            self._set_components(
-                np.full((self.n_components, X.shape[1]), self.topic_word_prior_), X.dtype
-            )
-        self.bound_ = self._perplexity(X, engine)
-
-    def _online_step(self, X, engine, total_samples, dtype, first):
-        corpus = _tokens(X)
-        stats = engine.batch_statistics(
-            corpus,
-            None if first else self.components_,
-            self.n_batch_sweeps,
-            self.n_batch_iter_,
-            first,
-        )
-        target = self.topic_word_prior_ + (total_samples / max(X.shape[0], 1)) * stats
-        if first:
-            new = target
-        else:
-            rho = (self.learning_offset + self.n_batch_iter_) ** (-self.learning_decay)
-            new = (1.0 - rho) * self.components_.astype(np.float64) + rho * target
-        self._set_components(new, dtype)
-        self.n_batch_iter_ += 1
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None):
-        """Update the model with one mini-batch pass over ``X`` (online learning).
+        """Update the model with one pass of mini-batches over ``X`` (online learning).
 
         Parameters
         ----------
@@ -467,7 +238,7 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         Returns
         -------
         self : object
-            Partially fitted estimator.
+            Partially fitted estimator; left as it was if the call raises.
 
         Examples
         --------
@@ -481,73 +252,72 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         >>> lda.n_batch_iter_
         5
         """
-        first_time = not hasattr(self, "components_")
-        device = self._fit_device() if first_time else self._inference_device()
-        X = self._check_counts(
-            X, reset=first_time, whom="GPULatentDirichletAllocation.partial_fit", device=device
-        )
-        if first_time:
-            self._init_params(device)
-        engine = self._engine(device)
-        try:
-            for batch in gen_batches(X.shape[0], self.batch_size):
-                self._online_step(X[batch], engine, self.total_samples, X.dtype, first_time)
-                first_time = False
-        finally:
-            engine.release()
+        with transaction(self):
+            first = not hasattr(self, "components_")
+            device = self._fit_device() if first else self._inference_device()
+            X = check_counts(self, X, reset=first,
+                             whom="GPULatentDirichletAllocation.partial_fit", device=device)
+            self._warn_if_empty(X, "partial_fit")
+            if first:
+                plan = self._plan(device, self.algorithm, self._new_seed())
+                components, alpha, n_batch_iter, n_iter = None, plan.alpha.value, 1, 0
+            else:
+                plan = self._plan(device, self.algorithm_, self._seed, self.doc_topic_prior_,
+                                  self.topic_word_prior_)
+                components, alpha = self.components_, self.doc_topic_prior_
+                n_batch_iter, n_iter = self.n_batch_iter_, self.n_iter_
+            start = time.perf_counter()
+            sampler = plan.sampler(alpha=alpha)
+            loglik, n_tokens = float("nan"), 0.0
+            try:
+                for batch in gen_batches(X.shape[0], self.batch_size):
+                    components, alpha, loglik = _fit.online_step(
+                        plan, X[batch], components, alpha, n_batch_iter, self.total_samples,
+                        sampler=sampler, want_loglik=True)
+                    n_tokens = float(X[batch].sum())
+                    n_batch_iter += 1
+                sampler.synchronize()
+            finally:
+                sampler.release()
+            state = _fit.FittedState(
+                components=components, doc_topic_prior=_fit.public_prior(alpha, plan.alpha),
+                topic_word_prior=float(plan.beta.value), n_iter=n_iter,
+                n_batch_iter=n_batch_iter, bound=_fit.perplexity(loglik, n_tokens),
+                n_tokens=float(X.sum()), fit_time=time.perf_counter() - start,
+                history=getattr(self, "history_", {}),
+            )
+            self._assign(state, X.dtype, device, plan.backend, plan.seed)
         return self
 
-    # -- topics fixed ------------------------------------------------------------------------
-    def _inference_device(self):
-        """Where a fitted model folds documents in and learns from more batches.
+    # -- topics fixed ------------------------------------------------------------------------------
+    def _fold_in(self, X, whom, return_loglik=False):
+        check_is_fitted(self)
+        device = self._inference_device()
+        X = check_counts(self, X, reset=False, whom=whom, device=device)
+        result = fold_in(device, X, self.components_, self.doc_topic_prior_,
+                         self.max_doc_update_iter, self.mean_change_tol, return_loglik)
+        return X, result
 
-        ``device='cpu'`` means the CPU; 'auto' the GPU when one is usable here, else the CPU; an
-        explicit GPU falls back to the CPU with a warning when it is missing, because a model
-        trained on a GPU must still load and transform on a machine without one.
-        """
-        if self.device == "cpu":
-            return "cpu"
-        if self.device == "auto":
-            return resolve_device("auto")
-        try:
-            return resolve_device(self.device)
-        except RuntimeError:
-            warnings.warn(
-                f"device={self.device!r} is not usable here; using the CPU for this model",
-                RuntimeWarning,
-            )
-            return "cpu"
-
-    def _fold_in(self, X, device, return_loglik=False, engine=None):
-        """Fold ``X`` in with the topics fixed, on ``engine`` or on a fresh one for ``device``."""
-        if engine is not None:
-            return engine.fold_in(
-                X,
-                self.components_,
-                self.doc_topic_prior_,
-                self.max_doc_update_iter,
-                self.mean_change_tol,
-                return_loglik=return_loglik,
-            )
-        engine = self._engine(device)
-        try:
-            return self._fold_in(X, device, return_loglik, engine)
-        finally:
-            engine.release()
-
-    def transform(self, X):
+    def transform(self, X, *, normalize=True):
         """Document-topic distributions of ``X`` with the topics fixed.
+
+        Each document is folded in on its own (``doc/algorithm.md``, "Fold-in"), so its result
+        does not depend on the other documents passed with it.
 
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Document-term counts.
+        normalize : bool, default=True
+            Whether rows are normalised to sum to one, as in scikit-learn. With False each row
+            is the document's unnormalised posterior Dirichlet parameter, ``gamma = alpha +
+            expected topic counts``, the quantity scikit-learn returns unnormalised.
 
         Returns
         -------
         doc_topic_distr : ndarray of shape (n_samples, n_components)
-            Rows sum to one; an empty document gets the uniform distribution. Same dtype as ``X``
-            (float64 for integer input).
+            Rows sum to one (``normalize=True``); an empty document gets the uniform
+            distribution. Same dtype as ``X`` (float64 for integer input).
 
         Examples
         --------
@@ -560,19 +330,22 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         >>> theta.shape, bool(abs(theta.sum(axis=1) - 1).max() < 1e-12)
         ((3, 5), True)
         """
-        check_is_fitted(self)
-        device = self._inference_device()
-        X = self._check_counts(
-            X, reset=False, whom="GPULatentDirichletAllocation.transform", device=device
-        )
-        return self._fold_in(X, device).astype(X.dtype, copy=False)
+        X, theta = self._fold_in(X, "GPULatentDirichletAllocation.transform")
+        if not normalize:
+            # theta = gamma / sum(gamma) with sum(gamma) = document length + sum(alpha).
+            lengths = np.asarray(to_host(X.sum(axis=1)), dtype=np.float64).reshape(-1, 1)
+            theta = theta * (lengths + np.sum(np.broadcast_to(self.doc_topic_prior_,
+                                                              (self.n_components,))))
+        return theta.astype(X.dtype, copy=False)
 
     def score(self, X, y=None):
-        """Log-likelihood of ``X`` under the model, a sum of per-document terms.
+        """Approximate log-likelihood of ``X`` under the model: a sum of per-document terms.
 
         Each document is folded in with the topics fixed (as in :meth:`transform`) and scored by
-        ``sum_v n_v log(sum_k theta_k phi_kv)``. Because it is a plain sum over documents, scores of
-        disjoint folds add up to the score of their union.
+        ``sum_v n_v log(sum_k theta_k phi_kv)``, where ``theta`` was estimated from the same
+        document. This is not scikit-learn's variational bound, and the two numbers are not
+        comparable (see :meth:`perplexity`). Because it is a plain sum over documents, scores
+        of disjoint folds add up to the score of their union.
 
         Parameters
         ----------
@@ -595,16 +368,28 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         >>> bool(lda.score(X[200:220]) + lda.score(X[220:240]) - lda.score(X[200:240]) < 1e-6)
         True
         """
-        loglik, _ = self._held_out_loglik(X, "GPULatentDirichletAllocation.score")
+        _, (_, loglik) = self._fold_in(X, "GPULatentDirichletAllocation.score",
+                                       return_loglik=True)
         return float(loglik.sum())
 
-    def perplexity(self, X):
+    def perplexity(self, X, sub_sampling=False):
         """Perplexity ``exp(-score(X) / number of tokens)``.
+
+        What it estimates: how well the topics predict the words of documents whose topic
+        proportions were fitted to those same words (a fold-in estimate, optimistic for new
+        documents). scikit-learn's ``perplexity`` is ``exp`` of its variational bound instead,
+        which is looser, so its numbers run higher than ours for the same topics; to compare
+        models from different libraries, score them all with
+        :func:`sklearn_gpulda.metrics.document_completion`, which estimates the proportions from
+        one half of each held-out document and scores the other half.
 
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Document-term counts.
+        sub_sampling : bool, default=False
+            Accepted for compatibility with scikit-learn, where it is deprecated and ignored;
+            ignored here too.
 
         Returns
         -------
@@ -621,28 +406,11 @@ class GPULatentDirichletAllocation(ClassNamePrefixFeaturesOutMixin, TransformerM
         >>> bool(lda.perplexity(X[200:240]) > 1)
         True
         """
-        loglik, n_tokens = self._held_out_loglik(X, "GPULatentDirichletAllocation.perplexity")
-        return _perplexity(loglik.sum(), n_tokens)
-
-    def _held_out_loglik(self, X, whom):
-        """Per-document log-likelihoods of ``X`` after fold-in, and its number of tokens."""
-        check_is_fitted(self)
-        device = self._inference_device()
-        X = self._check_counts(X, reset=False, whom=whom, device=device)
-        _, loglik = self._fold_in(X, device, return_loglik=True)
-        return loglik, float(X.sum())
-
-    def _perplexity(self, X, engine):
-        _, loglik = self._fold_in(X, None, return_loglik=True, engine=engine)
-        return _perplexity(loglik.sum(), float(X.sum()))
+        X, (_, loglik) = self._fold_in(X, "GPULatentDirichletAllocation.perplexity",
+                                       return_loglik=True)
+        return _fit.perplexity(loglik.sum(), float(X.sum()))
 
     @property
     def _n_features_out(self):
         """Number of transformed output features."""
         return self.components_.shape[0]
-
-
-def _perplexity(loglik, n_tokens):
-    if n_tokens <= 0:
-        return float("nan")
-    return float(np.exp(-loglik / n_tokens))

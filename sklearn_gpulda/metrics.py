@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch
 
-from ._engines.numpy_engine import fold_in
+from .backends.numpy import fold_in
 from .datasets import _as_generator
 
 __all__ = [

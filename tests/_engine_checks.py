@@ -1,4 +1,4 @@
-"""Checks shared by the engine tests (NumPy, sparse CUDA and dense CUDA)."""
+"""Checks shared by the sampler tests (NumPy, sparse CUDA and dense CUDA backends)."""
 
 import numpy as np
 import pytest
@@ -10,8 +10,15 @@ def recount(index, topics, weight, n_rows, n_topics):
     return np.bincount(flat, weights=weight, minlength=n_rows * n_topics).reshape(n_rows, n_topics)
 
 
+def initialised(sampler, corpus):
+    """``sampler`` loaded with ``corpus``, topics drawn (stream 0)."""
+    sampler.load(corpus)
+    sampler.init_topics()
+    return sampler
+
+
 def check_counts_every_sweep(engine, corpus, n_topics, n_sweeps=5):
-    """Sweep an initialised engine ``n_sweeps`` times; after each, its A and B must equal the
+    """Sweep an initialised sampler ``n_sweeps`` times; after each, its A and B must equal the
     counts rebuilt from its topics, and hold every token once."""
     for it in range(1, n_sweeps + 1):
         engine.sweep(it)
@@ -25,12 +32,11 @@ def check_counts_every_sweep(engine, corpus, n_topics, n_sweeps=5):
 
 
 def check_same_seed_same_model(make_engine, corpus, n_sweeps=3):
-    """Two engines from ``make_engine()`` swept alike end in identical topics, counts and
+    """Two samplers from ``make_engine()`` swept alike end in identical topics, counts and
     log-likelihood."""
     runs = []
     for _ in range(2):
-        eng = make_engine()
-        eng.initialize(corpus)
+        eng = initialised(make_engine(), corpus)
         for it in range(1, n_sweeps + 1):
             eng.sweep(it)
         runs.append((eng.topics(), eng.word_topic_counts(), eng.log_likelihood()))
@@ -43,9 +49,9 @@ def check_same_seed_same_model(make_engine, corpus, n_sweeps=3):
 def check_weighted_counts(engine, corpus, n_topics, reference, atol_a, atol_b=1e-4):
     """After one sweep over weighted tokens: A and B equal the weighted recounts from the
     engine's topics (to float32 atomics' rounding), and the log-likelihood matches the NumPy
-    ``reference`` engine given the same topics."""
+    ``reference`` sampler given the same topics."""
     assert corpus.weight is not None
-    engine.initialize(corpus)
+    initialised(engine, corpus)
     engine.sweep(1)
     z = engine.topics()
     np.testing.assert_allclose(
@@ -57,5 +63,6 @@ def check_weighted_counts(engine, corpus, n_topics, reference, atol_a, atol_b=1e
         recount(corpus.word, z, corpus.weight, corpus.n_words, n_topics).T,
         rtol=1e-6, atol=atol_b,
     )
-    reference.set_topics(corpus, z)
+    reference.load(corpus)
+    reference.set_topics(z)
     assert engine.log_likelihood() == pytest.approx(reference.log_likelihood(), rel=1e-5)

@@ -11,9 +11,9 @@ def pytest_collection_modifyitems(config, items):
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return
-    from sklearn_gpulda._engines.cuda_engine import cuda_available
+    from sklearn_gpulda._device import gpu_count
 
-    if cuda_available():
+    if gpu_count() > 0:
         return
     skip = pytest.mark.skip(reason="no usable CUDA device (CuPy missing or no GPU)")
     for item in gpu_items:

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._engines import make_engine
+from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda._device import CPU
+from sklearn_gpulda.backends import choose_backend
 from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
-from sklearn_gpulda.estimator import _tokens
 from sklearn_gpulda.metrics import document_completion
 
 
@@ -26,9 +27,10 @@ def test_components_are_the_mean_of_the_last_sweeps(corpus):
     k, n_iter, m = 12, 9, 4
     lda = _lda(n_components=k, max_iter=n_iter, n_averaged_sweeps=m).fit(corpus)
     # The same chain by hand: the engine the estimator builds, with the estimator's seed.
-    engine = make_engine("cpu", k, lda.doc_topic_prior_, lda.topic_word_prior_, lda._seed,
-                         lda.algorithm_)
-    engine.initialize(_tokens(corpus))
+    engine = choose_backend(lda.algorithm_, k, CPU).make(
+        k, lda.doc_topic_prior_, lda.topic_word_prior_, lda._seed, CPU)
+    engine.load(tokens(corpus))
+    engine.init_topics()
     samples = []
     for i in range(n_iter):
         engine.sweep(i + 1)

@@ -121,12 +121,12 @@ def test_demo_on_cpu_reports_device_speed_perplexity_and_topics(capsys, kjv):
 
 
 def test_demo_reports_an_unusable_gpu_in_one_line(monkeypatch, capsys):
-    import sklearn_gpulda._engines as engines
+    import sklearn_gpulda._device as device_module
 
     def no_gpu(device):
         raise RuntimeError(f"device={device!r} needs CuPy and a CUDA GPU")
 
-    monkeypatch.setattr(engines, "resolve_device", no_gpu)
+    monkeypatch.setattr(device_module, "resolve_device", no_gpu)
     assert cli.main(["demo", "--device", "cuda"]) == 2
     err = capsys.readouterr().err
     assert "demo: error: device='cuda' needs CuPy and a CUDA GPU" in err

@@ -1,4 +1,5 @@
-"""The dense draw rule (dense_rule.py) and the three dense kernels (cuda/sample_dense.cu).
+"""The dense draw rule (backends/numpy/dense_rule.py) and the three dense kernels
+(cuda/sample_dense.cu).
 
 CPU tests pin the NumPy oracle to the exact distribution; GPU tests (marked ``gpu``) pin every
 kernel variant to the exact distribution, to the oracle on the King James Bible corpus, and to
@@ -12,9 +13,10 @@ import pytest
 
 from sklearn_gpulda import _random
 from sklearn_gpulda._corpus import tokens_from_counts
-from sklearn_gpulda._engines import numpy_engine
-from sklearn_gpulda._engines.dense_rule import draw_topics_dense
-from sklearn_gpulda._engines.dense_sampler import VARIANTS, document_order
+from sklearn_gpulda.backends.cuda.sample_dense import VARIANTS, document_order
+from sklearn_gpulda.backends.numpy import tables
+from sklearn_gpulda.backends.numpy.dense_rule import draw_topics_dense
+from sklearn_gpulda.backends.numpy.sampler import count_pairs
 
 from _stats import merged_chisquare
 
@@ -24,59 +26,86 @@ SEED, ITERATION = 2024, 3
 
 
 def _fixed_distribution(n_topics, seed):
-    """One A row (counts, about half zero), one Bhat row (positive, normalised) and alpha."""
+    """One A row (counts, about half zero), the own topic of the tokens drawn from it (counted in
+    the row), one Bhat row (positive, normalised) and alpha."""
     rng = np.random.default_rng(seed)
     a_row = rng.integers(0, 30, size=n_topics).astype(np.float32)
     a_row[rng.random(n_topics) < 0.5] = 0
+    own = int(rng.integers(n_topics))
+    a_row[own] = max(a_row[own], 1)
     bhat = (rng.gamma(0.3, size=n_topics) + 1e-6).astype(np.float32)
     bhat /= bhat.sum(dtype=np.float32)
-    return a_row, bhat, 0.5
+    return a_row, own, bhat, 0.5
 
 
-def _exact_p(a_row, bhat, alpha):
+def _terms(a_row, own, bhat, alpha):
+    """The collapsed conditional's unnormalised p in float64."""
     p = (a_row.astype(np.float64) + alpha) * bhat.astype(np.float64)
+    p[own] -= bhat[own]
+    return p
+
+
+def _exact_p(a_row, own, bhat, alpha):
+    p = _terms(a_row, own, bhat, alpha)
     return p / p.sum()
 
 
-def _exact_draws(a_row, bhat, alpha, u):
+def _exact_draws(a_row, own, bhat, alpha, u):
     """The dense rule in float64: index of the first running sum above u * total."""
-    run = np.cumsum((a_row.astype(np.float64) + alpha) * bhat.astype(np.float64))
+    run = np.cumsum(_terms(a_row, own, bhat, alpha))
     x = u.astype(np.float64) * run[-1]
     return np.minimum(np.searchsorted(run, x, side="right"), run.size - 1)
+
+
+def _oracle_one_row(a_row, own, bhat, alpha, u):
+    zeros = np.zeros(u.size, dtype=np.int64)
+    return draw_topics_dense(zeros, zeros, np.full(u.size, own), None, u, a_row[None, :],
+                             bhat[None, :], alpha)
 
 
 # -- the oracle, on the CPU ----------------------------------------------------------------------
 @pytest.mark.parametrize("n_topics", TOPICS)
 def test_dense_rule_matches_exact_distribution(n_topics):
-    a_row, bhat, alpha = _fixed_distribution(n_topics, seed=n_topics)
+    a_row, own, bhat, alpha = _fixed_distribution(n_topics, seed=n_topics)
     n = 200_000
     u = _random.token_uniform(SEED, ITERATION, _random.STREAM_SAMPLE, np.arange(n))
-    zeros = np.zeros(n, dtype=np.int64)
-    got = draw_topics_dense(zeros, zeros, u, a_row[None, :], bhat[None, :], alpha)
+    got = _oracle_one_row(a_row, own, bhat, alpha, u)
     result = merged_chisquare(
-        np.bincount(got, minlength=n_topics), _exact_p(a_row, bhat, alpha) * n
+        np.bincount(got, minlength=n_topics), _exact_p(a_row, own, bhat, alpha) * n
     )
     assert result.pvalue > 1e-4, result
 
 
 @pytest.mark.parametrize("n_topics", [16, 33, 1000])
 def test_dense_rule_agrees_with_float64_rule(n_topics):
-    a_row, bhat, alpha = _fixed_distribution(n_topics, seed=7 * n_topics)
+    a_row, own, bhat, alpha = _fixed_distribution(n_topics, seed=7 * n_topics)
     n = 50_000
     u = _random.token_uniform(SEED, ITERATION, _random.STREAM_SAMPLE, np.arange(n))
-    zeros = np.zeros(n, dtype=np.int64)
-    got = draw_topics_dense(zeros, zeros, u, a_row[None, :], bhat[None, :], alpha)
-    assert np.mean(got == _exact_draws(a_row, bhat, alpha, u)) >= 0.999
+    got = _oracle_one_row(a_row, own, bhat, alpha, u)
+    assert np.mean(got == _exact_draws(a_row, own, bhat, alpha, u)) >= 0.999
+
+
+def test_dense_rule_takes_a_lone_tokens_topic_out():
+    # A document of one token: its own topic's count goes to zero, so the draw follows alpha
+    # and Bhat alone; with the count kept it would return to its topic almost surely.
+    n_topics, n = 24, 100_000
+    rng = np.random.default_rng(11)
+    bhat = rng.dirichlet(np.ones(n_topics)).astype(np.float32)
+    a_row = np.zeros(n_topics, np.float32)
+    a_row[9] = 1
+    u = _random.token_uniform(SEED, ITERATION, _random.STREAM_SAMPLE, np.arange(n))
+    got = _oracle_one_row(a_row, 9, bhat, 0.001, u)
+    result = merged_chisquare(np.bincount(got, minlength=n_topics), bhat / bhat.sum() * n)
+    assert result.pvalue > 1e-4, result
 
 
 def test_dense_rule_never_draws_a_zero_probability_topic():
     n_topics, n = 48, 100_000
-    a_row, bhat, alpha = _fixed_distribution(n_topics, seed=5)
+    a_row, own, bhat, alpha = _fixed_distribution(n_topics, seed=5)
     dead = np.array([0, 1, 17, 31, 32, 47])
     bhat[dead] = 0
     u = _random.token_uniform(SEED, ITERATION, _random.STREAM_SAMPLE, np.arange(n))
-    zeros = np.zeros(n, dtype=np.int64)
-    got = draw_topics_dense(zeros, zeros, u, a_row[None, :], bhat[None, :], alpha)
+    got = _oracle_one_row(a_row, own, bhat, alpha, u)
     assert not np.isin(got, dead).any()
 
 
@@ -87,6 +116,8 @@ def test_dense_rule_all_zero_row_gives_last_topic():
     got = draw_topics_dense(
         zeros,
         zeros,
+        zeros,
+        None,
         u,
         np.zeros((1, n_topics), np.float32),
         np.zeros((1, n_topics), np.float32),
@@ -101,10 +132,11 @@ def test_dense_rule_does_not_depend_on_chunking(monkeypatch):
     A = rng.integers(0, 9, size=(n_docs, n_topics)).astype(np.float32)
     bhat = rng.random((n_words, n_topics)).astype(np.float32)
     doc, word = rng.integers(n_docs, size=n), rng.integers(n_words, size=n)
+    z = rng.integers(n_topics, size=n)
     u = _random.token_uniform(SEED, ITERATION, _random.STREAM_SAMPLE, np.arange(n))
-    whole = draw_topics_dense(doc, word, u, A, bhat, 0.2)
-    monkeypatch.setattr(numpy_engine, "_CHUNK_ELEMENTS", 7 * n_topics)
-    np.testing.assert_array_equal(draw_topics_dense(doc, word, u, A, bhat, 0.2), whole)
+    whole = draw_topics_dense(doc, word, z, None, u, A, bhat, 0.2)
+    monkeypatch.setattr(tables, "CHUNK_ELEMENTS", 7 * n_topics)
+    np.testing.assert_array_equal(draw_topics_dense(doc, word, z, None, u, A, bhat, 0.2), whole)
 
 
 def test_dense_rule_rejects_mismatched_topics():
@@ -112,6 +144,8 @@ def test_dense_rule_rejects_mismatched_topics():
         draw_topics_dense(
             np.zeros(1, int),
             np.zeros(1, int),
+            np.zeros(1, int),
+            None,
             np.zeros(1, np.float32),
             np.zeros((1, 4), np.float32),
             np.zeros((1, 5), np.float32),
@@ -134,11 +168,12 @@ def _device_corpus(doc_ptr, word):
     )
 
 
-def _gpu_draw(variant, doc_ptr, word, A, bhat, alpha, order=None, fill=None):
-    """Run one kernel over a corpus given as host arrays; returns the host topics."""
+def _gpu_draw(variant, doc_ptr, word, z, A, bhat, alpha, order=None):
+    """Run one kernel over a corpus given as host arrays, from current topics ``z``; returns the
+    host topics (unlisted documents keep what ``z`` held)."""
     import cupy as cp
 
-    from sklearn_gpulda._engines.dense_sampler import sample_dense
+    from sklearn_gpulda.backends.cuda.sample_dense import sample_dense
 
     doc_ptr_d, word_d = _device_corpus(doc_ptr, word)
     order_d = (
@@ -146,20 +181,23 @@ def _gpu_draw(variant, doc_ptr, word, A, bhat, alpha, order=None, fill=None):
         if order is None
         else cp.asarray(np.asarray(order, dtype=np.int32))
     )
-    out = cp.full(word_d.size, -1 if fill is None else fill, dtype=cp.int32)
+    z_d = cp.asarray(np.asarray(z, dtype=np.int32))
+    n_topics = A.shape[1]
+    alpha_d = cp.asarray(np.broadcast_to(np.float32(alpha), (n_topics,)).astype(np.float32))
     sample_dense(
         variant,
         order_d,
         doc_ptr_d,
         word_d,
+        None,
         cp.asarray(A, dtype=cp.float32),
         cp.asarray(bhat, dtype=cp.float32),
-        alpha,
+        alpha_d,
         SEED,
         ITERATION,
-        out,
+        z_d,
     )
-    return out.get()
+    return z_d.get()
 
 
 def _ragged_lengths(n_docs, seed, mean=100):
@@ -176,14 +214,15 @@ def _ragged_lengths(n_docs, seed, mean=100):
 def test_kernel_matches_exact_distribution(variant, n_topics):
     # Every token draws from one distribution (all documents share the A row, one word), over a
     # ragged corpus of 4,001 documents (not a multiple of 32), so the chi-square is exact.
-    a_row, bhat, alpha = _fixed_distribution(n_topics, seed=n_topics + 1)
+    a_row, own, bhat, alpha = _fixed_distribution(n_topics, seed=n_topics + 1)
     doc_ptr = _ragged_lengths(4001, seed=n_topics)
     n = int(doc_ptr[-1])
     A = np.tile(a_row, (doc_ptr.size - 1, 1))
-    got = _gpu_draw(variant, doc_ptr, np.zeros(n, np.int32), A, bhat[None, :], alpha)
+    got = _gpu_draw(variant, doc_ptr, np.zeros(n, np.int32), np.full(n, own), A, bhat[None, :],
+                    alpha)
     assert got.min() >= 0 and got.max() < n_topics
     result = merged_chisquare(
-        np.bincount(got, minlength=n_topics), _exact_p(a_row, bhat, alpha) * n
+        np.bincount(got, minlength=n_topics), _exact_p(a_row, own, bhat, alpha) * n
     )
     assert result.pvalue > 1e-4, result
 
@@ -196,20 +235,20 @@ def _kjv_corpus():
 
 
 def _kjv_state(n_topics, seed=0):
-    """KJV tokens, with A and Bhat counted from a random topic assignment (as an E-step sees)."""
+    """KJV tokens with a random topic each, and A and Bhat counted from them (as an E-step sees)."""
     corpus = _kjv_corpus()
     rng = np.random.default_rng(seed)
-    z = rng.integers(0, n_topics, size=corpus.n_tokens)
-    A = numpy_engine._count(corpus.doc, z, None, corpus.n_docs, n_topics).astype(np.float32)
-    B = numpy_engine._count(corpus.word, z, None, corpus.n_words, n_topics)
-    bhat = numpy_engine.WordTables.from_counts(B, B.sum(axis=0), 0.01).bhat
-    return corpus, A, bhat
+    z = rng.integers(0, n_topics, size=corpus.n_tokens).astype(np.int32)
+    A = count_pairs(corpus.doc, z, None, corpus.n_docs, n_topics).astype(np.float32)
+    B = count_pairs(corpus.word, z, None, corpus.n_words, n_topics)
+    bhat = tables.WordTables.from_counts(B, B.sum(axis=0), 0.01, 0.1).bhat
+    return corpus, z, A, bhat
 
 
-def _kjv_oracle(corpus, A, bhat, alpha):
+def _kjv_oracle(corpus, z, A, bhat, alpha):
     t = np.arange(corpus.n_tokens, dtype=np.int64)
     u = _random.token_uniform(SEED, ITERATION, _random.STREAM_SAMPLE, t)
-    return draw_topics_dense(corpus.doc, corpus.word, u, A, bhat, alpha)
+    return draw_topics_dense(corpus.doc, corpus.word, z, None, u, A, bhat, alpha)
 
 
 @pytest.mark.gpu
@@ -217,9 +256,9 @@ def _kjv_oracle(corpus, A, bhat, alpha):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_kernel_agrees_with_oracle_on_kjv(variant, n_topics):
     alpha = 50.0 / n_topics
-    corpus, A, bhat = _kjv_state(n_topics)
-    ref = _kjv_oracle(corpus, A, bhat, alpha)
-    got = _gpu_draw(variant, corpus.doc_ptr, corpus.word, A, bhat, alpha)
+    corpus, z, A, bhat = _kjv_state(n_topics)
+    ref = _kjv_oracle(corpus, z, A, bhat, alpha)
+    got = _gpu_draw(variant, corpus.doc_ptr, corpus.word, z, A, bhat, alpha)
     agree = np.mean(got == ref)
     assert agree >= 0.999, (variant, n_topics, agree)
 
@@ -230,10 +269,10 @@ def test_kernel_agrees_with_oracle_on_kjv(variant, n_topics):
 def test_sequential_variants_equal_oracle_bit_for_bit(variant, n_topics):
     # Both form the running sums in topic order with _rn intrinsics, exactly as the oracle.
     alpha = 50.0 / n_topics
-    corpus, A, bhat = _kjv_state(n_topics, seed=1)
+    corpus, z, A, bhat = _kjv_state(n_topics, seed=1)
     np.testing.assert_array_equal(
-        _gpu_draw(variant, corpus.doc_ptr, corpus.word, A, bhat, alpha),
-        _kjv_oracle(corpus, A, bhat, alpha),
+        _gpu_draw(variant, corpus.doc_ptr, corpus.word, z, A, bhat, alpha),
+        _kjv_oracle(corpus, z, A, bhat, alpha),
     )
 
 
@@ -241,8 +280,8 @@ def test_sequential_variants_equal_oracle_bit_for_bit(variant, n_topics):
 @pytest.mark.parametrize("n_topics", [16, 100, 1024])
 def test_variants_agree_with_each_other(n_topics):
     alpha = 50.0 / n_topics
-    corpus, A, bhat = _kjv_state(n_topics, seed=2)
-    got = {v: _gpu_draw(v, corpus.doc_ptr, corpus.word, A, bhat, alpha) for v in VARIANTS}
+    corpus, z, A, bhat = _kjv_state(n_topics, seed=2)
+    got = {v: _gpu_draw(v, corpus.doc_ptr, corpus.word, z, A, bhat, alpha) for v in VARIANTS}
     np.testing.assert_array_equal(got["transpose"], got["plain"])
     assert np.mean(got["butterfly"] == got["plain"]) >= 0.999
 
@@ -252,11 +291,11 @@ def test_variants_agree_with_each_other(n_topics):
 def test_result_does_not_depend_on_document_order(variant):
     # A token's draw depends on its own rows only, whichever documents share its warp.
     n_topics = 48
-    corpus, A, bhat = _kjv_state(n_topics, seed=3)
-    sorted_ = _gpu_draw(variant, corpus.doc_ptr, corpus.word, A, bhat, 0.3)
+    corpus, z, A, bhat = _kjv_state(n_topics, seed=3)
+    sorted_ = _gpu_draw(variant, corpus.doc_ptr, corpus.word, z, A, bhat, 0.3)
     perm = np.random.default_rng(0).permutation(corpus.n_docs)  # every document, shuffled
     np.testing.assert_array_equal(
-        _gpu_draw(variant, corpus.doc_ptr, corpus.word, A, bhat, 0.3, order=perm), sorted_
+        _gpu_draw(variant, corpus.doc_ptr, corpus.word, z, A, bhat, 0.3, order=perm), sorted_
     )
 
 
@@ -264,12 +303,14 @@ def test_result_does_not_depend_on_document_order(variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_only_listed_documents_are_written(variant):
     n_topics = 37
-    corpus, A, bhat = _kjv_state(n_topics, seed=4)
+    corpus, z, A, bhat = _kjv_state(n_topics, seed=4)
     listed = np.arange(0, corpus.n_docs, 3)
-    got = _gpu_draw(variant, corpus.doc_ptr, corpus.word, A, bhat, 0.3, order=listed[::-1])
     mine = np.isin(corpus.doc, listed)
+    marked = np.where(mine, z, -1)  # the kernel reads only the listed documents' topics
+    got = _gpu_draw(variant, corpus.doc_ptr, corpus.word, marked, A, bhat, 0.3,
+                    order=listed[::-1])
     assert (got[~mine] == -1).all()
-    ref = _kjv_oracle(corpus, A, bhat, 0.3)
+    ref = _kjv_oracle(corpus, z, A, bhat, 0.3)
     assert np.mean(got[mine] == ref[mine]) >= 0.999
 
 
@@ -277,29 +318,22 @@ def test_only_listed_documents_are_written(variant):
 def test_launcher_rejects_bad_arguments():
     import cupy as cp
 
-    from sklearn_gpulda._engines.dense_sampler import sample_dense
+    from sklearn_gpulda.backends.cuda.sample_dense import sample_dense
 
     doc_ptr = cp.asarray(np.array([0, 2], dtype=np.int64))
     word = cp.zeros(2, dtype=cp.int32)
     order = cp.zeros(1, dtype=cp.int32)
-    out = cp.zeros(2, dtype=cp.int32)
+    z = cp.zeros(2, dtype=cp.int32)
     A, bhat = cp.ones((1, 8), cp.float32), cp.ones((1, 8), cp.float32)
+    alpha = cp.full(8, 0.1, cp.float32)
     with pytest.raises(ValueError, match="variant"):
-        sample_dense("fast", order, doc_ptr, word, A, bhat, 0.1, 0, 1, out)
+        sample_dense("fast", order, doc_ptr, word, None, A, bhat, alpha, 0, 1, z)
     with pytest.raises(ValueError, match="1 to 1024 topics"):
-        sample_dense(
-            "plain",
-            order,
-            doc_ptr,
-            word,
-            cp.ones((1, 1025), cp.float32),
-            cp.ones((1, 1025), cp.float32),
-            0.1,
-            0,
-            1,
-            out,
-        )
+        sample_dense("plain", order, doc_ptr, word, None, cp.ones((1, 1025), cp.float32),
+                     cp.ones((1, 1025), cp.float32), cp.full(1025, 0.1, cp.float32), 0, 1, z)
+    with pytest.raises(ValueError, match="alpha must have shape"):
+        sample_dense("plain", order, doc_ptr, word, None, A, bhat, alpha[:7], 0, 1, z)
     with pytest.raises(TypeError, match="dtype int32"):
-        sample_dense("plain", order, doc_ptr, word.astype(cp.int64), A, bhat, 0.1, 0, 1, out)
+        sample_dense("plain", order, doc_ptr, word.astype(cp.int64), None, A, bhat, alpha, 0, 1, z)
     with pytest.raises(TypeError, match="cupy.ndarray"):
-        sample_dense("plain", order, doc_ptr, word, A.get(), bhat, 0.1, 0, 1, out)
+        sample_dense("plain", order, doc_ptr, word, None, A.get(), bhat, alpha, 0, 1, z)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import sklearn_gpulda.estimator as estimator_module
+import sklearn_gpulda._corpus as corpus_module
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._corpus import tokens_from_counts
 from sklearn_gpulda.datasets import load_kjv_chapters
@@ -29,12 +29,12 @@ def _no_host_tokens(monkeypatch):
     def refuse(X):
         raise AssertionError("device input went through the host token conversion")
 
-    monkeypatch.setattr(estimator_module, "tokens_from_counts", refuse)
+    monkeypatch.setattr(corpus_module, "tokens_from_counts", refuse)
 
 
 @pytest.mark.parametrize("fractional", [False, True])
 def test_device_tokens_equal_host_tokens(kjv, fractional):
-    from sklearn_gpulda._device_input import tokens_from_device_counts
+    from sklearn_gpulda._corpus import tokens_from_device_counts
 
     X = kjv[:200].copy()
     if fractional:

@@ -305,9 +305,9 @@ def test_joblib_round_trip_read_only(small_model, kjv, tmp_path):
 
 
 def test_model_trained_on_gpu_transforms_without_one(small_model, kjv, monkeypatch):
-    import sklearn_gpulda._engines as engines
+    import sklearn_gpulda._device as device
 
-    monkeypatch.setattr(engines, "_cuda_available", lambda: False)
+    monkeypatch.setattr(device, "import_cupy", lambda: (None, "no GPU in this test"))
     model = pickle.loads(pickle.dumps(small_model))
     model.device_ = "cuda:0"
     model.device = "cuda"
@@ -319,16 +319,14 @@ def test_model_trained_on_gpu_transforms_without_one(small_model, kjv, monkeypat
 
 
 def test_device_cpu_on_a_gpu_trained_model_runs_inference_on_the_cpu(small_model, kjv, monkeypatch):
-    import sklearn_gpulda._engines as engines
+    import sklearn_gpulda._device as device
 
-    def no_gpu_engine(*args, **kwargs):
-        raise AssertionError("a GPU engine was asked for")
+    def no_gpu(*args, **kwargs):
+        raise AssertionError("the GPU was asked for")
 
     model = pickle.loads(pickle.dumps(small_model))
     model.device_ = "cuda:0"
-    monkeypatch.setattr(engines, "_cuda_available", lambda: True)
-    monkeypatch.setattr("sklearn_gpulda.estimator.make_engine", lambda dev, *a: (
-        no_gpu_engine() if dev != "cpu" else engines.make_engine(dev, *a)))
+    monkeypatch.setattr(device, "import_cupy", no_gpu)
     model.set_params(device="cpu")
     np.testing.assert_array_equal(model.transform(kjv.data[300:310]), small_model.transform(kjv.data[300:310]))
 
@@ -395,8 +393,8 @@ def test_too_many_topics_for_memory_is_refused_before_allocating(kjv):
 
 
 def test_explicit_gpu_without_one_says_so(kjv, monkeypatch):
-    import sklearn_gpulda._engines as engines
+    import sklearn_gpulda._device as device
 
-    monkeypatch.setattr(engines, "_cuda_available", lambda: False)
+    monkeypatch.setattr(device, "import_cupy", lambda: (None, "CuPy does not import (test)"))
     with pytest.raises(RuntimeError, match="needs CuPy and a CUDA GPU"):
         _lda(n_components=2, device="cuda").fit(kjv.data[:10])

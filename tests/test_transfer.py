@@ -7,7 +7,7 @@ tests of the engines run the same function on CuPy arrays.
 import numpy as np
 import pytest
 
-from sklearn_gpulda._engines._transfer import topic_major_to_host
+from sklearn_gpulda.backends.cuda.transfer import topic_major_to_host
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])

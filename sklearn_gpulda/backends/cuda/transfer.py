@@ -11,7 +11,7 @@ in its columns of the host array.
 
 import numpy as np
 
-from .._device_input import to_host
+from ..._device import to_host
 
 #: Device bytes of one float64 block in flight.
 BLOCK_BYTES = 64 << 20

@@ -1,25 +1,43 @@
-"""CuPy and cupyx sparse input, validated and turned into tokens on the device.
+"""Validation of count matrices, on the host as scikit-learn does it, and on the device.
 
 scikit-learn's validators only take host arrays, and copying a large corpus to the host and back
-would cost more than several sampling iterations. This module applies the same checks, with the
-same messages, on the device, and expands counts into a :class:`~sklearn_gpulda._corpus.TokenCorpus`
-whose token arrays stay there. Only per-document offsets (``n_docs + 1`` integers) and scalars
-cross to the host. CuPy is imported only when such input arrives.
+would cost more than several sampling iterations. :func:`check_device_counts` applies the same
+checks, with the same messages, to CuPy and cupyx input where it lies; only scalars cross to the
+host. CuPy is imported only when such input arrives.
 """
 
 import numpy as np
+from sklearn.utils.validation import check_non_negative, validate_data
 
-from ._corpus import TokenCorpus
-
-
-def is_device_array(X):
-    """True for CuPy arrays and cupyx sparse matrices."""
-    return type(X).__module__.startswith("cupy")
+from ._device import is_device_array, to_host
 
 
-def to_host(X):
-    """Host twin of a device array (NumPy or SciPy sparse); anything else unchanged."""
-    return X.get() if is_device_array(X) else X
+def check_counts(estimator, X, reset, whom, device):
+    """Validate a document-term count matrix for ``estimator``.
+
+    Parameters
+    ----------
+    estimator : GPULatentDirichletAllocation
+    X : array-like, sparse matrix, CuPy array or cupyx sparse matrix
+    reset : bool
+        First call of a fit: record ``n_features_in_`` (and feature names) instead of checking.
+    whom : str
+        Method name used in the negative-values message.
+    device : sklearn_gpulda._device.Device
+        Where the work runs: device input stays on a GPU, and goes to the host for the CPU.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix or ndarray (host), or cupyx.scipy.sparse.csr_matrix (device)
+    """
+    if is_device_array(X):
+        if device.kind == "cuda":
+            return check_device_counts(estimator, X, reset, whom)
+        X = to_host(X)
+    X = validate_data(estimator, X, reset=reset, accept_sparse="csr",
+                      dtype=[np.float64, np.float32])
+    check_non_negative(X, whom)
+    return X
 
 
 def check_device_counts(estimator, X, reset, whom):
@@ -86,39 +104,3 @@ def check_device_counts(estimator, X, reset, whom):
     X.sum_duplicates()
     X.eliminate_zeros()
     return X
-
-
-def tokens_from_device_counts(X):
-    """Device twin of :func:`~sklearn_gpulda._corpus.tokens_from_counts`.
-
-    Parameters
-    ----------
-    X : cupyx.scipy.sparse.csr_matrix
-        Canonical counts from :func:`check_device_counts`.
-
-    Returns
-    -------
-    corpus : TokenCorpus
-        ``doc``, ``word`` and ``weight`` are CuPy arrays; ``doc_ptr`` is on the host.
-    """
-    import cupy
-
-    n_docs, n_words = X.shape
-    data = X.data.astype(cupy.float64)
-    reps = cupy.ceil(data).astype(cupy.int64)
-    integral = bool((reps == data).all())
-    nz_ptr = cupy.zeros(X.nnz + 1, dtype=cupy.int64)
-    cupy.cumsum(reps, out=nz_ptr[1:])
-    doc_ptr_d = nz_ptr[X.indptr.astype(cupy.int64)]
-    n_tokens = int(nz_ptr[-1])
-    token = cupy.arange(n_tokens, dtype=cupy.int64)
-    # Each token's non-zero and document by binary search over the running offsets: the device
-    # has no repeat-by-array, and a search per token is cheap next to one sampling iteration.
-    nz_of_token = cupy.searchsorted(nz_ptr[1:], token, side="right")
-    doc = (cupy.searchsorted(doc_ptr_d[1:], token, side="right")).astype(cupy.int32)
-    del token
-    word = X.indices.astype(cupy.int32)[nz_of_token]
-    weight = None
-    if not integral:
-        weight = (data / reps).astype(cupy.float32)[nz_of_token]
-    return TokenCorpus(n_docs, n_words, doc_ptr_d.get(), doc, word, weight)

@@ -1,20 +1,26 @@
-"""The CUDA engine against the sampler contract (doc/algorithm.md) and the NumPy oracle."""
+"""The sparse CUDA backend against the sampler contract (doc/algorithm.md) and the NumPy oracle."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sklearn_gpulda import _random
-from sklearn_gpulda._corpus import tokens_from_counts
-from sklearn_gpulda._engines.numpy_engine import NumpyEngine, WordTables, draw_topics
+import _gpu_probes
+from sklearn_gpulda import _fit, _random
+from sklearn_gpulda._corpus import frequency_relabel, pdow_chunks, tokens_from_counts
+from sklearn_gpulda._device import CPU, Device
+from sklearn_gpulda._priors import Prior
+from sklearn_gpulda.backends.numpy import NumpySampler, fold_in
+from sklearn_gpulda.backends.numpy.sparse_rule import draw_topics
+from sklearn_gpulda.backends.numpy.tables import WordTables
 
 from _engine_checks import (
-    check_counts_every_sweep, check_same_seed_same_model, check_weighted_counts)
+    check_counts_every_sweep, check_same_seed_same_model, check_weighted_counts, initialised)
 from _stats import merged_chisquare
 
 pytestmark = pytest.mark.gpu
 
 ALPHA, BETA, SEED = 0.1, 0.01, 1234
+GPU = Device("cuda", (0,))
 
 
 def _lda_counts(n_docs, n_words, n_topics, mean_len, seed, long_docs=0, fractional=False):
@@ -52,42 +58,29 @@ def _corpus(kind="small"):
     return tokens_from_counts(_lda_counts(120, 400, 8, 80, seed=3, long_docs=2))
 
 
-def _engine(n_topics, **kw):
-    from sklearn_gpulda._engines.cuda_engine import CudaEngine
+def _engine(n_topics, alpha=ALPHA, **kw):
+    from sklearn_gpulda.backends.cuda.sparse import CudaSparseSampler
 
-    return CudaEngine(n_topics, ALPHA, BETA, SEED, **kw)
+    return CudaSparseSampler(n_topics, alpha, BETA, SEED, GPU, **kw)
+
+
+def _reference(n_topics, alpha=ALPHA):
+    return NumpySampler(n_topics, alpha, BETA, SEED, CPU)
 
 
 # -- randomness -----------------------------------------------------------------------------------
 def test_philox_known_answer_and_numpy_twin():
-    import cupy as cp
-
-    from sklearn_gpulda import _kernels
-
     rng = np.random.default_rng(0)
     ctr = rng.integers(0, 2**32, size=(1000, 4), dtype=np.uint64).astype(np.uint32)
     ctr[0] = 0
     for k0, k1 in [(0, 0), (0xDEADBEEF, 7)]:
-        out = cp.empty((1000, 4), dtype=cp.uint32)
-        _kernels.launch(
-            "sample_sparse",
-            "philox_words",
-            4,
-            256,
-            [
-                (cp.asarray(ctr), np.uint32),
-                (1000, "i64"),
-                (k0, "u32"),
-                (k1, "u32"),
-                (out, np.uint32),
-            ],
-        )
+        out = _gpu_probes.philox_words(ctr, k0, k1)
         ref = np.stack(
             _random.philox4x32(ctr[:, 0], ctr[:, 1], ctr[:, 2], ctr[:, 3], k0, k1), axis=1
         )
-        np.testing.assert_array_equal(out.get(), ref)
+        np.testing.assert_array_equal(out, ref)
         if (k0, k1) == (0, 0):
-            assert [f"{w:08x}" for w in out.get()[0]] == [
+            assert [f"{w:08x}" for w in out[0]] == [
                 "6627e8d5",
                 "e169c58d",
                 "bc57ac4c",
@@ -97,69 +90,41 @@ def test_philox_known_answer_and_numpy_twin():
 
 def test_initial_topics_equal_numpy_engine():
     corpus = _corpus()
-    eng = _engine(37, max_chunk_tokens=3000)
-    eng.initialize(corpus)
+    eng = initialised(_engine(37, max_chunk_tokens=3000), corpus)
     ref = _random.token_topic(SEED, 0, _random.STREAM_INIT, np.arange(corpus.n_tokens), 37)
     np.testing.assert_array_equal(eng.topics(), ref)
     eng.release()
 
 
+def test_device_layout_is_the_host_pdow_order():
+    # The device builds PDOW on its own; pdow_chunks is its host reference.
+    corpus = _corpus()
+    eng = _engine(11, max_chunk_tokens=3000)
+    eng.load(corpus)
+    new_of_old, _ = frequency_relabel(corpus.word_frequencies())
+    host = pdow_chunks(corpus, new_of_old, 3000)
+    assert len(host) == len(eng.chunks)
+    for ref, ch in zip(host, eng.chunks):
+        assert (ref.doc_begin, ref.doc_end) == (ch.d0, ch.d1)
+        np.testing.assert_array_equal(ch.tok.get().astype(np.int64) + ch.t0, ref.token)
+    eng.release()
+
+
 # -- the draw itself ------------------------------------------------------------------------------
-def _fixed_row_draws(a_row, bhat, alpha, u, packed=False):
-    import cupy as cp
-
-    from sklearn_gpulda import _kernels
-
-    nz = np.flatnonzero(a_row)
-    # Lane-segment layout (cuda/entry.cuh): entry e at slot (e % m) * 32 + e // m.
-    m = max(1, -(-nz.size // 32))
-    e = np.arange(nz.size)
-    slot = (e % m) * 32 + e // m
-    if packed:
-        ent = np.zeros(32 * m, dtype=np.uint32)
-        ent[slot] = (nz.astype(np.uint32) << 16) | a_row[nz].astype(np.uint32)
-    else:
-        ent = np.zeros((32 * m, 2), dtype=np.int32)
-        ent[slot] = np.stack(
-            [nz.astype(np.int32), a_row[nz].astype(np.float32).view(np.int32)], axis=1
-        )
-    ent_d = cp.asarray(ent)
-    out = cp.empty(u.size, dtype=cp.int32)
-    k = bhat.size
-    smem = (k + -(-k // 32) + 32) * 4
-    _kernels.launch(
-        "sample_sparse",
-        "draw_fixed_row_" + ("packed" if packed else "wide"),
-        264,
-        256,
-        [
-            (ent_d, ent_d.dtype),
-            (nz.size, "i32"),
-            (cp.asarray(bhat), np.float32),
-            (k, "i32"),
-            (alpha, "f32"),
-            (cp.asarray(u), np.float32),
-            (u.size, "i64"),
-            (out, np.int32),
-        ],
-        shared_mem=smem,
-    )
-    return out.get()
-
-
-def _exact_draws(a_row, bhat, alpha, u):
-    """The two-branch rule of doc/algorithm.md evaluated in float64 (exact up to 1e-16)."""
+def _exact_draws(a_row, own, w, bhat, alpha, u):
+    """The two-branch rule of doc/algorithm.md evaluated in float64 (exact up to 1e-16): the
+    own weight out of its topic, alpha per topic in the prior branch."""
     a, b = a_row.astype(np.float64), bhat.astype(np.float64)
-    nz = np.flatnonzero(a)
+    a[own] -= w
+    nz = np.flatnonzero(a_row)
     run_s = np.cumsum(a[nz] * b[nz])
     s = run_s[-1] if nz.size else 0.0
-    run_q = np.cumsum(b)
-    x = u.astype(np.float64) * (s + alpha * run_q[-1])
+    run_q = np.cumsum(np.broadcast_to(np.asarray(alpha, np.float32), b.shape).astype(np.float64) * b)
+    x = u.astype(np.float64) * (s + run_q[-1])
     sparse = x < s
     out = np.empty(u.size, dtype=np.int64)
     out[sparse] = nz[np.minimum(np.searchsorted(run_s, x[sparse], side="right"), nz.size - 1)]
-    y = (x[~sparse] - s) / alpha
-    out[~sparse] = np.minimum(np.searchsorted(run_q, y, side="right"), b.size - 1)
+    out[~sparse] = np.minimum(np.searchsorted(run_q, x[~sparse] - s, side="right"), b.size - 1)
     return out
 
 
@@ -167,22 +132,28 @@ def _exact_draws(a_row, bhat, alpha, u):
 @pytest.mark.parametrize(
     "n_topics,nnz", [(2, 1), (3, 2), (50, 10), (1000, 40), (1000, 1000), (4096, 2000), (32768, 300)]
 )
-def test_sampler_matches_exact_distribution(n_topics, nnz, packed):
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_sampler_matches_exact_distribution(n_topics, nnz, packed, symmetric):
     rng = np.random.default_rng(n_topics + nnz)
     a_row = np.zeros(n_topics, dtype=np.float32)
     a_row[rng.choice(n_topics, size=nnz, replace=False)] = rng.integers(1, 30, size=nnz)
+    own = int(rng.choice(np.flatnonzero(a_row)))
     bhat = rng.gamma(0.3, size=n_topics).astype(np.float32) + np.float32(1e-6)
     bhat /= bhat.sum()
     # alpha chosen so that both branches carry a sizeable share of the mass.
-    alpha = float(np.dot(a_row, bhat) / bhat.sum())
+    scale = float((np.dot(a_row, bhat) - bhat[own]) / bhat.sum())
+    shape = rng.gamma(0.5, size=n_topics) + 0.05 if not symmetric else np.ones(n_topics)
+    alpha = (scale * shape / shape.mean() + 1e-3).astype(np.float32)
     n = 400_000
     u = _random.token_uniform(99, 1, 1, np.arange(n))
-    got = _fixed_row_draws(a_row, bhat, alpha, u, packed)
-    s = float(np.dot(a_row.astype(np.float64), bhat))
-    x = u.astype(np.float64) * (s + alpha * bhat.sum(dtype=np.float64))
+    got = _gpu_probes.draw_fixed_row(a_row, bhat, alpha, own, 1.0, u, packed)
+    s = float(np.dot(a_row.astype(np.float64), bhat) - bhat[own])
+    x = u.astype(np.float64) * (s + np.dot(alpha.astype(np.float64), bhat))
     share_s = np.mean(x < s)
-    assert 0.2 < share_s < 0.8, "both branches must be exercised"
+    if nnz > 1:
+        assert 0.2 < share_s < 0.8, "both branches must be exercised"
     p = (a_row.astype(np.float64) + alpha) * bhat
+    p[own] -= bhat[own]
     p /= p.sum()
     result = merged_chisquare(np.bincount(got, minlength=n_topics), p * n)
     assert result.pvalue > 1e-4, result
@@ -194,19 +165,33 @@ def test_sampler_matches_exact_distribution(n_topics, nnz, packed):
     # (The dense oracle costs n * K: a prefix of the draws is enough for the comparison.)
     m = min(n, 20_000_000 // n_topics)
     u, got = u[:m], got[:m]
-    tables = WordTables(bhat[None, :])
-    ref = draw_topics(
-        np.zeros(m, np.int64), np.zeros(m, np.int64), u, a_row[None, :], tables, alpha
-    )
-    exact = _exact_draws(a_row, bhat, alpha, u)
+    zeros = np.zeros(m, np.int64)
+    ref = draw_topics(zeros, zeros, np.full(m, own), None, u, a_row[None, :],
+                      WordTables(bhat[None, :], alpha))
+    exact = _exact_draws(a_row, own, 1.0, bhat, alpha, u)
     agree_gpu, agree_ref = np.mean(got == exact), np.mean(ref == exact)
     assert agree_gpu >= agree_ref - 1e-3, (agree_gpu, agree_ref)
     if n_topics <= 1000:
         assert np.mean(got == ref) >= 0.999
 
 
+def test_lone_token_leaves_its_topic_by_the_prior():
+    # Own count 1 and nothing else in the row: the document branch is empty, so the draw follows
+    # alpha_k Bhat[v,k] alone (the token's current topic gets no extra weight).
+    n_topics, n = 64, 200_000
+    rng = np.random.default_rng(5)
+    a_row = np.zeros(n_topics, np.float32)
+    a_row[13] = 1
+    bhat = rng.dirichlet(np.ones(n_topics)).astype(np.float32)
+    u = _random.token_uniform(3, 1, 1, np.arange(n))
+    for packed in (True, False):
+        got = _gpu_probes.draw_fixed_row(a_row, bhat, 0.001, 13, 1.0, u, packed)
+        result = merged_chisquare(np.bincount(got, minlength=n_topics), bhat / bhat.sum() * n)
+        assert result.pvalue > 1e-4, (packed, result)
+
+
 # -- whole sweeps ---------------------------------------------------------------------------------
-def _exact_sweep(corpus, doc_topic, tables, u, alpha):
+def _exact_sweep(corpus, z, doc_topic, tables, u):
     """The draw rule of doc/algorithm.md on the same float32 A, Bhat and uniforms, with every
     running sum and the scaling of u in float64: the draws both float32 engines approximate."""
     n_topics = doc_topic.shape[1]
@@ -216,34 +201,39 @@ def _exact_sweep(corpus, doc_topic, tables, u, alpha):
         sl = slice(t0, min(corpus.n_tokens, t0 + step))
         d, v = corpus.doc[sl], corpus.word[sl]
         bhat = tables.bhat[v].astype(np.float64)
-        run = np.cumsum(doc_topic[d] * bhat, axis=1)
-        cum = np.cumsum(bhat, axis=1)
+        rows = doc_topic[d].astype(np.float64)
+        rows[np.arange(rows.shape[0]), z[sl]] -= 1.0
+        run = np.cumsum(rows * bhat, axis=1)
+        q = tables.qcum[v].astype(np.float64)
         s = run[:, -1]
-        x = u[sl].astype(np.float64) * (s + alpha * cum[:, -1])
+        x = u[sl].astype(np.float64) * (s + q[:, -1])
         k_s = (run <= x[:, None]).sum(axis=1)
-        k_q = (cum <= ((x - s) / alpha)[:, None]).sum(axis=1)
+        k_q = (q <= (x - s)[:, None]).sum(axis=1)
         out[sl] = np.minimum(np.where(x < s, k_s, k_q), n_topics - 1)
     return out
 
 
 # K = 3000 takes the bitmap A rebuild (K > 2048) for short documents and the block histogram for
-# the long ones; the others the per-warp histogram.
-@pytest.mark.parametrize("n_topics", [16, 300, 2000, 3000])
-def test_sweep_agrees_with_numpy_engine(n_topics):
+# the long ones; the others the per-warp histogram. One case has an asymmetric alpha.
+@pytest.mark.parametrize("n_topics, symmetric", [(16, True), (300, True), (300, False),
+                                                 (2000, True), (3000, True)])
+def test_sweep_agrees_with_numpy_engine(n_topics, symmetric):
     corpus = _corpus("kjv")
-    ref = NumpyEngine(n_topics, ALPHA, BETA, SEED)
-    ref.initialize(corpus)
+    alpha = ALPHA if symmetric else np.random.default_rng(0).gamma(0.5, 0.2, n_topics) + 1e-3
+    ref = initialised(_reference(n_topics, alpha), corpus)
     for it in (1, 2):
         ref.sweep(it)
-    eng = _engine(n_topics)
-    eng.set_topics(corpus, ref.topics())
+    eng = _engine(n_topics, alpha)
+    eng.load(corpus)
+    z = ref.topics()
+    eng.set_topics(z)
     np.testing.assert_array_equal(eng.doc_topic_counts(), ref.doc_topic_counts())
     np.testing.assert_array_equal(eng.word_topic_counts(), ref.word_topic_counts())
     assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-6)
     b = ref.word_topic_counts().T
-    tables = WordTables.from_counts(b, b.sum(axis=0), BETA)
+    tables = WordTables.from_counts(b, b.sum(axis=0), BETA, alpha)
     u = _random.token_uniform(SEED, 3, _random.STREAM_SAMPLE, np.arange(corpus.n_tokens))
-    exact = _exact_sweep(corpus, ref.doc_topic_counts(), tables, u, np.float32(ALPHA))
+    exact = _exact_sweep(corpus, z, ref.doc_topic_counts(), tables, u)
     ref.sweep(3)
     eng.sweep(3)
     got, oracle = eng.topics(), ref.topics()
@@ -264,8 +254,7 @@ def test_sweep_agrees_with_numpy_engine(n_topics):
 @pytest.mark.parametrize("max_chunk_tokens, k", [(None, 23), (2500, 23), (None, 5000)])
 def test_count_invariants_every_iteration(max_chunk_tokens, k):
     corpus = _corpus()
-    eng = _engine(k, max_chunk_tokens=max_chunk_tokens)
-    eng.initialize(corpus)
+    eng = initialised(_engine(k, max_chunk_tokens=max_chunk_tokens), corpus)
     check_counts_every_sweep(eng, corpus, k)
     eng.release()
 
@@ -274,7 +263,7 @@ def test_weighted_tokens_counts():
     corpus = tokens_from_counts(_lda_counts(60, 300, 6, 60, seed=5, long_docs=1, fractional=True))
     k = 9
     eng = _engine(k)
-    check_weighted_counts(eng, corpus, k, NumpyEngine(k, ALPHA, BETA, SEED), atol_a=1e-5)
+    check_weighted_counts(eng, corpus, k, _reference(k), atol_a=1e-5)
     eng.release()
 
 
@@ -283,17 +272,58 @@ def test_same_seed_same_model():
     check_same_seed_same_model(lambda: _engine(31), corpus)
 
 
+# -- state read back ---------------------------------------------------------------------------
+def test_histograms_and_running_sum_equal_numpy_engine():
+    corpus = _corpus()
+    k = 13
+    ref = initialised(_reference(k), corpus)
+    ref.sweep(1)
+    eng = _engine(k, max_chunk_tokens=2500)
+    eng.load(corpus)
+    eng.set_topics(ref.topics())
+    for got, want in zip(eng.doc_topic_histogram(), ref.doc_topic_histogram()):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(eng.word_topic_histogram(), ref.word_topic_histogram()):
+        np.testing.assert_array_equal(got, want)
+    for sampler in (eng, ref):
+        sampler.accumulate_word_topic()
+        sampler.accumulate_word_topic()
+    np.testing.assert_array_equal(eng.mean_word_topic(), ref.mean_word_topic())
+    eng.release()
+
+
+def test_set_priors_moves_the_chain_as_on_the_cpu():
+    corpus = _corpus()
+    k = 17
+    alpha = np.linspace(0.02, 0.5, k)
+    ref = initialised(_reference(k), corpus)
+    eng = initialised(_engine(k), corpus)
+    for sampler in (ref, eng):
+        sampler.set_priors(alpha=alpha, beta=0.05)
+        sampler.sweep(1)
+    assert np.mean(eng.topics() == ref.topics()) >= 0.999
+    assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-6)
+    eng.release()
+
+
 # -- topics fixed ---------------------------------------------------------------------------------
 def test_fold_in_matches_numpy_engine():
+    from sklearn_gpulda.backends.cuda.infer import fold_in as gpu_fold_in
+
     X = _lda_counts(80, 500, 12, 50, seed=11)
     rng = np.random.default_rng(1)
     components = rng.gamma(0.5, size=(12, 500)) + 0.01
-    ref = NumpyEngine(12, ALPHA, BETA, SEED)
-    theta_ref, ll_ref = ref.fold_in(X, components, 0.08, 100, 1e-3, return_loglik=True)
-    theta, ll = _engine(12).fold_in(X, components, 0.08, 100, 1e-3, return_loglik=True)
-    np.testing.assert_allclose(theta, theta_ref, atol=1e-5)
-    np.testing.assert_allclose(ll, ll_ref, rtol=1e-6)
-    np.testing.assert_array_equal(theta[-1], np.full(12, 1 / 12))
+    for alpha in (0.08, rng.gamma(0.5, 0.2, 12) + 0.01):
+        theta_ref, ll_ref = fold_in(X, components, alpha, 100, 1e-3, return_loglik=True)
+        theta, ll = gpu_fold_in(GPU, X, components, alpha, 100, 1e-3, return_loglik=True)
+        np.testing.assert_allclose(theta, theta_ref, atol=1e-5)
+        np.testing.assert_allclose(ll, ll_ref, rtol=1e-6)
+        np.testing.assert_array_equal(theta[-1], np.full(12, 1 / 12))
+
+
+def _plan(k):
+    return _fit.Plan(backend=None, device=None, n_topics=k, seed=SEED, alpha=Prior(ALPHA, False),
+                     beta=Prior(BETA, False), n_batch_sweeps=4)
 
 
 @pytest.mark.parametrize("first", [True, False])
@@ -301,10 +331,13 @@ def test_batch_statistics(first):
     corpus = _corpus()
     k = 10
     rng = np.random.default_rng(2)
-    components = rng.gamma(1.0, size=(k, corpus.n_words)) + 0.1
-    stats_gpu = _engine(k).batch_statistics(corpus, components, 4, 3, first)
+    components = None if first else rng.gamma(1.0, size=(k, corpus.n_words)) + 0.1
+    gpu, ref = _engine(k), _reference(k)
+    stats_gpu, _, ll_gpu = _fit._batch_statistics(_plan(k), gpu, corpus, components, 3, True)
+    stats_ref, _, ll_ref = _fit._batch_statistics(_plan(k), ref, corpus, components, 3, True)
     assert stats_gpu.shape == (k, corpus.n_words)
     assert stats_gpu.sum() == pytest.approx(corpus.n_tokens, rel=1e-9)
-    stats_ref = NumpyEngine(k, ALPHA, BETA, SEED).batch_statistics(corpus, components, 4, 3, first)
     # Same random numbers: only draws at rounding boundaries (and what follows from them) differ.
     assert np.abs(stats_gpu - stats_ref).sum() <= 0.02 * corpus.n_tokens
+    assert ll_gpu == pytest.approx(ll_ref, rel=1e-3)
+    gpu.release()

@@ -1,7 +1,7 @@
-"""Thin launchers for the dense sampling kernels of ``cuda/sample_dense.cu``.
+"""Launchers of the dense sampling kernels of ``cuda/sample_dense.cu``.
 
 Three kernels draw the same dense rule
-(:func:`~sklearn_gpulda._engines.dense_rule.draw_topics_dense`) for every token of a
+(:func:`~sklearn_gpulda.backends.numpy.dense_rule.draw_topics_dense`) for every token of a
 document-major corpus, one thread per document (Steele and Tristan, PPoPP'17):
 
 - ``"butterfly"``: Alg. 7, butterfly-patterned partial sums (the fast path);
@@ -14,16 +14,13 @@ shapes, the K ceiling); CuPy is imported lazily so that the module imports witho
 
 import numpy as np
 
-from .. import _kernels
-from .._random import STREAM_SAMPLE
+from ... import _kernels
+from ..._random import STREAM_SAMPLE
+from .constants import DENSE_BLOCK as BLOCK
+from .constants import DENSE_BLOCK_MAX
+from .constants import DENSE_MAX_TOPICS as MAX_TOPICS
 
 VARIANTS = ("butterfly", "transpose", "plain")
-
-#: ``kDenseMaxTopics`` of the kernels: their per-thread tables are fixed-size local arrays.
-MAX_TOPICS = 1024
-
-#: Threads per block (a multiple of 32, at most ``kDenseBlockMax`` = 256).
-BLOCK = 128
 
 _STEM = "sample_dense"
 
@@ -57,12 +54,13 @@ def sample_dense(
     doc_order,
     doc_ptr,
     word,
+    weight,
     A,
     bhat,
     alpha,
     seed,
     iteration,
-    out,
+    z,
     stream=STREAM_SAMPLE,
     sweep=0,
     block=BLOCK,
@@ -78,16 +76,19 @@ def sample_dense(
         Tokens of document d are ``doc_ptr[d]:doc_ptr[d + 1]`` in canonical order.
     word : cupy.ndarray of int32, shape (n_tokens,)
         Word of each canonical token.
+    weight : cupy.ndarray of float32 of shape (n_tokens,), or None
+        Token weights; None when every weight is 1.
     A : cupy.ndarray of float32, shape (n_docs, n_topics)
-        Document-topic counts, held fixed.
+        Document-topic counts of the topics in ``z``, held fixed.
     bhat : cupy.ndarray of float32, shape (n_words, n_topics)
         Normalised word-topic matrix, word-major, held fixed.
-    alpha : float
+    alpha : cupy.ndarray of float32, shape (n_topics,)
+        Document-topic prior.
     seed, iteration : int
         Philox key (32 bits each).
-    out : cupy.ndarray of int32, shape (n_tokens,)
-        Receives the new topic of each token of the listed documents; other entries are left as
-        they are.
+    z : cupy.ndarray of int32, shape (n_tokens,)
+        The current topic of each token; the tokens of the listed documents receive their new
+        topic, the others are left as they are.
     stream, sweep : int, default=STREAM_SAMPLE, 0
         Philox counter words (a training E-step uses stream 1, sweep 0).
     block : int, default=128
@@ -95,21 +96,18 @@ def sample_dense(
 
     Returns
     -------
-    out : cupy.ndarray
-        The ``out`` argument.
+    z : cupy.ndarray
+        The ``z`` argument.
     """
     import cupy as cp
 
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    for name, arr in (
-        ("doc_order", doc_order),
-        ("doc_ptr", doc_ptr),
-        ("word", word),
-        ("A", A),
-        ("bhat", bhat),
-        ("out", out),
-    ):
+    arrays = [("doc_order", doc_order), ("doc_ptr", doc_ptr), ("word", word), ("A", A),
+              ("bhat", bhat), ("alpha", alpha), ("z", z)]
+    if weight is not None:
+        arrays.append(("weight", weight))
+    for name, arr in arrays:
         if not isinstance(arr, cp.ndarray):
             raise TypeError(f"{name} must be a cupy.ndarray, got {type(arr).__name__}")
     if A.ndim != 2 or bhat.ndim != 2 or A.shape[1] != bhat.shape[1]:
@@ -119,6 +117,8 @@ def sample_dense(
     n_docs, n_topics = A.shape
     if not 1 <= n_topics <= MAX_TOPICS:
         raise ValueError(f"the dense kernels support 1 to {MAX_TOPICS} topics, got {n_topics}")
+    if alpha.shape != (n_topics,):
+        raise ValueError(f"alpha must have shape ({n_topics},), got {alpha.shape}")
     if n_docs < 1 or bhat.shape[0] < 1:
         raise ValueError("A and bhat need at least one row")
     if bhat.shape[0] * n_topics >= 2**32:
@@ -129,19 +129,19 @@ def sample_dense(
         raise ValueError(
             f"doc_ptr must have n_docs + 1 = {n_docs + 1} entries, got {doc_ptr.shape}"
         )
-    if word.shape != out.shape or word.ndim != 1:
+    if word.shape != z.shape or word.ndim != 1 or (weight is not None and weight.shape != z.shape):
         raise ValueError(
-            f"word and out must be 1-d of one length, got {word.shape} and {out.shape}"
+            f"word, z (and weight) must be 1-d of one length, got {word.shape} and {z.shape}"
         )
     if doc_order.ndim != 1 or doc_order.size > n_docs:
         raise ValueError(
             f"doc_order must be 1-d with at most {n_docs} entries, got {doc_order.shape}"
         )
-    if block % 32 or not 32 <= block <= 256:
-        raise ValueError(f"block must be a multiple of 32 in [32, 256], got {block}")
+    if block % 32 or not 32 <= block <= DENSE_BLOCK_MAX:
+        raise ValueError(f"block must be a multiple of 32 in [32, {DENSE_BLOCK_MAX}], got {block}")
     n_order = int(doc_order.size)
     if n_order == 0:
-        return out
+        return z
     grid = -(-n_order // block)
     _kernels.launch(
         _STEM,
@@ -153,15 +153,16 @@ def sample_dense(
             (n_order, "i32"),
             (doc_ptr, np.int64),
             (word, np.int32),
+            (weight, np.float32),
             (A, np.float32),
             (bhat, np.float32),
-            (alpha, "f32"),
+            (alpha, np.float32),
             (int(seed) & 0xFFFFFFFF, "u32"),
             (int(iteration) & 0xFFFFFFFF, "u32"),
             (int(stream), "u32"),
             (int(sweep), "u32"),
-            (out, np.int32),
+            (z, np.int32),
             (n_topics, "i32"),
         ],
     )
-    return out
+    return z

@@ -1,0 +1,31 @@
+// Numbers the kernels and their Python launchers must agree on, written once: the launchers read
+// this file (sklearn_gpulda/backends/cuda/constants.py turns every line of the form
+// `constexpr int kName = <decimal>;` into an attribute), so keep each on one line, as a literal.
+#pragma once
+
+namespace gpulda {
+
+// Threads of a warp; the sampler and the counting kernels are written for 32.
+constexpr int kWarp = 32;
+// Padding of a sparse A row in the lane-segment layout (entry.cuh): a row of len entries spans
+// fewer than len + 32 slots.
+constexpr int kRowPad = 31;
+// Largest K of the sparse sampler: the three-level W-ary tree of tree.cuh with W = 32.
+constexpr int kMaxTopics = 32768;
+// Sampler blocks: 256 threads (SaberLDA 4.2 found 256 best) while the word's table is small; up to
+// 1,024 when the table's shared memory would leave too few warps per SM.
+constexpr int kSampleBlock = 256;
+constexpr int kSampleBlockMax = 1024;
+// Counting kernels (counts.cu): block size, the longest document a warp sorts in shared memory,
+// and the largest K at which a warp keeps a K-bin histogram.
+constexpr int kCountBlock = 128;
+constexpr int kShortDocMax = 1024;
+constexpr int kHistMaxTopics = 2048;
+// Fold-in (infer.cu): one block of this many threads per document.
+constexpr int kInferBlock = 256;
+// Dense sampler (sample_dense.cu): K ceiling of its per-thread tables, default and largest block.
+constexpr int kDenseMaxTopics = 1024;
+constexpr int kDenseBlock = 128;
+constexpr int kDenseBlockMax = 256;
+
+}  // namespace gpulda

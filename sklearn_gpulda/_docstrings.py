@@ -1,0 +1,153 @@
+"""The class docstring of :class:`~sklearn_gpulda.GPULatentDirichletAllocation`.
+
+It is long (every parameter and fitted attribute of scikit-learn's LDA, plus ours), so it lives
+here and keeps ``estimator.py`` to the code.
+"""
+
+ESTIMATOR_DOC = """Latent Dirichlet Allocation trained by sparsity-aware ESCA sampling on a GPU or the CPU.
+
+    A drop-in for :class:`sklearn.decomposition.LatentDirichletAllocation`: the same parameters,
+    attributes and methods, trained by the ESCA algorithm (stochastic expectation maximisation with
+    sampled topic assignments; Zaheer et al. 2016, as implemented on GPUs by SaberLDA, Li et al.
+    2017) instead of variational Bayes. On a machine with CuPy and a CUDA GPU the sampler runs there;
+    elsewhere a NumPy engine runs the same algorithm with the same random numbers.
+
+    Parameters
+    ----------
+    n_components : int, default=10
+        Number of topics.
+    doc_topic_prior : float, array-like of shape (n_components,) or 'auto', default=None
+        Prior ``alpha`` of the document-topic distributions. None means ``1 / n_components``. An
+        array gives each topic its own fixed prior. 'auto' learns an asymmetric prior during
+        the fit by Minka's fixed point on the histograms of document lengths and per-document
+        topic counts (as MALLET and tomotopy do), starting from ``1 / n_components``; see
+        ``prior_burn_in`` and ``prior_update_every``. In online learning and ``partial_fit``
+        each mini-batch's estimate is blended in at the learning rate.
+    topic_word_prior : float or 'auto', default=None
+        Prior ``beta`` of the topic-word distributions. None means ``1 / n_components``. 'auto'
+        learns a symmetric prior during a batch fit, starting from ``1 / n_components``.
+    learning_method : {'batch', 'online'}, default='batch'
+        'batch' samples every token in each iteration; 'online' learns from mini-batches of
+        ``batch_size`` documents, blending each batch's statistics into the model.
+    learning_decay : float, default=0.7
+        Exponent of the online learning rate ``(learning_offset + n_batch_iter_) ** -learning_decay``.
+    learning_offset : float, default=10.0
+        Down-weights early mini-batches in online learning.
+    max_iter : int, default=100
+        Passes over the training data. Differs from scikit-learn's 10: a sampler needs more
+        passes than variational Bayes to settle (SaberLDA trains for about 100).
+    batch_size : int, default=128
+        Documents per mini-batch in online learning and ``partial_fit``.
+    evaluate_every : int, default=-1
+        Compute the training perplexity every this many iterations (0 or negative: never during
+        fitting); fitting stops once it changes by less than ``perp_tol``.
+    total_samples : int, default=1e6
+        Total number of documents assumed by ``partial_fit``.
+    perp_tol : float, default=1e-1
+        Perplexity tolerance of the stopping rule above.
+    mean_change_tol : float, default=1e-3
+        Per-document stopping tolerance of the fold-in used by ``transform`` and ``score``.
+    max_doc_update_iter : int, default=100
+        Maximum fold-in iterations per document.
+    n_jobs : int, default=None
+        Accepted for compatibility; engines parallelise internally and ignore it.
+    verbose : int, default=0
+        Print the log-likelihood and throughput of each iteration when positive, and why the
+        fit stopped.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the counter-based generator; an int gives the same model on the same hardware.
+    device : {'auto', 'cpu', 'cuda'} or 'cuda:N', default='auto'
+        Where to sample. 'auto' picks the GPU when CuPy sees one, else the CPU.
+    algorithm : {'auto', 'sparse', 'dense'}, default='auto'
+        Sampler. 'sparse' is ESCA with the two-branch sparsity-aware draw, whose cost per token
+        grows with the non-zeros of the document's topic counts. 'dense' evaluates all K topics
+        of every token with one running sum (Steele and Tristan's dense kernels on a GPU); it
+        supports at most 1,024 topics. Both draw from the same distribution with the same random
+        numbers. 'auto' picks the engine measured faster for the number of topics on the device:
+        at present 'sparse' everywhere (whole iterations on an H200 favoured it at every K from 16
+        to 1,024); the choice is made at the first fit and kept in ``algorithm_``.
+    n_batch_sweeps : int, default=10
+        Sampling sweeps over each mini-batch in online learning and ``partial_fit``; statistics are
+        averaged over the second half of them.
+    n_averaged_sweeps : int, default=0
+        Batch learning only: ``components_`` becomes the mean word-topic counts of the last
+        ``n_averaged_sweeps`` sweeps (plus the prior) instead of the counts after the last sweep.
+        A single sample's counts are noisy when there are few tokens per topic (large
+        ``n_components``, small corpus); averaging the samples of one chain smooths them. On a
+        1,000-document KOS sample with 500 topics, averaging the last 120 of 160 sweeps raised the
+        held-out log-likelihood by 0.11 nats per token, at 20 topics by 0.016
+        (``benchmarks/averaging.py``). The averaged sweeps are the last ones of ``max_iter``; when
+        ``evaluate_every`` stops the fit earlier, the sweeps already counted are used, or the last
+        sample if none were. The running sum stays on the device that samples.
+    prior_burn_in : int, default=0
+        Sweeps before the first update of a learned prior ('auto').
+    prior_update_every : int, default=10
+        Sweeps between updates of a learned prior ('auto').
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Topic-word pseudo-counts ``B + topic_word_prior_``; rows normalised give the topics.
+    exp_dirichlet_component_ : ndarray of shape (n_components, n_features)
+        ``exp(E[log(beta)])`` under a Dirichlet with parameters ``components_``, as in scikit-learn.
+        Computed from ``components_`` on first access (and again if ``components_`` is replaced),
+        not during fit.
+    n_batch_iter_ : int
+        Number of iterations of the EM step (sweeps in batch learning, mini-batches in online).
+    n_iter_ : int
+        Number of passes over the data.
+    bound_ : float
+        Training perplexity: of the chain's last state in batch learning, of ``X`` by fold-in in
+        online learning, and of the last mini-batch's chain in ``partial_fit``.
+    doc_topic_prior_ : float or ndarray of shape (n_components,)
+        The prior actually used: a float for a fixed number, an array for a per-topic or learned
+        prior. ``transform``, ``score`` and ``partial_fit`` use it.
+    topic_word_prior_ : float
+        The prior actually used (learned with 'auto').
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during fit, when X has string feature names.
+    device_ : str
+        Where the model was trained: 'cpu' or 'cuda:N'.
+    algorithm_ : str
+        The sampler used, 'sparse' or 'dense' (``algorithm`` resolved at the first fit); later
+        ``partial_fit``, ``transform``, ``score`` and ``perplexity`` calls keep using it.
+    n_tokens_ : float
+        Number of training tokens (weighted sum for non-integer counts) in the last fit call.
+    fit_time_ : float
+        Wall-clock seconds of the last fit call's initialisation and sampling (on a GPU, up to
+        the end of the last sweep's kernels), without input validation and the final copy of the
+        topics back to the host.
+    history_ : dict
+        Figures of every evaluation of the last ``fit`` (``evaluate_every`` or ``verbose``):
+        arrays ``iteration``, ``seconds`` and ``perplexity`` (batch learning adds
+        ``loglik_per_token``, ``alpha_sum`` and ``beta``), and ``stop_reason``, a sentence.
+
+    See Also
+    --------
+    sklearn.decomposition.LatentDirichletAllocation : Variational Bayes LDA on the CPU.
+
+    Notes
+    -----
+    Non-integer counts become weighted tokens: a count ``c`` is ``ceil(c)`` tokens of weight
+    ``c / ceil(c)``, so integer counts are sampled exactly.
+
+    Each token is drawn from the collapsed conditional: its own weight is taken out of its
+    document's count of its current topic before the draw (``doc/algorithm.md``).
+
+    ``transform`` folds documents in deterministically with the topics fixed, each document on its
+    own, so its result does not depend on the other documents passed with it.
+
+    A fit is a transaction: if it raises, the estimator is left exactly as it was.
+
+    Examples
+    --------
+    >>> from sklearn_gpulda import GPULatentDirichletAllocation
+    >>> from sklearn_gpulda.datasets import make_lda_corpus
+    >>> X = make_lda_corpus(n_docs=100, n_words=200, n_topics=5, random_state=0).data
+    >>> lda = GPULatentDirichletAllocation(n_components=5, max_iter=20, random_state=0,
+    ...                                    device="cpu").fit(X)
+    >>> lda.transform(X[:2]).shape
+    (2, 5)
+    """

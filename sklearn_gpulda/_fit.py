@@ -1,0 +1,329 @@
+"""The fit loop: sweeps, prior learning, averaging, evaluation, stopping and progress, for batch
+and online learning, over any :class:`~sklearn_gpulda.backends.base.Sampler`.
+
+Nothing here touches the estimator: :func:`fit_batch`, :func:`fit_online` and
+:func:`online_step` take a :class:`Plan` (the estimator's parameters, resolved) and return a
+:class:`FittedState` that the estimator assigns only once the fit has succeeded, so a fit that
+raises leaves a fitted model as it was (``doc/algorithm.md`` defines every step).
+"""
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.utils import gen_batches
+
+from . import _priors
+from ._corpus import tokens
+from ._device import to_host
+from ._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE
+from .backends import fold_in
+
+
+@dataclass
+class Plan:
+    """What a fit needs to know, resolved from the estimator's parameters."""
+
+    backend: object            # sklearn_gpulda.backends.Backend
+    device: object             # sklearn_gpulda._device.Device
+    n_topics: int
+    seed: int
+    alpha: _priors.Prior
+    beta: _priors.Prior
+    max_iter: int = 100
+    evaluate_every: int = -1
+    perp_tol: float = 0.1
+    n_averaged_sweeps: int = 0
+    prior_burn_in: int = 0
+    prior_update_every: int = 10
+    verbose: int = 0
+    batch_size: int = 128
+    learning_offset: float = 10.0
+    learning_decay: float = 0.7
+    n_batch_sweeps: int = 10
+    max_doc_update_iter: int = 100
+    mean_change_tol: float = 1e-3
+    #: Called after every sweep (batch) or pass (online) with a dict of progress figures.
+    callback: object = None
+
+    def sampler(self, alpha=None, beta=None):
+        return self.backend.make(self.n_topics, self.alpha.value if alpha is None else alpha,
+                                 self.beta.value if beta is None else beta, self.seed, self.device)
+
+
+@dataclass
+class FittedState:
+    """The fitted attributes a successful fit gives the estimator."""
+
+    components: np.ndarray
+    doc_topic_prior: object
+    topic_word_prior: float
+    n_iter: int
+    n_batch_iter: int
+    bound: float
+    n_tokens: float
+    fit_time: float
+    history: dict = field(default_factory=dict)
+
+
+def perplexity(loglik, n_tokens):
+    """``exp(-loglik / n_tokens)``; NaN without tokens."""
+    if n_tokens <= 0:
+        return float("nan")
+    return float(np.exp(-loglik / n_tokens))
+
+
+def public_prior(value, prior):
+    """A fixed number stays a number (scikit-learn's ``doc_topic_prior_``); a learned or
+    per-topic prior is an array."""
+    if not prior.learn and np.ndim(prior.value) == 0:
+        return float(prior.value)
+    return np.array(value, dtype=np.float64)
+
+
+class _History:
+    """The figures of every evaluation, as arrays at the end (``history_``)."""
+
+    def __init__(self):
+        self.rows = []
+        self.stop_reason = ""
+
+    def add(self, **row):
+        self.rows.append(row)
+
+    def as_dict(self):
+        keys = list(self.rows[0]) if self.rows else ["iteration", "seconds"]
+        out = {k: np.array([r[k] for r in self.rows]) for k in keys}
+        out["stop_reason"] = self.stop_reason
+        return out
+
+
+class _PriorSchedule:
+    """When and how a batch fit updates the priors it learns."""
+
+    def __init__(self, plan, corpus):
+        self.plan = plan
+        self.active = plan.alpha.learn or plan.beta.learn
+        self.lengths = _priors.length_histogram(corpus.doc_lengths()) if plan.alpha.learn else None
+        self.n_words = corpus.n_words
+
+    def due(self, n_iter):
+        past = n_iter - self.plan.prior_burn_in
+        return self.active and past > 0 and past % self.plan.prior_update_every == 0
+
+    def update(self, sampler):
+        alpha = beta = None
+        if self.plan.alpha.learn:
+            alpha = _priors.update_alpha(sampler.alpha, *sampler.doc_topic_histogram(),
+                                         *self.lengths)
+        if self.plan.beta.learn:
+            beta = _priors.update_beta(sampler.beta, *sampler.word_topic_histogram(),
+                                       self.n_words)
+        sampler.set_priors(alpha=alpha, beta=beta)
+
+
+def _stop(last_bound, bound, perp_tol):
+    return last_bound is not None and abs(last_bound - bound) < perp_tol
+
+
+def fit_batch(plan, X):
+    """Batch learning: every token is sampled in each of up to ``max_iter`` sweeps.
+
+    Parameters
+    ----------
+    plan : Plan
+    X : validated counts (SciPy CSR on the host, or cupyx CSR on the device)
+
+    Returns
+    -------
+    FittedState
+    """
+    corpus = tokens(X)
+    weight = corpus.total_weight
+    sampler = plan.sampler()
+    history = _History()
+    try:
+        start = time.perf_counter()
+        sampler.load(corpus)
+        sampler.init_topics()
+        schedule = _PriorSchedule(plan, corpus)
+        average_from = plan.max_iter - min(plan.n_averaged_sweeps, plan.max_iter)
+        last_bound, n_iter = None, 0
+        history.stop_reason = f"max_iter={plan.max_iter} sweeps done"
+        for i in range(plan.max_iter):
+            tic = time.perf_counter()
+            sampler.sweep(i + 1)
+            n_iter = i + 1
+            if schedule.due(n_iter):
+                schedule.update(sampler)
+            if plan.n_averaged_sweeps and i >= average_from:
+                sampler.accumulate_word_topic()
+            evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
+            if evaluate or plan.verbose:
+                loglik = sampler.log_likelihood()
+                bound = perplexity(loglik, weight)
+                history.add(iteration=n_iter, seconds=time.perf_counter() - start,
+                            loglik_per_token=loglik / max(weight, 1), perplexity=bound,
+                            alpha_sum=float(sampler.alpha.sum()), beta=sampler.beta)
+                if plan.verbose:
+                    rate = corpus.n_tokens / max(time.perf_counter() - tic, 1e-12) / 1e6
+                    print(f"iteration: {n_iter} of max_iter: {plan.max_iter}, "
+                          f"log-likelihood/token: {loglik / max(weight, 1):.4f}, "
+                          f"perplexity: {bound:.4f}, {rate:.2f} Mtoken/s")
+                if evaluate:
+                    if _stop(last_bound, bound, plan.perp_tol):
+                        history.stop_reason = (
+                            f"perplexity changed by {abs(last_bound - bound):.4g} < perp_tol="
+                            f"{plan.perp_tol:g} after {n_iter} sweeps")
+                        break
+                    last_bound = bound
+            if plan.callback is not None:
+                plan.callback(dict(iteration=n_iter, max_iter=plan.max_iter, n_tokens=weight,
+                                   seconds=time.perf_counter() - start))
+        if plan.verbose:
+            print(f"stopped: {history.stop_reason}")
+        sampler.synchronize()
+        fit_time = time.perf_counter() - start
+        counts = sampler.mean_word_topic() if sampler.n_accumulated else sampler.word_topic_counts()
+        state = FittedState(
+            components=counts + sampler.beta,
+            doc_topic_prior=public_prior(sampler.alpha, plan.alpha),
+            topic_word_prior=float(sampler.beta),
+            n_iter=n_iter, n_batch_iter=n_iter + 1,
+            bound=perplexity(sampler.log_likelihood(), weight),
+            n_tokens=weight, fit_time=fit_time, history=history.as_dict(),
+        )
+    finally:
+        sampler.release()
+    return state
+
+
+def _batch_statistics(plan, sampler, corpus, components, iteration, want_loglik):
+    """Word-topic statistics of one mini-batch (``doc/algorithm.md``, mini-batch learning), its
+    document-topic histogram when alpha is learned, and the training log-likelihood of the
+    batch's last state when asked (else NaN)."""
+    first = components is None
+    sampler.load(corpus)
+    if not first:
+        sampler.fix_topic_word(components)
+    sampler.init_topics(iteration, STREAM_BATCH_INIT)
+    keep_from = plan.n_batch_sweeps - (plan.n_batch_sweeps + 1) // 2
+    for s in range(plan.n_batch_sweeps):
+        sampler.sweep(iteration, STREAM_BATCH_SAMPLE, s)
+        if not first and s >= keep_from:
+            sampler.accumulate_word_topic()
+    stats = sampler.word_topic_counts() if first else sampler.mean_word_topic()
+    histogram = sampler.doc_topic_histogram() if plan.alpha.learn else None
+    loglik = sampler.log_likelihood() if want_loglik else float("nan")
+    return stats, histogram, loglik
+
+
+def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler=None,
+                want_loglik=False):
+    """One mini-batch of online learning.
+
+    Parameters
+    ----------
+    plan : Plan
+    X : validated counts of the batch
+    components : ndarray of shape (n_topics, n_words) or None
+        The model so far; None for the very first batch.
+    alpha : float or ndarray
+        The document-topic prior so far.
+    n_batch_iter : int
+        Number of this batch (keys its random numbers, sets its learning rate).
+    total_samples : float
+        Documents the corpus is assumed to hold.
+    sampler : Sampler, optional
+        Reused across batches (each batch is loaded anew); made and released here if None.
+    want_loglik : bool, default=False
+        Also compute the training log-likelihood of the batch's last state.
+
+    Returns
+    -------
+    components : ndarray of float64
+    alpha : float or ndarray
+    loglik : float
+        NaN unless ``want_loglik``.
+    """
+    own = sampler is None
+    sampler = plan.sampler(alpha=alpha) if own else sampler
+    try:
+        sampler.set_priors(alpha=alpha)
+        stats, histogram, loglik = _batch_statistics(plan, sampler, tokens(X), components,
+                                                     n_batch_iter, want_loglik)
+    finally:
+        if own:
+            sampler.release()
+    beta = plan.beta.value
+    rho = (plan.learning_offset + n_batch_iter) ** (-plan.learning_decay)
+    target = beta + (total_samples / max(X.shape[0], 1)) * stats
+    new = target if components is None else (1.0 - rho) * np.asarray(components, np.float64) + rho * target
+    if plan.alpha.learn:
+        lengths = _priors.length_histogram(np.asarray(to_host(X.sum(axis=1))).ravel())
+        estimate = _priors.update_alpha(np.broadcast_to(alpha, (plan.n_topics,)), *histogram,
+                                        *lengths)
+        alpha = (1.0 - rho) * np.asarray(alpha, np.float64) + rho * estimate
+    return new, alpha, loglik
+
+
+def held_out_perplexity(plan, X, components, alpha):
+    """Perplexity of ``X`` by the deterministic fold-in (online learning's evaluation)."""
+    _, loglik = fold_in(plan.device, X, components, alpha, plan.max_doc_update_iter,
+                        plan.mean_change_tol, return_loglik=True)
+    return perplexity(loglik.sum(), float(X.sum()))
+
+
+def fit_online(plan, X):
+    """Online learning: ``max_iter`` passes of mini-batches of ``batch_size`` documents.
+
+    Returns
+    -------
+    FittedState
+    """
+    n_samples = X.shape[0]
+    start = time.perf_counter()
+    n_tokens = float(X.sum())
+    history = _History()
+    history.stop_reason = f"max_iter={plan.max_iter} passes done"
+    components, alpha, n_batch_iter = None, plan.alpha.value, 1
+    last_bound, n_iter = None, 0
+    sampler = plan.sampler()
+    try:
+        for i in range(plan.max_iter):
+            for batch in gen_batches(n_samples, plan.batch_size):
+                components, alpha, _ = online_step(plan, X[batch], components, alpha,
+                                                   n_batch_iter, n_samples, sampler=sampler)
+                n_batch_iter += 1
+            n_iter = i + 1
+            evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
+            if evaluate or plan.verbose:
+                bound = held_out_perplexity(plan, X, components, alpha)
+                history.add(iteration=n_iter, seconds=time.perf_counter() - start,
+                            perplexity=bound)
+                if plan.verbose:
+                    print(f"iteration: {n_iter} of max_iter: {plan.max_iter}, "
+                          f"perplexity: {bound:.4f}")
+                if evaluate:
+                    if _stop(last_bound, bound, plan.perp_tol):
+                        history.stop_reason = (
+                            f"perplexity changed by {abs(last_bound - bound):.4g} < perp_tol="
+                            f"{plan.perp_tol:g} after {n_iter} passes")
+                        break
+                    last_bound = bound
+            if plan.callback is not None:
+                plan.callback(dict(iteration=n_iter, max_iter=plan.max_iter, n_tokens=n_tokens,
+                                   seconds=time.perf_counter() - start))
+        sampler.synchronize()
+    finally:
+        sampler.release()
+    fit_time = time.perf_counter() - start
+    if components is None:
+        # max_iter=0: no batch was seen; topics stay at the prior.
+        components = np.full((plan.n_topics, X.shape[1]), plan.beta.value)
+    return FittedState(
+        components=components, doc_topic_prior=public_prior(alpha, plan.alpha),
+        topic_word_prior=float(plan.beta.value), n_iter=n_iter, n_batch_iter=n_batch_iter,
+        bound=held_out_perplexity(plan, X, components, alpha), n_tokens=n_tokens,
+        fit_time=fit_time, history=history.as_dict(),
+    )

@@ -1,0 +1,154 @@
+"""Sampling backends: one registry entry each, behind the :class:`~.base.Sampler` protocol.
+
+A backend is a sampler class for one kind of device and one draw rule ('algorithm'), with its
+limits. ``algorithm='auto'`` reads :data:`BACKENDS` in order and takes the first entry for the
+device whose ``auto_max_topics`` admits K. Adding a backend means writing the protocol's methods
+and one entry here; the estimator and the fit loop need no change. CUDA modules are imported only
+when a GPU backend is made, so the package imports on machines without CuPy.
+"""
+
+import importlib
+from dataclasses import dataclass, field
+
+from .base import Sampler, topic_prior
+
+__all__ = ["Backend", "BACKENDS", "ALGORITHMS", "Sampler", "choose_backend", "fold_in",
+           "topic_prior"]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One registry entry.
+
+    Attributes
+    ----------
+    name : str
+        Unique name, e.g. 'cuda-sparse'.
+    algorithm : str
+        The value of the ``algorithm`` parameter that selects it.
+    device_kind : {'cpu', 'cuda'}
+    target : str
+        ``'module:Class'`` of the sampler, relative to this package.
+    options : dict
+        Keyword arguments given to the sampler class besides the protocol's.
+    max_topics : int or None
+        Largest K it supports (None: no limit of its own).
+    auto_max_topics : int or None
+        Largest K at which ``algorithm='auto'`` picks it (None: up to ``max_topics``; 0: never).
+    max_devices : int
+        GPUs one sampler can use.
+    why_max_topics : str
+        What ``max_topics`` comes from, for the error message.
+    """
+
+    name: str
+    algorithm: str
+    device_kind: str
+    target: str
+    options: dict = field(default_factory=dict)
+    max_topics: int = None
+    auto_max_topics: int = None
+    max_devices: int = 1
+    why_max_topics: str = ""
+
+    def sampler_class(self):
+        module, _, cls = self.target.partition(":")
+        return getattr(importlib.import_module(module, __name__), cls)
+
+    def make(self, n_topics, alpha, beta, seed, device, **options):
+        """A :class:`~.base.Sampler` of this backend; ``options`` override the entry's."""
+        return self.sampler_class()(n_topics, alpha, beta, seed, device,
+                                    **{**self.options, **options})
+
+    def auto_admits(self, n_topics):
+        limit = self.max_topics if self.auto_max_topics is None else self.auto_max_topics
+        return limit is None or n_topics <= limit
+
+
+_DENSE_WHY = ("the dense kernels keep a document's K probabilities in per-thread arrays, and the "
+              "CPU's dense rule follows them")
+
+#: The registry, in the order ``algorithm='auto'`` reads it. The dense CUDA backend is never
+#: picked by 'auto': whole iterations measured by ``benchmarks/bench_algorithms.py`` on an H200
+#: (doc/performance.md, 2026-11-22) had the sparse backend faster at every K from 16 to 1,024 on
+#: the NYTimes-shaped corpus (3,701 against 2,344 Mtoken/s at K = 16) and on NIPS, because the
+#: dense backend's M-step and its thread per document cost more than its sampling kernel saves.
+#: On the CPU both rules cost the same, and 'auto' keeps the reference (sparse) rule.
+BACKENDS = (
+    Backend("cuda-dense", "dense", "cuda", ".cuda.dense:CudaDenseSampler", max_topics=1024,
+            auto_max_topics=0, why_max_topics=_DENSE_WHY),
+    Backend("cuda-sparse", "sparse", "cuda", ".cuda.sparse:CudaSparseSampler", max_topics=32768,
+            why_max_topics="the sparse kernels' per-word sampling tree has three levels of 32"),
+    Backend("numpy-dense", "dense", "cpu", ".numpy.sampler:NumpySampler",
+            options={"rule": "dense"}, max_topics=1024, auto_max_topics=0,
+            why_max_topics=_DENSE_WHY),
+    Backend("numpy-sparse", "sparse", "cpu", ".numpy.sampler:NumpySampler",
+            options={"rule": "sparse"}),
+)
+
+#: Values of the ``algorithm`` parameter besides 'auto'.
+ALGORITHMS = tuple(sorted({b.algorithm for b in BACKENDS}))
+
+
+def choose_backend(algorithm, n_topics, device):
+    """The registry entry for an ``algorithm`` value, a number of topics and a resolved device.
+
+    Parameters
+    ----------
+    algorithm : str
+        'auto' or one of :data:`ALGORITHMS`.
+    n_topics : int
+    device : sklearn_gpulda._device.Device
+
+    Returns
+    -------
+    backend : Backend
+
+    Raises
+    ------
+    ValueError
+        Unknown algorithm, or K or the number of GPUs beyond what the backend supports.
+    """
+    n_topics = int(n_topics)
+    candidates = [b for b in BACKENDS if b.device_kind == device.kind]
+    if algorithm == "auto":
+        chosen = next((b for b in candidates if b.auto_admits(n_topics)), None)
+        if chosen is None:
+            limit = max((b.max_topics or 0) for b in candidates)
+            raise ValueError(
+                f"no backend on {device} supports n_components={n_topics} (at most {limit})"
+            )
+    else:
+        chosen = next((b for b in candidates if b.algorithm == algorithm), None)
+        if chosen is None:
+            names = ", ".join(repr(a) for a in ("auto",) + ALGORITHMS)
+            raise ValueError(f"algorithm must be one of {names}, got {algorithm!r}")
+        if chosen.max_topics is not None and n_topics > chosen.max_topics:
+            raise ValueError(
+                f"algorithm={algorithm!r} supports at most {chosen.max_topics} topics "
+                f"({chosen.why_max_topics}), got n_components={n_topics}; use "
+                "algorithm='sparse' or 'auto'"
+            )
+    n_gpus = len(device.indices)
+    if n_gpus > chosen.max_devices:
+        raise ValueError(
+            f"device={str(device)!r} names {n_gpus} GPUs, but the {chosen.name} backend uses "
+            f"{chosen.max_devices}; no backend trains on several GPUs yet, name one GPU"
+        )
+    return chosen
+
+
+def fold_in(device, X, components, alpha, max_iter, tol, return_loglik=False):
+    """The deterministic fold-in of ``doc/algorithm.md`` on ``device``, the same function on
+    every backend of a device kind (it reads no sampler's state).
+
+    See :func:`sklearn_gpulda.backends.numpy.fold_in` for the parameters; ``device`` is a
+    resolved :class:`~sklearn_gpulda._device.Device`.
+    """
+    if device.kind == "cpu":
+        from .numpy import fold_in as host_fold_in
+
+        return host_fold_in(X, components, alpha, max_iter, tol, return_loglik)
+    from .cuda.infer import fold_in as device_fold_in
+
+    return device_fold_in(device, X, components, alpha, max_iter, tol, return_loglik)

@@ -1,0 +1,227 @@
+"""The protocol every sampling backend implements.
+
+A :class:`Sampler` holds one Gibbs chain on one device: the tokens of a corpus laid out as the
+backend likes, each token's topic, and the counts derived from them. It does the arithmetic of
+``doc/algorithm.md`` and nothing else: the fit loop (:mod:`sklearn_gpulda._fit`) decides what to
+run when (sweeps, prior updates, averaging, evaluation, stopping), and the estimator validates
+user input before any of it.
+
+Life cycle::
+
+    sampler.load(corpus)                 # lay the tokens out (no topics yet)
+    sampler.init_topics()                # or set_topics(z); both end with the M-step
+    sampler.sweep(1); sampler.sweep(2)   # E-step then M-step, keyed by the iteration number
+    sampler.word_topic_counts()          # read the state back (host arrays)
+    sampler.release()                    # free what the backend holds on its device
+
+For mini-batch learning the topic-word distributions come from a fitted model instead:
+``fix_topic_word(components)`` before ``init_topics``, and from then on an M-step rebuilds the
+document-topic counts only.
+"""
+
+import abc
+
+import numpy as np
+
+from .._random import STREAM_INIT, STREAM_SAMPLE
+
+
+def topic_prior(alpha, n_topics):
+    """The document-topic prior as a float64 array of shape (n_topics,).
+
+    A number means the same prior for every topic; an array must hold one positive value per
+    topic.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    if alpha.ndim == 0:
+        alpha = np.full(n_topics, float(alpha))
+    if alpha.shape != (n_topics,):
+        raise ValueError(
+            f"alpha must be a number or an array of shape ({n_topics},), got shape {alpha.shape}"
+        )
+    if not (np.all(np.isfinite(alpha)) and np.all(alpha > 0)):
+        raise ValueError("alpha must be finite and positive")
+    return alpha
+
+
+class Sampler(abc.ABC):
+    """One Gibbs chain of ESCA on one device.
+
+    Parameters
+    ----------
+    n_topics : int
+        Number of topics K.
+    alpha : float or array-like of shape (n_topics,)
+        Document-topic prior.
+    beta : float
+        Topic-word prior.
+    seed : int
+        32-bit seed; with the iteration number it keys every random draw.
+    device : sklearn_gpulda._device.Device
+        Where the chain lives.
+    """
+
+    def __init__(self, n_topics, alpha, beta, seed, device):
+        self.n_topics = int(n_topics)
+        self._set_alpha(alpha)
+        self.beta = float(beta)
+        self.seed = int(seed) & 0xFFFFFFFF
+        self.device = device
+        self.corpus = None
+        self.n_accumulated = 0
+
+    # -- memory ---------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def estimate_bytes(self, corpus):
+        """Bytes of the device's memory a chain on ``corpus`` keeps, and its peak.
+
+        Returns
+        -------
+        steady, peak : int
+        """
+
+    # -- the chain ------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def load(self, corpus):
+        """Lay out a :class:`~sklearn_gpulda._corpus.TokenCorpus`; raise MemoryError, before
+        allocating, where it would not fit. Drops any earlier corpus."""
+
+    @abc.abstractmethod
+    def init_topics(self, iteration=0, stream=STREAM_INIT):
+        """Draw every token's topic uniformly (``_random.token_topic``), then the M-step."""
+
+    @abc.abstractmethod
+    def set_topics(self, topics):
+        """Load an explicit topic per token (canonical order), then the M-step."""
+
+    @abc.abstractmethod
+    def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
+        """One E-step keyed by ``(seed, iteration)`` (counter words ``stream`` and ``sub``),
+        then the M-step."""
+
+    @abc.abstractmethod
+    def fix_topic_word(self, components):
+        """Hold ``Bhat`` at the normalised rows of ``components`` (K x V) from now on; the
+        M-step then rebuilds the document-topic counts only. Call after :meth:`load`."""
+
+    def set_priors(self, alpha=None, beta=None):
+        """Change the priors of the chain; the next E-step uses them. None keeps a prior."""
+        if alpha is not None:
+            self._set_alpha(alpha)
+        if beta is not None:
+            self.beta = float(beta)
+        self._priors_changed()
+
+    def _set_alpha(self, alpha):
+        # A number is kept as it is until the chain needs the array: a sampler is made before
+        # its memory check runs (in load), and K numbers can be the first thing too large.
+        if np.ndim(alpha) == 0:
+            topic_prior(float(alpha), 1)  # the same checks, without the K-sized array
+            self._alpha = float(alpha)
+        else:
+            self._alpha = topic_prior(alpha, self.n_topics)
+
+    @property
+    def alpha(self):
+        """The document-topic prior, float64 of shape (n_topics,)."""
+        if np.ndim(self._alpha) == 0:
+            self._alpha = topic_prior(self._alpha, self.n_topics)
+        return self._alpha
+
+    @abc.abstractmethod
+    def _priors_changed(self):
+        """Rebuild whatever the backend derives from the priors."""
+
+    # -- reading the state ----------------------------------------------------------------------
+    @abc.abstractmethod
+    def topics(self):
+        """Current topic of every token: int32 in canonical order, on the host."""
+
+    @abc.abstractmethod
+    def word_topic_counts(self):
+        """B transposed: float64 array of shape (n_topics, n_words) on the host."""
+
+    @abc.abstractmethod
+    def doc_topic_counts(self):
+        """A: float64 array of shape (n_docs, n_topics) on the host."""
+
+    @abc.abstractmethod
+    def log_likelihood(self):
+        """Training log-likelihood of the current state (``doc/algorithm.md``)."""
+
+    @abc.abstractmethod
+    def doc_topic_histogram(self):
+        """How many documents hold each non-zero count of each topic (for learning alpha).
+
+        Returns
+        -------
+        topic : ndarray of int64
+        count : ndarray of float64
+            A value of ``A[d, topic]`` that is not zero.
+        n_docs : ndarray of int64
+            Number of documents d with ``A[d, topic] == count``. Pairs are distinct.
+        """
+
+    @abc.abstractmethod
+    def word_topic_histogram(self):
+        """How many (word, topic) cells hold each non-zero count, and the topic totals (for
+        learning beta).
+
+        Returns
+        -------
+        count : ndarray of float64
+            A value of ``B[v, k]`` that is not zero.
+        n_cells : ndarray of int64
+            Number of cells with that value. Values are distinct.
+        topic_totals : ndarray of float64, shape (n_topics,)
+        """
+
+    # -- averaging ------------------------------------------------------------------------------
+    def accumulate_word_topic(self):
+        """Add the current word-topic counts to a running sum kept on the chain's device."""
+        self._accumulate()
+        self.n_accumulated += 1
+
+    def mean_word_topic(self):
+        """The running sum over its :meth:`accumulate_word_topic` calls, divided by their number:
+        float64 of shape (n_topics, n_words) on the host."""
+        if not self.n_accumulated:
+            raise RuntimeError("no word-topic counts were accumulated")
+        return self._accumulated(self.n_accumulated)
+
+    @abc.abstractmethod
+    def _accumulate(self):
+        """Add the current word-topic counts to the running sum (allocated at the first call)."""
+
+    @abc.abstractmethod
+    def _accumulated(self, divisor):
+        """The running sum divided by ``divisor``, as :meth:`mean_word_topic` returns it."""
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _checked_topics(self, topics):
+        """``topics`` as int32, after checking it gives every token of the loaded corpus a topic
+        of this chain."""
+        corpus = self._require()
+        topics = np.asarray(topics, dtype=np.int32)
+        if topics.shape != (corpus.n_tokens,):
+            raise ValueError(f"topics must have shape ({corpus.n_tokens},), got {topics.shape}")
+        if topics.size and (topics.min() < 0 or topics.max() >= self.n_topics):
+            raise ValueError(f"topics must lie in [0, {self.n_topics})")
+        return topics
+
+    def _require(self):
+        if self.corpus is None:
+            raise RuntimeError("the sampler holds no corpus; call load first")
+        return self.corpus
+
+    def synchronize(self):
+        """Wait until the work queued on the device has finished (nothing on the CPU).
+
+        GPU kernels run asynchronously: a clock read right after the last sweep was queued would
+        count only the launches, not the sampling.
+        """
+
+    def release(self):
+        """Free whatever the chain holds on its device; the sampler can then be loaded again."""
+        self.corpus = None
+        self.n_accumulated = 0

@@ -1,0 +1,102 @@
+"""Launchers of ``cuda/counts.cu``: the M-step (A rows, B, topic totals) and A's histogram keys."""
+
+import numpy as np
+
+from ... import _kernels
+from .constants import COUNT_BLOCK, HIST_MAX_TOPICS, SHORT_DOC_MAX, WARP
+
+STEM = "counts"
+#: Rows of B per slice in the topic-total reduction.
+ROWS_PER_SLICE = 128
+
+
+def scatter_topics(chunk):
+    """``z_can[tok[p]] = z[p]``: the chunk's topics from PDOW into canonical order."""
+    n = chunk.n_tokens
+    if n:
+        _kernels.launch(
+            STEM, f"scatter_topics_{chunk.suffix}", -(-n // 256), 256,
+            [(chunk.z, chunk.z.dtype), (chunk.tok, np.uint32), (n, "i64"),
+             (chunk.z_can, chunk.z.dtype)],
+        )
+
+
+def _rebuild(chunk, kind, docs, n_docs, n_sm, blocks_per_sm, extra, shared_mem):
+    """Launch ``rebuild_a_<kind>`` over ``n_docs`` documents listed in ``docs``.
+
+    Warp-strided kernels get at most ``blocks_per_sm`` blocks per SM; the block-per-document
+    kernel (``blocks_per_sm=None``) at most four. ``extra`` are the kernel's arguments between
+    ``z_can`` and ``a_row`` (counts.cu gives each kernel's contract).
+    """
+    if not n_docs:
+        return
+    if blocks_per_sm is None:
+        grid = min(n_docs, n_sm * 4)
+    else:
+        grid = min(-(-n_docs // (COUNT_BLOCK // WARP)), n_sm * blocks_per_sm)
+    _kernels.launch(
+        STEM, f"rebuild_a_{kind}_{chunk.suffix}_{chunk.fmt}", grid, COUNT_BLOCK,
+        [(docs, np.int32), (n_docs, "i32"), (chunk.doc_off, np.int32), (chunk.doc_len, np.int32),
+         (chunk.row_off, np.int32), (chunk.z_can, chunk.z.dtype), *extra,
+         (chunk.a_row, np.int32), (chunk.a_ent, chunk.ent_dtype)],
+        shared_mem=shared_mem,
+    )
+
+
+def rebuild_a(chunk, n_topics, n_sm):
+    """The chunk's sparse A rows from its topics (scatter to canonical order, then count)."""
+    if chunk.n_tokens == 0:
+        return
+    scatter_topics(chunk)
+    if chunk.weight is None and n_topics <= HIST_MAX_TOPICS:
+        # Per-warp histograms: O(n + K) per document, cheaper than sorting while K is small.
+        _rebuild(chunk, "hist", chunk.all_docs, chunk.n_docs, n_sm, 16, [(n_topics, "i32")],
+                 (COUNT_BLOCK // WARP) * n_topics * 4)
+        return
+    n_short = int(chunk.short_docs.shape[0])
+    if chunk.weight is None:
+        # Large K, integer counts: a topic bitmap per warp, O(n + K / 32) per document.
+        bitmap_words = 2 * (-(-n_topics // 32)) + SHORT_DOC_MAX
+        _rebuild(chunk, "bitmap", chunk.short_docs, n_short, n_sm, 16, [(n_topics, "i32")],
+                 (COUNT_BLOCK // WARP) * bitmap_words * 4)
+    else:
+        _rebuild(chunk, "short", chunk.short_docs, n_short, n_sm, 12,
+                 [(chunk.weight, np.float32)], 0)
+    _rebuild(chunk, "long", chunk.long_docs, int(chunk.long_docs.shape[0]), n_sm, None,
+             [(chunk.weight, np.float32), (n_topics, "i32")], n_topics * 4)
+
+
+def count_b(chunk, n_topics, B, n_sm):
+    """``B[word, z] += w`` for every token of the chunk (B is not zeroed here)."""
+    if chunk.n_tokens == 0:
+        return
+    n_items = int(chunk.items.shape[0])
+    _kernels.launch(
+        STEM, f"count_b_{chunk.suffix}", min(n_items, n_sm * 16), 256,
+        [(chunk.items, np.int32), (n_items, "i32"), (chunk.z, chunk.z.dtype),
+         (chunk.tok, np.uint32), (chunk.weight, np.float32), (n_topics, "i32"), (B, np.float32)],
+    )
+
+
+def column_partials(B, partial):
+    """``partial[s, k]`` = sum of ``B[v, k]`` over the rows of slice s, in float64, in row order
+    (``partial`` has ``ceil(V / ROWS_PER_SLICE)`` rows)."""
+    n_words, n_topics = B.shape
+    _kernels.launch(
+        STEM, "column_partials", (-(-n_topics // 128), partial.shape[0]), 128,
+        [(B, np.float32), (n_words, "i32"), (n_topics, "i32"), (ROWS_PER_SLICE, "i32"),
+         (partial, np.float64)],
+    )
+
+
+def a_entry_keys(chunk, key_off, keys, n_sm):
+    """Every non-zero of the chunk's A as ``(topic << 32) | float bits of its count`` into
+    ``keys`` (uint64), document d's at ``key_off[d]`` onwards."""
+    if chunk.n_docs == 0:
+        return
+    grid = min(-(-chunk.n_docs // (COUNT_BLOCK // WARP)), n_sm * 16)
+    _kernels.launch(
+        STEM, f"a_entry_keys_{chunk.fmt}", grid, COUNT_BLOCK,
+        [(chunk.a_row, np.int32), (chunk.a_ent, chunk.ent_dtype), (key_off, np.int64),
+         (chunk.n_docs, "i32"), (keys, np.uint64)],
+    )

@@ -1,0 +1,71 @@
+"""Launchers of ``cuda/sample_sparse.cu``: initial topics, the E-step and the token log-likelihood.
+
+Each function checks nothing a kernel cannot run safely without (``_kernels.launch`` checks the
+dtype and contiguity of every array and casts every scalar); the sampler in :mod:`.sparse` decides
+what to launch when.
+"""
+
+import numpy as np
+
+from ... import _kernels
+
+STEM = "sample_sparse"
+
+
+def init_topics(tok, t0, n_topics, seed, iteration, stream, z, sweep=0):
+    """``z[p]`` = the uniform topic of canonical token ``t0 + tok[p]`` (``_random.token_topic``)."""
+    n = int(tok.shape[0])
+    if n == 0:
+        return
+    suffix = "u16" if z.dtype == np.uint16 else "i32"
+    _kernels.launch(
+        STEM, f"init_topics_{suffix}", -(-n // 256), 256,
+        [(tok, np.uint32), (n, "i64"), (t0, "i64"), (n_topics, "u32"), (seed, "u32"),
+         (iteration, "u32"), (stream, "u32"), (sweep, "u32"), (z, z.dtype)],
+    )
+
+
+def _token_walk(kernel, chunk, words, shape, tail):
+    """Launch a kernel that walks a chunk's work items word by word (the sampler, the token
+    log-likelihood): they share their first arguments, and the scheduling counter starts at 0."""
+    words.counter.fill(0)
+    grid, block, shared = shape
+    _kernels.launch(
+        STEM, kernel, grid, block,
+        [(chunk.items, np.int32), (chunk.items.shape[0], "i32"), (words.counter, np.int32),
+         (chunk.tok, np.uint32), (chunk.doc, np.int32), (chunk.a_row, np.int32),
+         (chunk.a_ent, chunk.ent_dtype), *tail],
+        shared_mem=shared,
+    )
+
+
+def sample_tokens(chunk, words, shape, seed, iteration, stream, sweep):
+    """One E-step over a chunk: ``chunk.z`` (PDOW order) goes from the current to the new topics.
+
+    ``words`` holds the word side (:class:`~.sparse.WordSide`): B with its denominators, or a
+    fixed Bhat, the prior and the scheduling counter; ``shape`` is (grid, block, shared bytes).
+    """
+    if chunk.n_tokens == 0:
+        return
+    fixed = words.bhat_fixed is not None
+    _token_walk(
+        f"sample_tokens_{chunk.suffix}_{chunk.fmt}", chunk, words, shape,
+        [(chunk.weight, np.float32), (chunk.t0, "i64"),
+         (None if fixed else words.B, np.float32), (None if fixed else words.denom, np.float64),
+         (words.beta, "f64"), (words.bhat_fixed, np.float32), (words.alpha, np.float32),
+         (words.n_topics, "i32"), (seed, "u32"), (iteration, "u32"), (stream, "u32"),
+         (sweep, "u32"), (chunk.z, chunk.z.dtype)],
+    )
+
+
+def token_loglik(chunk, words, shape, partial):
+    """Per-batch partial sums of the training log-likelihood of a chunk's tokens into ``partial``
+    (float64, one slot per 32-token batch of every work item)."""
+    fixed = words.bhat_fixed is not None
+    _token_walk(
+        f"token_loglik_{chunk.fmt}", chunk, words, shape,
+        [(chunk.weight, np.float32), (chunk.doc_norm, np.float64),
+         (None if fixed else words.B, np.float32), (None if fixed else words.denom, np.float64),
+         (words.beta, "f64"), (words.bhat_fixed, np.float32), (words.alpha, np.float32),
+         (words.n_topics, "i32"), (partial, np.float64)],
+    )

@@ -1,0 +1,317 @@
+"""The sparse CUDA backend: ESCA on PDOW chunks (SaberLDA, Li et al., ASPLOS 2017, Sec. 3).
+
+B is dense, word-major (words relabelled by decreasing frequency), float32; Bhat and each word's
+W-ary tree are never stored: the block that samples a word builds them in shared memory from B
+and the topic totals (``cuda/sample_sparse.cu``). ``doc/performance.md`` has the measurements
+behind these choices.
+
+One iteration: for each chunk, sample then rebuild that chunk's A (A rows are private to a
+chunk); then B by atomics over every chunk, and the topic totals. Only the E-step needs the
+previous B, so a later streaming version can move chunks in and out around the per-chunk steps
+without changing this order.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..._corpus import frequency_relabel
+from ..._random import STREAM_INIT, STREAM_SAMPLE
+from ..base import Sampler
+from . import counts, sample_sparse
+from .chain import CudaChain
+from .constants import MAX_TOPICS, SAMPLE_BLOCK, SAMPLE_BLOCK_MAX, WARP
+from .layout import build_chunks, chunk_bytes
+from .transfer import topic_major_to_host
+
+
+def tree_floats(n_topics):
+    """Shared floats of one word's table: Bhat row, tile sums, group sums (``cuda/tree.cuh``)."""
+    return n_topics + -(-n_topics // WARP) + WARP
+
+
+def sample_shape(smem_block, smem_sm, max_threads_sm=2048):
+    """Sampler block size and resident blocks per SM: the smallest block reaching the most warps.
+
+    A large K takes enough shared memory per block (the word's Bhat row and tree) to cap resident
+    blocks; larger blocks then keep the SM's warp slots full.
+    """
+    best = None
+    block = SAMPLE_BLOCK
+    while block <= SAMPLE_BLOCK_MAX:
+        per_sm = max(1, min(max_threads_sm // block, smem_sm // (smem_block + 1024)))
+        if best is None or per_sm * block > best[0] * best[1]:
+            best = (block, per_sm)
+        block *= 2
+    return best
+
+
+@dataclass
+class WordSide:
+    """The word side of the chain on the device: what every E-step reads besides A."""
+
+    n_topics: int
+    n_words: int
+    B: object            # (V, K) float32 counts, relabelled words
+    totals: object       # (K,) float64 topic totals n[k]
+    denom: object        # (K,) float64 n[k] + V beta
+    partial: object      # (slices, K) float64 scratch of the totals
+    counter: object      # (1,) int32 work-item counter
+    alpha: object        # (K,) float32
+    beta: float
+    bhat_fixed: object = None  # (V, K) float32 when the topic-word side is held fixed
+    b_current: bool = True     # whether B counts the current topics
+
+
+class CudaSparseSampler(CudaChain, Sampler):
+    """ESCA on a CUDA GPU (see :class:`~sklearn_gpulda.backends.base.Sampler`).
+
+    Parameters
+    ----------
+    n_topics, alpha, beta, seed, device
+        As :class:`~sklearn_gpulda.backends.base.Sampler`; one GPU.
+    max_chunk_tokens : int or None
+        Token budget of one PDOW chunk; None puts the whole corpus in one chunk.
+    profile : bool
+        Record CUDA events around each stage of :meth:`sweep` into ``self.stage_ms``.
+    """
+
+    def __init__(self, n_topics, alpha, beta, seed, device, max_chunk_tokens=None, profile=False):
+        super().__init__(n_topics, alpha, beta, seed, device)
+        if not 1 <= self.n_topics <= MAX_TOPICS:
+            raise ValueError(
+                f"the CUDA engine supports 1 <= n_topics <= {MAX_TOPICS}, got {self.n_topics}"
+            )
+        self._attach(device)
+        self.max_chunk_tokens = max_chunk_tokens
+        self.profile = profile
+        self.stage_ms = {}
+        self.chunks = []
+        self.words = None
+        with self._dev():
+            props = self._cp.cuda.runtime.getDeviceProperties(self._index)
+            self._n_sm = int(props["multiProcessorCount"])
+            smem_sm = int(props["sharedMemPerMultiprocessor"])
+            smem_block_max = int(props.get("sharedMemPerBlockOptin", props["sharedMemPerBlock"]))
+        smem = tree_floats(self.n_topics) * 4
+        if smem > smem_block_max:
+            raise ValueError(
+                f"n_topics={self.n_topics} needs {smem} bytes of shared memory per block, the "
+                f"device allows {smem_block_max}"
+            )
+        block, per_sm = sample_shape(smem, smem_sm)
+        self._shape = (self._n_sm * per_sm, block, smem)
+
+    # -- memory ---------------------------------------------------------------------------------
+    def estimate_bytes(self, corpus):
+        """Device bytes a chain on ``corpus`` holds, and the peak while building the layout."""
+        k, v = self.n_topics, corpus.n_words
+        layout, build = chunk_bytes(corpus, k, self.max_chunk_tokens)
+        table = v * k * 4 + (-(-v // counts.ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
+        steady = layout + table
+        return int(steady), int(steady + build)
+
+    def _memory_message(self, corpus, steady, build, free, total):
+        return (
+            f"the CUDA engine needs about {build / 2**30:.2f} GiB of device memory to lay out "
+            f"{corpus.n_tokens} tokens, {corpus.n_docs} documents, {corpus.n_words} words at "
+            f"K={self.n_topics} ({steady / 2**30:.2f} GiB kept), but only "
+            f"{free / 2**30:.2f} GiB of {total / 2**30:.2f} GiB is free on GPU {self._index}"
+        )
+
+    # -- the chain ------------------------------------------------------------------------------
+    def load(self, corpus):
+        cp = self._cp
+        with self._dev():
+            self.release()
+            self._check_memory(corpus)
+            self.new_of_old, self.old_of_new = frequency_relabel(corpus.word_frequencies())
+            self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
+                                       self.max_chunk_tokens)
+            # Drop the layout's sort scratch before the large table, so the pool's peak is the
+            # larger of the two phases rather than their sum.
+            cp.get_default_memory_pool().free_all_blocks()
+            k, v = self.n_topics, corpus.n_words
+            self.words = WordSide(
+                n_topics=k, n_words=v, B=cp.zeros((v, k), dtype=cp.float32),
+                totals=cp.zeros(k, dtype=cp.float64), denom=cp.empty(k, dtype=cp.float64),
+                partial=cp.empty((max(1, -(-v // counts.ROWS_PER_SLICE)), k), dtype=cp.float64),
+                counter=cp.zeros(1, dtype=cp.int32), alpha=None, beta=self.beta,
+            )
+            self.corpus = corpus
+            self._priors_changed()
+
+    def _priors_changed(self):
+        if self.words is None:
+            return
+        cp = self._cp
+        with self._dev():
+            w = self.words
+            w.alpha = cp.asarray(self.alpha.astype(np.float32))
+            w.beta = self.beta
+            w.denom[...] = w.totals + w.n_words * self.beta
+            alpha_sum = float(self.alpha.sum())
+            for ch in self.chunks:
+                ch.doc_norm = ch.doc_weight + alpha_sum
+
+    def init_topics(self, iteration=0, stream=STREAM_INIT):
+        self._require()
+        with self._dev():
+            for ch in self.chunks:
+                sample_sparse.init_topics(ch.tok, ch.t0, self.n_topics, self.seed, iteration,
+                                          stream, ch.z)
+            self._mstep()
+
+    def set_topics(self, topics):
+        topics = self._checked_topics(topics)
+        cp = self._cp
+        with self._dev():
+            for ch in self.chunks:
+                # PDOW order from canonical: position p holds token t0 + tok[p].
+                ch.z[...] = cp.asarray(topics[ch.t0 : ch.t1].astype(ch.z.dtype))[ch.tok]
+            self._mstep()
+
+    def fix_topic_word(self, components):
+        self._require()
+        comp = np.asarray(components, dtype=np.float64)
+        bhat = (comp / comp.sum(axis=1, keepdims=True)).T[self.old_of_new]
+        with self._dev():
+            self.words.bhat_fixed = self._cp.asarray(np.ascontiguousarray(bhat, dtype=np.float32))
+            self.words.b_current = False
+
+    def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
+        self._require()
+        cp = self._cp
+        with self._dev():
+            ev = [cp.cuda.Event() for _ in range(4)] if self.profile else None
+            if ev:
+                ev[0].record()
+            for ch in self.chunks:
+                sample_sparse.sample_tokens(ch, self.words, self._shape, self.seed, iteration,
+                                            stream, sub)
+            if ev:
+                ev[1].record()
+            for ch in self.chunks:
+                counts.rebuild_a(ch, self.n_topics, self._n_sm)
+            if ev:
+                ev[2].record()
+            self._count_words()
+            if ev:
+                ev[3].record()
+                ev[3].synchronize()
+                names = ("sample", "rebuild_a", "count_b_totals")
+                self.stage_ms = {
+                    name: cp.cuda.get_elapsed_time(a, b) for name, a, b in zip(names, ev, ev[1:])
+                }
+
+    def _mstep(self):
+        for ch in self.chunks:
+            counts.rebuild_a(ch, self.n_topics, self._n_sm)
+        self._count_words()
+
+    def _count_words(self):
+        """B and the topic totals from the current topics; only marks B stale while the
+        topic-word side is fixed (the E-step does not read B then)."""
+        w = self.words
+        if w.bhat_fixed is not None:
+            w.b_current = False
+            return
+        self._count_b()
+        counts.column_partials(w.B, w.partial)
+        self._cp.sum(w.partial, axis=0, out=w.totals)
+        w.denom[...] = w.totals + w.n_words * w.beta
+
+    def _count_b(self):
+        w = self.words
+        w.B.fill(0)
+        for ch in self.chunks:
+            counts.count_b(ch, self.n_topics, w.B, self._n_sm)
+        w.b_current = True
+
+    def _word_major_device(self):
+        if not self.words.b_current:
+            self._count_b()
+        return self.words.B
+
+    def _host_rows(self):
+        return self._cp.asarray(self.new_of_old)
+
+    # -- reading the state ----------------------------------------------------------------------
+    def topics(self):
+        self._require()
+        with self._dev():
+            parts = [ch.z_can.get().astype(np.int32) for ch in self.chunks]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+
+    def word_topic_counts(self):
+        self._require()
+        with self._dev():
+            return topic_major_to_host(self._cp, self._word_major_device(), self._host_rows())
+
+    def doc_topic_counts(self):
+        corpus = self._require()
+        topic, count, doc = self._entries_on_host()
+        out = np.zeros((corpus.n_docs, self.n_topics), dtype=np.float64)
+        out[doc, topic] = count
+        return out
+
+    def _entries_on_host(self):
+        """Every non-zero of A as host arrays (topic, count, document)."""
+        with self._dev():
+            keys, doc = [], []
+            for ch in self.chunks:
+                k = self._chunk_keys(ch)
+                nnz = ch.a_row[:, 1].get().astype(np.int64)
+                keys.append(k.get())
+                doc.append(np.repeat(np.arange(ch.d0, ch.d1), nnz))
+        keys = np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)
+        topic = (keys >> np.uint64(32)).astype(np.int64)
+        count = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
+        return topic, count.astype(np.float64), np.concatenate(doc) if doc else np.zeros(0, int)
+
+    def _chunk_keys(self, ch):
+        """The chunk's A entries as uint64 keys ``(topic << 32) | float bits``, document-major."""
+        cp = self._cp
+        nnz = ch.a_row[:, 1].astype(cp.int64)
+        key_off = cp.zeros(ch.n_docs, dtype=cp.int64)
+        if ch.n_docs > 1:
+            cp.cumsum(nnz[:-1], out=key_off[1:])
+        total = int(nnz.sum()) if ch.n_docs else 0
+        keys = cp.empty(total, dtype=cp.uint64)
+        counts.a_entry_keys(ch, key_off, keys, self._n_sm)
+        return keys
+
+    def doc_topic_histogram(self):
+        self._require()
+        cp = self._cp
+        with self._dev():
+            keys = [self._chunk_keys(ch) for ch in self.chunks]
+            keys = cp.concatenate(keys) if keys else cp.zeros(0, dtype=cp.uint64)
+            return self._topic_count_pairs(keys)
+
+    def word_topic_histogram(self):
+        self._require()
+        with self._dev():
+            B = self._word_major_device()
+            count, n_cells = self._value_counts(B.ravel())
+            totals = B.sum(axis=0, dtype=self._cp.float64).get()
+        return count, n_cells, totals
+
+    def log_likelihood(self):
+        self._require()
+        cp = self._cp
+        total = 0.0
+        with self._dev():
+            for ch in self.chunks:
+                if ch.n_tokens == 0:
+                    continue
+                partial = cp.empty(ch.n_batches, dtype=cp.float64)
+                sample_sparse.token_loglik(ch, self.words, self._shape, partial)
+                total += float(partial.sum())
+        return total
+
+    def _release_state(self):
+        for ch in self.chunks:
+            ch.release()
+        self.chunks = []
+        self.words = None

@@ -1,0 +1,49 @@
+// Kernels for the GPU tests only: they expose device functions of cuda/ to the tests, so they are
+// not in the package's fatbins. tests/_gpu_probes.py compiles this file with NVRTC (include path
+// cuda/) the first time a test needs it.
+
+#include "philox.cuh"
+#include "sparse_draw.cuh"
+#include "tree.cuh"
+
+// ---------------------------------------------------------------------------------------------
+// philox_words: the four Philox4x32-10 output words for n counters (tests only).
+// Launch: 1-D, >= n threads. [in] ctr (n x 4 uint32); [out] out (n x 4 uint32).
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void philox_words(const uint4* __restrict__ ctr, long long n, unsigned k0, unsigned k1,
+                                        uint4* __restrict__ out) {
+  const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const uint4 c = ctr[i];
+  const gpulda::Philox4 r = gpulda::philox4x32_10(c.x, c.y, c.z, c.w, k0, k1);
+  out[i] = make_uint4(r.x0, r.x1, r.x2, r.x3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// draw_fixed_row_{packed,wide}: the sampler on one fixed (A row, Bhat row, own topic and weight)
+// for n uniforms (chi-square tests). Launch: grid any, block kSampleBlock, dynamic shared
+// tree_floats(K) * 4 bytes; one warp per uniform. [in] ent (len entries, including own's),
+// bhat (K), alpha (K), u (n); [out] out (n).
+// ---------------------------------------------------------------------------------------------
+#define GPULDA_FIXED_ROW(SUFFIX, PACKED)                                                                      \
+  extern "C" __global__ void __launch_bounds__(gpulda::kSampleBlock) draw_fixed_row_##SUFFIX(                  \
+      const void* __restrict__ ent_v, int len, const float* __restrict__ bhat, const float* __restrict__ alpha, \
+      int n_topics, int own, float own_w, const float* __restrict__ u, long long n, int* __restrict__ out) {    \
+    using namespace gpulda;                                                                                     \
+    extern __shared__ float smem[];                                                                             \
+    const auto* ent = static_cast<const typename AEntry<PACKED>::T*>(ent_v);                                    \
+    float* leaf = smem;                                                                                         \
+    float* l2 = leaf + n_topics;                                                                                \
+    float* l1 = l2 + tree_tiles(n_topics);                                                                      \
+    for (int k = threadIdx.x; k < n_topics; k += blockDim.x) leaf[k] = bhat[k];                                 \
+    __syncthreads();                                                                                            \
+    const WordTree tree = build_tree(leaf, l2, l1, alpha, n_topics);                                            \
+    const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / kWarp);                           \
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x / kWarp) + threadIdx.x / kWarp; i < n;    \
+         i += warps) {                                                                                          \
+      const int k = draw_one<PACKED>(ent, len, u[i], own, own_w, leaf, tree);                                   \
+      if (lane_id() == 0) out[i] = k;                                                                           \
+    }                                                                                                           \
+  }
+GPULDA_FIXED_ROW(packed, true)
+GPULDA_FIXED_ROW(wide, false)
