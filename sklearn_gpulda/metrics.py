@@ -443,9 +443,9 @@ def compare_models(X, models, *, alpha=None, n_iter=100, random_state=None,
     an optimistic plug-in estimate. scikit-learn's ``score`` and ``perplexity`` report its
     variational lower bound, which also charges the Dirichlet terms of the topics themselves, a
     fixed amount that weighs the more the smaller the test set; it is pessimistic. On 238 held-out
-    King James Bible chapters the first gave a perplexity of 525 for this package's model and the
-    second 1,428 for scikit-learn's, while document completion scored the two models at 544 and
-    548 (``examples/plot_compare_sklearn.py``).
+    King James Bible chapters the first gave a perplexity of 525 for this package's model (NumPy
+    engine) and the second 1,428 for scikit-learn's, while document completion scored the two
+    models at 544 and 548 (``examples/plot_compare_sklearn.py``).
 
     Here every model is scored by one procedure, :func:`document_completion`, on one random split
     of the tokens of ``X``: half of each document's tokens estimate its topic mixture with the
