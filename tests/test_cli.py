@@ -441,11 +441,15 @@ def test_topics_of_a_scikit_learn_model(tmp_path, capsys, kjv):
     assert len(topic_lines(capsys.readouterr().out)) == 2
 
 
-def test_report_of_a_uci_model_with_uci_data(tmp_path, capsys, uci_files):
+def test_uci_model_with_vocabulary_then_topics_and_report(tmp_path, capsys, uci_files, kjv):
     docword, vocab = uci_files
     model = tmp_path / "m.joblib"
     assert cli.main(["fit", str(docword), "--vocab", str(vocab), "-k", "3", "--max-iter", "2",
                      "--device", "cpu", "-o", str(model), "--top-words", "0"]) == 0
+    capsys.readouterr()
+    assert cli.main(["topics", str(model)]) == 0  # no --vocab: the file carries it
+    words = topic_lines(capsys.readouterr().out)
+    assert len(words) == 3 and all(set(w.split()) <= set(kjv.feature_names) for w in words)
     page = tmp_path / "r.html"
     assert cli.main(["report", str(model), "--data", str(docword), "-o", str(page),
                      "--title", "KJV <sample>"]) == 0
