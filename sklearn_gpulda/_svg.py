@@ -22,7 +22,7 @@ def _fmt(value):
 
 
 def nice_ticks(lo, hi, n=5):
-    """Round tick values covering ``[lo, hi]``, about ``n`` of them (steps of 1, 2, 2.5 or 5 x 10^k)."""
+    """Round tick values covering ``[lo, hi]``, about ``n`` of them (steps 1, 2, 2.5, 5 x 10^k)."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise ValueError(f"tick range must be finite, got {lo}, {hi}")
     lo, hi = min(lo, hi), max(lo, hi)
