@@ -72,6 +72,13 @@ def _add_model_options(parser):
                         help="words per topic (default: %(default)s)")
 
 
+def _command(subcommands, name, handler, summary, description, **kwargs):
+    """A subcommand parser whose ``handler`` runs the command."""
+    parser = subcommands.add_parser(name, help=summary, description=description, **kwargs)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
 def build_parser(prog=None):
     if prog is None:
         prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "sklearn-gpulda"
@@ -82,23 +89,23 @@ def build_parser(prog=None):
         description="Latent Dirichlet Allocation on NVIDIA GPUs (NumPy engine without one).")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    demo = subcommands.add_parser(
-        "demo", help="fit the bundled King James Bible chapters and show the topics",
-        description="Fit the bundled King James Bible (1,189 chapters, public domain), holding out "
-                    "10%% of the chapters, and print the device, fit time, throughput, held-out "
-                    "perplexity and the top 10 words of each topic.")
+    demo = _command(
+        subcommands, "demo", commands.run_demo,
+        "fit the bundled King James Bible chapters and show the topics",
+        "Fit the bundled King James Bible (1,189 chapters, public domain), holding out 10% of "
+        "the chapters, and print the device, fit time, throughput, two held-out perplexities "
+        "(the estimator's own, and document completion's) and the top 10 words of each topic.")
     demo.add_argument("--n-components", type=positive_int, default=20, metavar="K",
                       help="number of topics (default: %(default)s)")
     _add_fit_options(demo)
-    demo.set_defaults(handler=commands.run_demo)
 
-    fit = subcommands.add_parser(
-        "fit", help="fit a UCI bag-of-words or a text file and save the model",
-        description="Fit topics to INPUT and save the model with joblib, with its vocabulary. "
-                    "INPUT is a UCI docword file (optionally gzipped; pair it with --vocab) or a "
-                    "text file with one document per line. Text is saved as a Pipeline that "
-                    "transforms raw text; UCI input with --vocab as a Pipeline whose first step "
-                    "carries the vocabulary.")
+    fit = _command(
+        subcommands, "fit", commands.run_fit,
+        "fit a UCI bag-of-words or a text file and save the model",
+        "Fit topics to INPUT and save the model with joblib, with its vocabulary. INPUT is a "
+        "UCI docword file (optionally gzipped; pair it with --vocab) or a text file with one "
+        "document per line. Text is saved as a Pipeline that transforms raw text; UCI input "
+        "with --vocab as a Pipeline whose first step carries the vocabulary.")
     fit.add_argument("input", type=Path, help="docword.*.txt[.gz] or a text file")
     fit.add_argument("-k", "--n-components", type=positive_int, required=True, metavar="K",
                      help="number of topics")
@@ -115,21 +122,19 @@ def build_parser(prog=None):
                      help="show progress on stderr (default: on a terminal, when the estimator "
                           "reports each sweep)")
     _add_text_options(fit)
-    fit.set_defaults(handler=commands.run_fit)
 
-    topics = subcommands.add_parser(
-        "topics", help="print the top words of a saved model",
-        description="Print the top words of each topic of a saved model: one fitted by 'fit', or "
-                    "any fitted LDA (this package's or scikit-learn's), or a Pipeline ending in "
-                    "one, saved with joblib.")
+    topics = _command(
+        subcommands, "topics", commands.run_topics, "print the top words of a saved model",
+        "Print the top words of each topic of a saved model: one fitted by 'fit', or any "
+        "fitted LDA (this package's or scikit-learn's), or a Pipeline ending in one, saved "
+        "with joblib.")
     _add_model_options(topics)
-    topics.set_defaults(handler=commands.run_topics)
 
-    report = subcommands.add_parser(
-        "report", help="write an HTML page about a saved model",
-        description="Write one self-contained HTML page about a saved model: its training "
-                    "curve (when the model records one), a map of the topics, their sizes, and "
-                    "their top words with coherence (with --data).")
+    report = _command(
+        subcommands, "report", commands.run_report, "write an HTML page about a saved model",
+        "Write one self-contained HTML page about a saved model: its training curve (when "
+        "the model records one), a map of the topics, their sizes, and their top words with "
+        "coherence (with --data).")
     _add_model_options(report)
     report.add_argument("--data", type=Path, metavar="INPUT",
                         help="reference corpus for topic sizes and coherence: the UCI or text "
@@ -139,17 +144,16 @@ def build_parser(prog=None):
     report.add_argument("-o", "--output", type=Path, default=Path("report.html"), metavar="PATH",
                         help="the HTML file to write (default: %(default)s)")
     report.add_argument("--title", help="page title (default: the model file's name)")
-    report.set_defaults(handler=commands.run_report)
 
-    bench_parser = subcommands.add_parser(
-        "bench", help="run a script from the repository's benchmarks/ folder",
-        description="Run benchmarks/SCRIPT.py with the remaining arguments (source\n"
-                    "checkouts only). Without SCRIPT, list the scripts.",
+    bench_parser = _command(
+        subcommands, "bench", bench.run_bench,
+        "run a script from the repository's benchmarks/ folder",
+        "Run benchmarks/SCRIPT.py with the remaining arguments (source\n"
+        "checkouts only). Without SCRIPT, list the scripts.",
         epilog=bench.bench_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     bench_parser.add_argument("script", nargs="?", help="benchmark name (file name without .py)")
     bench_parser.add_argument("args", nargs=argparse.REMAINDER,
                               help="arguments passed to the script")
-    bench_parser.set_defaults(handler=bench.run_bench)
     return parser
 
 
