@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from sklearn_gpulda import metrics
 from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
 from sklearn_gpulda.metrics import (
+    compare_models,
     document_completion,
     log_likelihood,
     npmi_coherence,
@@ -225,6 +226,66 @@ def test_document_completion_errors(corpus):
         document_completion(X, phi, 0.1, n_iter=0)
     with pytest.raises(ValueError, match="held-out"):
         document_completion(sp.identity(500, format="csr"), phi, 0.1)
+
+
+@pytest.fixture(scope="module")
+def fitted_pair(kjv):
+    """A model of this package and one of scikit-learn, both fitted on the same chapters."""
+    from sklearn.decomposition import LatentDirichletAllocation
+
+    from sklearn_gpulda import GPULatentDirichletAllocation
+
+    X = kjv.data[:200]
+    ours = GPULatentDirichletAllocation(n_components=5, max_iter=10, random_state=0,
+                                        device="cpu").fit(X)
+    theirs = LatentDirichletAllocation(n_components=5, max_iter=3, random_state=0).fit(X)
+    return ours, theirs
+
+
+def test_compare_models_scores_every_model_on_one_split(kjv, fitted_pair):
+    ours, theirs = fitted_pair
+    X_test = kjv.data[200:300]
+    scores = compare_models(X_test, {"ours": ours, "sklearn": theirs}, random_state=3)
+    assert list(scores) == ["ours", "sklearn"]
+    for name, model in (("ours", ours), ("sklearn", theirs)):
+        alone = document_completion(X_test, model.components_, model.doc_topic_prior_,
+                                    random_state=3)
+        assert scores[name].loglik == pytest.approx(alone.loglik, rel=1e-12)
+        assert scores[name].n_tokens == alone.n_tokens
+
+
+def test_compare_models_takes_pipelines_matrices_and_per_topic_priors(kjv, fitted_pair):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    ours, _ = fitted_pair
+    X_test = kjv.data[200:260]
+    alpha = np.linspace(0.05, 0.5, 5)
+    scores = compare_models(
+        X_test,
+        {"pipeline": make_pipeline(FunctionTransformer(accept_sparse=True), ours),
+         "matrix": ours.components_, "asymmetric": ours.components_},
+        alpha=None, random_state=0)
+    assert scores["pipeline"].loglik == pytest.approx(scores["matrix"].loglik, rel=1e-12)
+    # A bare matrix gets alpha = 1 / n_topics, the estimators' default prior.
+    assert ours.doc_topic_prior_ == pytest.approx(1 / 5)
+    asymmetric = compare_models(X_test, {"m": ours.components_}, alpha=alpha, random_state=0)
+    expected = document_completion(X_test, ours.components_, alpha, random_state=0)
+    assert asymmetric["m"].loglik == pytest.approx(expected.loglik, rel=1e-12)
+
+
+def test_compare_models_errors(kjv, fitted_pair):
+    ours, _ = fitted_pair
+    with pytest.raises(ValueError, match="models is empty"):
+        compare_models(kjv.data[:10], {})
+    with pytest.raises(ValueError, match="X has 100 columns .* model 'ours' has 3117"):
+        compare_models(kjv.data[:10, :100], {"ours": ours})
+
+    class Topics:
+        components_ = ours.components_
+
+    with pytest.raises(ValueError, match="no fitted doc_topic_prior_"):
+        compare_models(kjv.data[:10], {"bare": Topics()})
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,0 +1,251 @@
+"""``demo``, ``fit``, ``topics`` and ``report``: the commands that fit or read topic models."""
+
+import inspect
+import sys
+
+from .common import (
+    CommandError,
+    check_output_path,
+    describe_device,
+    describe_saved,
+    load_model,
+    one_line,
+    resolve_device,
+    write_file,
+)
+from .data import load_uci, read_lines, read_vocabulary, sniff_format, text_options, vectorise
+
+#: Seed of the demo's train/test split; fixed (unlike --random-state) so that held-out perplexities
+#: of different runs are measured on the same chapters.
+DEMO_SPLIT_SEED = 0
+DEMO_TEST_FRACTION = 0.1
+
+
+# --------------------------------------------------------------------------- shared steps
+
+def fit_model(model, X, progress):
+    """``model.fit(X)`` with a progress display when asked (None: when stderr is a terminal).
+
+    The display needs the estimator to report each sweep, through a ``callback`` argument of
+    ``fit`` that it does not have yet; until it does, ``--progress`` falls back to the
+    estimator's ``verbose`` lines, which cost a log-likelihood evaluation per sweep (about 75%
+    more time on the CPU engine), so that fallback is never chosen by default.
+    """
+    from sklearn_gpulda._progress import FitProgress
+
+    has_hook = "callback" in inspect.signature(model.fit).parameters
+    if progress is None:
+        progress = has_hook and sys.stderr.isatty()
+    try:
+        if progress and has_hook:
+            with FitProgress(model.max_iter, float(X.sum())) as display:
+                return model.fit(X, callback=display)
+        if progress:
+            model.set_params(verbose=1)
+        return model.fit(X)
+    except MemoryError as exc:  # the engines explain what did not fit and what to do
+        raise CommandError(one_line(exc)) from None
+
+
+def print_fit_report(model):
+    # The estimator's own clock rather than one around fit(): it leaves out input validation and
+    # token-array building, which are not the sampler's work the throughput figure is about.
+    device = model.device_
+    seconds = float(model.fit_time_)
+    tokens = float(model.n_tokens_)
+    n_iter = int(model.n_iter_)
+    print(f"device:      {device} - {describe_device(device)}")
+    print(f"fit time:    {seconds:.2f} s for {n_iter} iterations")
+    if seconds > 0:
+        rate = tokens * n_iter / seconds / 1e6
+        print(f"throughput:  {rate:.2f} Mtoken/s ({tokens:,.0f} training tokens x {n_iter} "
+              f"iterations / {seconds:.2f} s)")
+
+
+def print_topics(components, feature_names, n_words):
+    from sklearn_gpulda.metrics import top_words
+
+    topics = top_words(components, feature_names, n_words=min(n_words, components.shape[1]))
+    width = len(str(len(topics) - 1))
+    print(f"top {len(topics[0])} words per topic:")
+    for k, words in enumerate(topics):
+        print(f"  topic {k:>{width}}: {' '.join(str(w) for w in words)}")
+
+
+def numbered_words(n_words):
+    # UCI word ids count from 1; models without a vocabulary name their words the same way.
+    return [f"#{i + 1}" for i in range(n_words)]
+
+
+def model_vocabulary(saved, vocab_path):
+    """``(topic model, preprocessing or None, vocabulary)`` of a loaded model."""
+    from sklearn_gpulda.report import _unpack
+
+    lda, preprocess, names = _unpack(saved)
+    n_words = lda.components_.shape[1]
+    if vocab_path is not None:
+        names = read_vocabulary(vocab_path, n_words, "the model")
+    return lda, preprocess, names
+
+
+# --------------------------------------------------------------------------- demo
+
+def run_demo(args):
+    from sklearn.model_selection import train_test_split
+
+    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda.datasets import load_kjv_chapters
+    from sklearn_gpulda.metrics import document_completion
+
+    device = resolve_device(args.device)
+    corpus = load_kjv_chapters()
+    X = corpus.data
+    X_train, X_test = train_test_split(X, test_size=DEMO_TEST_FRACTION,
+                                       random_state=DEMO_SPLIT_SEED)
+    print(f"corpus:      King James Bible, {X.shape[0]} chapters x {X.shape[1]} words, "
+          f"{X.sum():,.0f} tokens")
+    print(f"split:       {X_train.shape[0]} training chapters, {X_test.shape[0]} held out "
+          f"(seed {DEMO_SPLIT_SEED})")
+
+    model = GPULatentDirichletAllocation(n_components=args.n_components, max_iter=args.max_iter,
+                                         device=args.device, random_state=args.random_state)
+    print(f"fitting:     {args.n_components} topics, {args.max_iter} iterations, "
+          f"device={args.device!r} ({device})", flush=True)
+    fit_model(model, X_train, None)
+    print_fit_report(model)
+    completion = document_completion(X_test, model.components_, model.doc_topic_prior_,
+                                     random_state=DEMO_SPLIT_SEED)
+    print(f"held-out perplexity: {model.perplexity(X_test):.1f} "
+          f"({X_test.shape[0]} chapters, {X_test.sum():,.0f} tokens; model.perplexity, which "
+          "scores the words each chapter was folded in from)")
+    print(f"document completion: perplexity {completion.perplexity:.1f} (half of each "
+          "chapter's tokens scored; comparable across libraries, see metrics.compare_models)")
+    print_topics(model.components_, corpus.feature_names, 10)
+    return 0
+
+
+# --------------------------------------------------------------------------- fit
+
+def _save_with_vocabulary(model, X, names):
+    """A Pipeline whose first step carries the UCI vocabulary, so the saved file names words.
+
+    The step passes counts through unchanged; it exists for ``get_feature_names_out()``. Setting
+    ``feature_names_in_`` on the model itself would make it warn on every sparse matrix it is
+    given, since scikit-learn then expects a DataFrame with those column names.
+    """
+    import numpy as np
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    vocabulary = FunctionTransformer(accept_sparse=True, feature_names_out="one-to-one").fit(X)
+    vocabulary.feature_names_in_ = np.asarray(names, dtype=object)
+    return Pipeline([("vocabulary", vocabulary), ("lda", model)])
+
+
+def run_fit(args):
+    from sklearn_gpulda import GPULatentDirichletAllocation
+
+    if not args.input.is_file():
+        raise CommandError(f"input file not found: {args.input}")
+    check_output_path(args.output, "--output")
+    device = resolve_device(args.device)  # fail before reading a large corpus, not after
+    if args.vocab is not None and not args.vocab.is_file():
+        raise CommandError(f"vocabulary file not found: {args.vocab}")
+    fmt = args.format or sniff_format(args.input)
+    options, given = text_options(args)
+    if fmt == "uci":
+        if given:
+            flags = ", ".join("--" + key.replace("_", "-") for key in given)
+            raise CommandError(f"{flags} apply to text input only; {args.input} is a UCI "
+                               "bag of words (use --format text if it is not)")
+        X, names = load_uci(args.input, args.vocab)
+        vectorizer = None
+        print(f"input:       {args.input} (UCI bag of words)")
+    else:
+        if args.vocab is not None:
+            raise CommandError("--vocab applies to UCI input only; text input builds its own")
+        vectorizer, X = vectorise(args.input, options)
+        names = vectorizer.get_feature_names_out()
+        words = options["stop_words"]
+        stop = ("none" if words is None else "English" if words == "english"
+                else f"{len(words)} from {args.stop_words}")
+        print(f"input:       {args.input} (text, one document per line; stop words: {stop}, "
+              f"min_df={options['min_df']}, max_df={options['max_df']}, "
+              f"max_features={options['max_features']}, ngram_range={options['ngram_range']})")
+    print(f"corpus:      {X.shape[0]} documents x {X.shape[1]} words, {X.sum():,.0f} tokens")
+
+    model = GPULatentDirichletAllocation(n_components=args.n_components, max_iter=args.max_iter,
+                                         device=args.device, random_state=args.random_state)
+    print(f"fitting:     {args.n_components} topics, {args.max_iter} iterations, "
+          f"device={args.device!r} ({device})", flush=True)
+    fit_model(model, X, args.progress)
+    print_fit_report(model)
+
+    if vectorizer is not None:
+        from sklearn.pipeline import Pipeline
+
+        # Both steps are already fitted; the pipeline lets the saved model transform raw text.
+        saved = Pipeline([("vectorizer", vectorizer), ("lda", model)])
+    elif names is not None:
+        saved = _save_with_vocabulary(model, X, names)
+    else:
+        saved = model
+    import joblib
+
+    write_file(args.output, lambda path: joblib.dump(saved, path), "--output")
+    print(f"saved:       {args.output} ({describe_saved(saved)}; load with joblib.load)")
+    if args.top_words > 0:
+        print_topics(model.components_, numbered_words(X.shape[1]) if names is None else names,
+                     args.top_words)
+    return 0
+
+
+# --------------------------------------------------------------------------- topics, report
+
+def run_topics(args):
+    saved = load_model(args.model)
+    lda, _, names = model_vocabulary(saved, args.vocab)
+    n_topics, n_words = lda.components_.shape
+    print(f"model:       {args.model} ({describe_saved(saved)}), {n_topics} topics over "
+          f"{n_words} words")
+    if names is None:
+        print("vocabulary:  none saved with the model; words are numbered from 1 (pass --vocab "
+              "to name them)")
+        names = numbered_words(n_words)
+    print_topics(lda.components_, names, args.top_words)
+    return 0
+
+
+def _report_data(args, preprocess, n_words):
+    """The counts of ``--data`` in the model's vocabulary, or None without ``--data``."""
+    if args.data is None:
+        return None
+    if not args.data.is_file():
+        raise CommandError(f"data file not found: {args.data}")
+    if (args.format or sniff_format(args.data)) == "uci":
+        X, _ = load_uci(args.data)
+    else:
+        first = None if preprocess is None else preprocess.steps[0][1]
+        if not hasattr(first, "build_analyzer"):  # CountVectorizer and its relatives
+            raise CommandError(f"{args.data} is text, but {args.model} was not saved with a text "
+                               "vectoriser; give the UCI docword file it was fitted on")
+        X = preprocess.transform(read_lines(args.data))
+    if X.shape[1] != n_words:
+        raise CommandError(f"{args.data} has {X.shape[1]} words but the model has {n_words}")
+    return X
+
+
+def run_report(args):
+    from sklearn_gpulda.report import write_report
+
+    check_output_path(args.output, "--output")
+    saved = load_model(args.model)
+    lda, preprocess, names = model_vocabulary(saved, args.vocab)
+    n_words = lda.components_.shape[1]
+    X = _report_data(args, preprocess, n_words)
+    title = args.title or f"{args.model.name}: {lda.components_.shape[0]} topics"
+    write_file(args.output, lambda path: write_report(
+        lda, path, X, feature_names=numbered_words(n_words) if names is None else names,
+        n_words=args.top_words, title=title), "--output")
+    print(f"wrote {args.output}")
+    return 0
