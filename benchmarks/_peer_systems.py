@@ -1,8 +1,13 @@
 """The systems of the peer benchmark behind one small interface, and the worker that times them.
 
 Each adapter trains towards a number of iterations (passes for the variational methods) and hands
-back a topic-word matrix and the document-topic prior it used; nothing else of a system is
-looked at, so :func:`sklearn_gpulda.metrics.document_completion` scores all of them alike.
+back a topic-word matrix and the document-topic prior its model ended with (learnt, where the
+library learns it); nothing else of a system is looked at, so
+:func:`sklearn_gpulda.metrics.document_completion` scores all of them alike. With ``priors="own"``
+every library keeps its own default priors, as a new user gets them; with ``priors="sklearn"``
+every system is given scikit-learn's ``alpha = beta = 1 / K`` and tomotopy's prior optimisation is
+switched off.
+
 Systems that can continue training (scikit-learn online through ``partial_fit``, gensim through
 ``update``, tomotopy through ``train``) do; the others are refitted from scratch with more
 iterations, and each point's time is then the time of that one fit.
@@ -23,23 +28,66 @@ import numpy as np
 
 from sklearn_gpulda.metrics import document_completion
 
-#: Iteration checkpoints per system (the budget usually stops them earlier).
+
+def _doubling(first, last):
+    """``first, 2 first, 4 first, ...`` up to ``last``: the convergence rule compares each
+    checkpoint with the one of half its iterations, so every schedule doubles."""
+    schedule = [first]
+    while schedule[-1] * 2 <= last:
+        schedule.append(schedule[-1] * 2)
+    return schedule
+
+
+#: Iteration checkpoints per system; the convergence rule or the budget usually stops them earlier.
 SCHEDULES = {
-    "gpulda-cuda": [5, 10, 20, 40, 80, 160, 320, 640, 1280],
-    "gpulda-cuda-avg": [8, 16, 32, 64, 128, 256, 512, 1024],
-    "gpulda-cpu": [5, 10, 20, 40, 80, 160, 320],
-    "sklearn-batch": [1, 2, 4, 8, 16, 32, 64],
-    "sklearn-online": [1, 2, 4, 8, 16, 32, 64],
-    "gensim": [1, 2, 4, 8, 16, 32],
-    "tomotopy": [5, 10, 20, 40, 80, 160, 320, 640],
+    "gpulda-cuda": _doubling(25, 12_800),
+    "gpulda-cuda-avg": _doubling(25, 12_800),
+    "gpulda-cpu": _doubling(25, 12_800),
+    "sklearn-batch": _doubling(1, 1024),
+    "sklearn-online": _doubling(1, 1024),
+    "gensim": _doubling(1, 1024),
+    "tomotopy": _doubling(25, 6_400),
 }
 #: Every system peers.py knows; ``--systems`` may name any of them.
 SYSTEMS = list(SCHEDULES)
 #: What runs when ``--systems`` is not given: the systems of the issue.
 DEFAULT_SYSTEMS = [s for s in SYSTEMS if s != "gpulda-cuda-avg"]
-#: The systems whose results define "ours" in the ratio column, best first.
+#: The systems whose results define "ours" in the table, best first.
 OURS = ["gpulda-cuda", "gpulda-cuda-avg", "gpulda-cpu"]
-SKLEARN = ["sklearn-batch", "sklearn-online"]
+#: ``--priors``: each library's own defaults, or scikit-learn's 1 / K for every system.
+PRIORS = ["own", "sklearn"]
+
+
+def converged(points, tol):
+    """Whether the last checkpoint gained less than ``tol`` over the one with half its iterations.
+
+    Parameters
+    ----------
+    points : list of dict
+        Checkpoints so far, each with ``iterations`` and ``heldout_ll``, in training order.
+    tol : float
+        Nats per token; 0 or less switches the rule off.
+
+    Returns
+    -------
+    converged : bool
+        False as well when no checkpoint has half the last one's iterations (the first one).
+    """
+    if tol <= 0 or not points:
+        return False
+    last = points[-1]
+    half = next((p for p in points if 2 * p["iterations"] == last["iterations"]), None)
+    # A fall counts as less than tol: more training no longer helps.
+    return half is not None and last["heldout_ll"] - half["heldout_ll"] < tol
+
+
+def describe_prior(alpha):
+    """A short text for a document-topic prior: its value, or for a vector that is not constant,
+    its mean and range (a learnt asymmetric prior)."""
+    alpha = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+    if np.all(alpha == alpha[0]):
+        return f"{alpha[0]:.6g}"
+    return f"mean {alpha.mean():.4g} ({alpha.min():.4g} to {alpha.max():.4g})"
 
 
 class SystemUnavailable(Exception):
@@ -113,15 +161,25 @@ class _HostPeak:
 
 
 class _System:
-    """Train to a number of iterations; report topics, prior and the seconds spent training."""
+    """Train to a number of iterations; report topics, prior and the seconds spent training.
+
+    ``priors`` is "own" (the library's default priors, untouched) or "sklearn" (``1 / K`` for
+    both priors and nothing learnt); see :data:`PRIORS`.
+    """
 
     continues = False
 
-    def __init__(self, n_topics, seed, cores):
-        self.n_topics, self.seed, self.cores = n_topics, seed, cores
-        self.alpha = 1.0 / n_topics  # scikit-learn's default priors, given to every system
-        self.beta = 1.0 / n_topics
+    def __init__(self, n_topics, seed, cores, priors="own"):
+        if priors not in PRIORS:
+            raise ValueError(f"priors must be one of {PRIORS}, got {priors!r}")
+        self.n_topics, self.seed, self.cores, self.priors = n_topics, seed, cores, priors
         self.device = "cpu"
+
+    def _given_priors(self, alpha="doc_topic_prior", beta="topic_word_prior"):
+        """Keyword arguments that set both priors to 1 / K under "sklearn", none under "own"."""
+        if self.priors == "own":
+            return {}
+        return {alpha: 1.0 / self.n_topics, beta: 1.0 / self.n_topics}
 
     def version(self):
         return ""
@@ -138,7 +196,8 @@ class _System:
         raise NotImplementedError
 
     def doc_topic_prior(self):
-        return self.alpha
+        """The document-topic prior of the trained model: a float, or an array of shape (K,)."""
+        raise NotImplementedError
 
     def transform(self, X):
         raise NotImplementedError
@@ -160,6 +219,20 @@ class _Continuing(_System):
         return time.perf_counter() - tic
 
 
+class _SklearnAPI(_System):
+    """A model with scikit-learn's fitted attributes in ``self.model`` (this package's too)."""
+
+    def topic_word(self):
+        return self.model.components_
+
+    def doc_topic_prior(self):
+        # Whatever the fit ended with: a learnt prior may be a vector.
+        return self.model.doc_topic_prior_
+
+    def transform(self, X):
+        return self.model.transform(X)
+
+
 def _import_peer(name):
     try:
         return importlib.import_module(name)
@@ -167,12 +240,12 @@ def _import_peer(name):
         raise SystemUnavailable(f"{name} is not importable ({exc})") from None
 
 
-class GPULDA(_System):
-    def __init__(self, n_topics, seed, cores, device, averaged=0.0):
-        super().__init__(n_topics, seed, cores)
+class GPULDA(_SklearnAPI):
+    def __init__(self, n_topics, seed, cores, priors="own", device="cpu", averaged=None):
+        super().__init__(n_topics, seed, cores, priors)
         # Fraction of each fit's sweeps whose counts are averaged into the topics
         # (n_averaged_sweeps); the last three quarters did best in the CPU measurements of
-        # doc/user_guide.rst.
+        # doc/user_guide.rst. None leaves the estimator's default.
         self.averaged = averaged
         from sklearn_gpulda._engines import resolve_device
 
@@ -189,11 +262,14 @@ class GPULDA(_System):
     def _make(self, n_iter):
         from sklearn_gpulda import GPULatentDirichletAllocation
 
+        # Only what the benchmark must set: every other parameter, the priors under "own"
+        # included, stays the estimator's default, so the run measures what a user gets.
+        options = self._given_priors()
+        if self.averaged is not None:
+            options["n_averaged_sweeps"] = int(n_iter * self.averaged)
         return GPULatentDirichletAllocation(n_components=self.n_topics, max_iter=n_iter,
-                                            doc_topic_prior=self.alpha,
-                                            topic_word_prior=self.beta,
                                             random_state=self.seed, device=self.device,
-                                            n_averaged_sweeps=int(n_iter * self.averaged))
+                                            **options)
 
     def prepare(self, X_train):
         super().prepare(X_train)
@@ -204,16 +280,16 @@ class GPULDA(_System):
     def train_to(self, n_iter):
         tic = time.perf_counter()
         self.model = self._make(n_iter).fit(self.X_train)
-        return time.perf_counter() - tic
+        seconds = time.perf_counter() - tic
+        if self.priors == "sklearn" and np.any(self.model.doc_topic_prior_ != 1.0 / self.n_topics):
+            # Should the estimator come to learn its prior by default, "sklearn" must switch
+            # that off here; scoring a learnt prior under that name would mislead.
+            raise RuntimeError("the estimator changed the document-topic prior it was given; "
+                               "--priors sklearn must keep it at 1 / K")
+        return seconds
 
-    def topic_word(self):
-        return self.model.components_
 
-    def transform(self, X):
-        return self.model.transform(X)
-
-
-class SklearnBatch(_System):
+class SklearnBatch(_SklearnAPI):
     def version(self):
         import sklearn
 
@@ -230,17 +306,11 @@ class SklearnBatch(_System):
         from sklearn.decomposition import LatentDirichletAllocation
 
         self.model = LatentDirichletAllocation(
-            n_components=self.n_topics, doc_topic_prior=self.alpha, topic_word_prior=self.beta,
-            learning_method="batch", max_iter=n_iter, n_jobs=self.cores, random_state=self.seed)
+            n_components=self.n_topics, learning_method="batch", max_iter=n_iter,
+            n_jobs=self.cores, random_state=self.seed, **self._given_priors())
         tic = time.perf_counter()
         self.model.fit(self.X_train)
         return time.perf_counter() - tic
-
-    def topic_word(self):
-        return self.model.components_
-
-    def transform(self, X):
-        return self.model.transform(X)
 
 
 class SklearnOnline(_Continuing, SklearnBatch):
@@ -252,9 +322,9 @@ class SklearnOnline(_Continuing, SklearnBatch):
         # total_samples = the corpus size makes one partial_fit call exactly one pass of
         # fit(learning_method="online"), so passes can be added one call at a time.
         self.model = LatentDirichletAllocation(
-            n_components=self.n_topics, doc_topic_prior=self.alpha, topic_word_prior=self.beta,
-            learning_method="online", total_samples=X_train.shape[0], n_jobs=self.cores,
-            random_state=self.seed)
+            n_components=self.n_topics, learning_method="online",
+            total_samples=X_train.shape[0], n_jobs=self.cores, random_state=self.seed,
+            **self._given_priors())
 
     def _advance(self, n_steps):
         for _ in range(n_steps):
@@ -262,8 +332,8 @@ class SklearnOnline(_Continuing, SklearnBatch):
 
 
 class Gensim(_Continuing):
-    def __init__(self, n_topics, seed, cores):
-        super().__init__(n_topics, seed, cores)
+    def __init__(self, n_topics, seed, cores, priors="own"):
+        super().__init__(n_topics, seed, cores, priors)
         self.gensim = _import_peer("gensim")
         # LdaMulticore's own advice: one worker per core less the process that merges updates.
         self.workers = max(1, cores - 1)
@@ -278,10 +348,12 @@ class Gensim(_Continuing):
         super().prepare(X_train)
         self.corpus = Sparse2Corpus(X_train, documents_columns=False)
         id2word = {i: str(i) for i in range(X_train.shape[1])}
+        # gensim's "symmetric" alpha is 1 / K, so scikit-learn's priors need only eta set.
+        priors = {} if self.priors == "own" else dict(alpha="symmetric", eta=1.0 / self.n_topics)
         # eval_every=None: gensim's own perplexity estimate would be timed as training.
         self.model = LdaMulticore(corpus=None, id2word=id2word, num_topics=self.n_topics,
-                                  workers=self.workers, passes=1, alpha="symmetric",
-                                  eta=self.beta, eval_every=None, random_state=self.seed)
+                                  workers=self.workers, passes=1, eval_every=None,
+                                  random_state=self.seed, **priors)
 
     def _advance(self, n_steps):
         for _ in range(n_steps):
@@ -301,8 +373,8 @@ class Gensim(_Continuing):
 
 
 class Tomotopy(_Continuing):
-    def __init__(self, n_topics, seed, cores):
-        super().__init__(n_topics, seed, cores)
+    def __init__(self, n_topics, seed, cores, priors="own"):
+        super().__init__(n_topics, seed, cores, priors)
         self.tp = _import_peer("tomotopy")
 
     def version(self):
@@ -319,10 +391,14 @@ class Tomotopy(_Continuing):
 
     def prepare(self, X_train):
         super().prepare(X_train)
-        self.model = self.tp.LDAModel(k=self.n_topics, alpha=self.alpha, eta=self.beta,
-                                      seed=self.seed, min_cf=0, rm_top=0)
-        # Keep alpha fixed, as every other system here does.
-        self.model.optim_interval = 0
+        # min_cf and rm_top are vocabulary filters (both off by default), not model settings:
+        # stated so that every system keeps every training word.
+        self.model = self.tp.LDAModel(k=self.n_topics, seed=self.seed, min_cf=0, rm_top=0,
+                                      **self._given_priors("alpha", "eta"))
+        if self.priors == "sklearn":
+            # Keep alpha fixed, as every other system does under scikit-learn's priors. Under
+            # "own" it is learnt every optim_interval (10) iterations, tomotopy's default.
+            self.model.optim_interval = 0
         for doc in self._documents(X_train):
             self.model.add_doc(doc)
 
@@ -345,23 +421,22 @@ class Tomotopy(_Continuing):
         return np.asarray(dists)
 
 
-def make_system(name, n_topics, seed, cores):
+_MAKERS = {
+    "gpulda-cuda": lambda *a: GPULDA(*a, device="cuda"),
+    "gpulda-cuda-avg": lambda *a: GPULDA(*a, device="cuda", averaged=0.75),
+    "gpulda-cpu": lambda *a: GPULDA(*a, device="cpu"),
+    "sklearn-batch": SklearnBatch,
+    "sklearn-online": SklearnOnline,
+    "gensim": Gensim,
+    "tomotopy": Tomotopy,
+}
+
+
+def make_system(name, n_topics, seed, cores, priors="own"):
     """An adapter by name; raises :class:`SystemUnavailable` when it cannot run here."""
-    if name == "gpulda-cuda":
-        return GPULDA(n_topics, seed, cores, "cuda")
-    if name == "gpulda-cuda-avg":
-        return GPULDA(n_topics, seed, cores, "cuda", averaged=0.75)
-    if name == "gpulda-cpu":
-        return GPULDA(n_topics, seed, cores, "cpu")
-    if name == "sklearn-batch":
-        return SklearnBatch(n_topics, seed, cores)
-    if name == "sklearn-online":
-        return SklearnOnline(n_topics, seed, cores)
-    if name == "gensim":
-        return Gensim(n_topics, seed, cores)
-    if name == "tomotopy":
-        return Tomotopy(n_topics, seed, cores)
-    raise ValueError(f"unknown system {name!r}; choose from {SYSTEMS}")
+    if name not in _MAKERS:
+        raise ValueError(f"unknown system {name!r}; choose from {SYSTEMS}")
+    return _MAKERS[name](n_topics, seed, cores, priors)
 
 
 class _DevicePeak:
@@ -398,6 +473,66 @@ class _DevicePeak:
             self.hook.__exit__(*exc)
 
 
+def _next_cost(system, last, n_iter):
+    """Predicted training seconds of the checkpoint at ``n_iter``, time linear in iterations."""
+    more = n_iter - last["iterations"] if system.continues else n_iter
+    return last["train_s"] * more / last["iterations"]
+
+
+def _score(system, X_test, job):
+    # The prior is read after every checkpoint: a learnt one changes as training goes on.
+    return document_completion(X_test, system.topic_word(), system.doc_topic_prior(),
+                               n_iter=job["eval_iter"], random_state=job["seed"]).per_token
+
+
+def _train(system, X_test, job, host_peak, report):
+    """Train and score through the job's schedule; the checkpoints and what ended the run
+    ("converged", "budget" or "schedule", the end of the schedule)."""
+    points, spent = [], 0.0  # spent: all training seconds, refits included (what budget limits)
+    for n_iter in job["schedule"]:
+        if points and spent + _next_cost(system, points[-1], n_iter) > job["budget_s"]:
+            return points, "budget"
+        host_peak.resume()
+        seconds = system.train_to(n_iter)
+        host_peak.pause()
+        spent += seconds
+        # train_s: the seconds behind the current model (a refit's own seconds).
+        before = points[-1]["train_s"] if points and system.continues else 0.0
+        point = dict(iterations=n_iter, train_s=before + seconds,
+                     heldout_ll=_score(system, X_test, job))
+        points.append(point)
+        if report is not None:
+            report(point)
+        print(f"  {job['corpus']:>8s} K={job['n_topics']:<5d} {job['system']:<15s} "
+              f"{n_iter:5d} it {point['train_s']:9.2f} s  held-out {point['heldout_ll']:.4f}",
+              flush=True)
+        if converged(points, job.get("converge_tol", 0.0)):
+            return points, "converged"
+    return points, "schedule"
+
+
+def _time_transform(system, X_test, job):
+    """Seconds to transform ``transform_docs`` new documents, and how many were timed.
+
+    Test documents are drawn with replacement up to the requested number (the test split is
+    smaller than that on most corpora). A slow system (a CPU peer at K = 1000) is timed on a
+    first slice only when the whole would exceed the job's transform budget.
+    """
+    rng = np.random.default_rng(job["seed"])
+    X_new = X_test[rng.integers(0, X_test.shape[0], size=job["transform_docs"])]
+    system.transform(X_test[:10])  # warm-up: kernel loading, thread pools
+    probe = min(X_new.shape[0], 1000)
+    tic = time.perf_counter()
+    system.transform(X_new[:probe])
+    seconds = time.perf_counter() - tic
+    if probe < X_new.shape[0] and seconds * X_new.shape[0] / probe <= job.get(
+            "transform_budget_s", math.inf):
+        tic = time.perf_counter()
+        system.transform(X_new)
+        return time.perf_counter() - tic, X_new.shape[0]
+    return seconds, probe
+
+
 def run_system(job, report=None):
     """Train one system on one corpus through its checkpoints; what :mod:`peers` records.
 
@@ -406,10 +541,12 @@ def run_system(job, report=None):
     job : dict
         ``corpus_path`` (an ``.npz`` from :func:`_peer_corpora.save_corpus`), ``corpus``,
         ``n_topics``, ``system``, ``seed``, ``budget_s`` (training seconds after which no new
-        checkpoint is started), ``schedule`` (iteration counts), ``transform_docs``
+        checkpoint is started), ``schedule`` (doubling iteration counts), ``transform_docs``
         (documents in the latency measurement), ``eval_iter`` (fold-in iterations of the
-        evaluator), and optionally ``transform_budget_s`` (seconds the transform of
-        ``transform_docs`` documents may take; beyond it only the first 1,000 are timed).
+        evaluator), and optionally ``priors`` (see :data:`PRIORS`; default "own"),
+        ``converge_tol`` (nats per token of :func:`converged`; default 0, off) and
+        ``transform_budget_s`` (seconds the transform of ``transform_docs`` documents may take;
+        beyond it only the first 1,000 are timed).
     report : callable, optional
         Called with each checkpoint's dict as soon as it is scored, so that a caller that has to
         stop a slow run keeps the checkpoints reached so far.
@@ -418,10 +555,12 @@ def run_system(job, report=None):
     -------
     result : dict
         ``points`` (a list of dicts: iterations, train_s, heldout_ll), ``status`` ("ok" or the
-        reason it was skipped), and the summary figures: host peak MB (resident memory of the
-        worker and its children above the level after loading the corpus, during preparation
-        and training only), device peak MB (CuPy's memory pool), transform seconds and the
-        number of documents they are for, version, device.
+        reason it was skipped), ``converged`` (bool) and ``stopped_by`` ("converged", "budget"
+        or "schedule"), ``doc_topic_prior`` (:func:`describe_prior` of the final model's prior),
+        and the summary figures: host peak MB (resident memory of the worker and its children
+        above the level after loading the corpus, during preparation and training only), device
+        peak MB (CuPy's memory pool), transform seconds and the number of documents they are
+        for, version, device.
     """
     from _peer_corpora import read_corpus
 
@@ -430,9 +569,10 @@ def run_system(job, report=None):
     result = dict(corpus=job["corpus"], n_topics=job["n_topics"], system=job["system"],
                   points=[], status="ok", host_peak_mb=float("nan"),
                   device_peak_mb=float("nan"), transform_s=float("nan"), version="",
-                  device="", cores=cores)
+                  device="", cores=cores, converged=False, stopped_by="")
     try:
-        system = make_system(job["system"], job["n_topics"], job["seed"], cores)
+        system = make_system(job["system"], job["n_topics"], job["seed"], cores,
+                             job.get("priors", "own"))
     except SystemUnavailable as exc:
         result["status"] = f"skipped: {exc}"
         return result
@@ -446,51 +586,10 @@ def run_system(job, report=None):
         system.prepare(X_train)
         host_peak.pause()
         result["prepare_s"] = time.perf_counter() - tic
-        spent = 0.0       # all training seconds, refits included: what the budget limits
-        elapsed = 0.0     # training seconds behind the current model
-        last = None
-        for n_iter in job["schedule"]:
-            if last is not None:
-                last_n, last_s = last
-                # Cost of the next step, assuming time linear in iterations.
-                more = n_iter - last_n if system.continues else n_iter
-                step = last_s * more / last_n
-                if spent + step > job["budget_s"]:
-                    break
-            host_peak.resume()
-            seconds = system.train_to(n_iter)
-            host_peak.pause()
-            spent += seconds
-            elapsed = elapsed + seconds if system.continues else seconds
-            score = document_completion(X_test, system.topic_word(), system.doc_topic_prior(),
-                                        n_iter=job["eval_iter"], random_state=job["seed"])
-            point = dict(iterations=n_iter, train_s=elapsed, heldout_ll=score.per_token)
-            result["points"].append(point)
-            if report is not None:
-                report(point)
-            last = (n_iter, elapsed)
-            print(f"  {job['corpus']:>8s} K={job['n_topics']:<5d} {job['system']:<15s} "
-                  f"{n_iter:4d} it {elapsed:9.2f} s  held-out {score.per_token:.4f}",
-                  flush=True)
+        result["points"], result["stopped_by"] = _train(system, X_test, job, host_peak, report)
+    result["converged"] = result["stopped_by"] == "converged"
+    result["doc_topic_prior"] = describe_prior(system.doc_topic_prior())
     result["host_peak_mb"] = host_peak.close()
     result["device_peak_mb"] = device_peak.peak / 2**20 if on_gpu else float("nan")
-
-    # Latency of inference on new documents: test documents drawn with replacement up to the
-    # requested number (the test split is smaller than that on most corpora). A slow system
-    # (a CPU peer at K = 1000) is timed on a first slice only when the whole would exceed the
-    # job's transform budget; the number of documents timed is reported with the time.
-    rng = np.random.default_rng(job["seed"])
-    X_new = X_test[rng.integers(0, X_test.shape[0], size=job["transform_docs"])]
-    system.transform(X_test[:10])  # warm-up: kernel loading, thread pools
-    probe = min(X_new.shape[0], 1000)
-    tic = time.perf_counter()
-    system.transform(X_new[:probe])
-    seconds = time.perf_counter() - tic
-    n_docs = probe
-    if probe < X_new.shape[0] and seconds * X_new.shape[0] / probe <= job.get(
-            "transform_budget_s", math.inf):
-        tic = time.perf_counter()
-        system.transform(X_new)
-        seconds, n_docs = time.perf_counter() - tic, X_new.shape[0]
-    result["transform_s"], result["transform_docs"] = seconds, n_docs
+    result["transform_s"], result["transform_docs"] = _time_transform(system, X_test, job)
     return result
