@@ -70,7 +70,8 @@ def parse_device(value):
         return value, None
     kind, sep, rest = value.partition(":")
     parts = rest.split(",")
-    if kind == "cuda" and sep and all(p.isdigit() for p in parts):
+    # ASCII digits only: str.isdigit also accepts '²', which int() then refuses.
+    if kind == "cuda" and sep and all(p.isascii() and p.isdigit() for p in parts):
         indices = tuple(int(p) for p in parts)
         if len(set(indices)) == len(indices):
             return "cuda", indices

@@ -121,8 +121,9 @@ ESTIMATOR_DOC = """Latent Dirichlet Allocation trained by sparsity-aware ESCA sa
         topics back to the host.
     history_ : dict
         Figures of every evaluation of the last ``fit`` (``evaluate_every`` or ``verbose``):
-        arrays ``iteration``, ``seconds`` and ``perplexity`` (batch learning adds
-        ``loglik_per_token``, ``alpha_sum`` and ``beta``), and ``stop_reason``, a sentence.
+        arrays ``iteration``, ``seconds`` and ``train_perplexity`` (batch learning adds
+        ``train_loglik``, the training log-likelihood per token, ``alpha_sum`` and ``beta``),
+        and ``stop_reason``, a sentence saying why the fit stopped.
 
     See Also
     --------

@@ -43,7 +43,8 @@ class Plan:
     n_batch_sweeps: int = 10
     max_doc_update_iter: int = 100
     mean_change_tol: float = 1e-3
-    #: Called after every sweep (batch) or pass (online) with a dict of progress figures.
+    #: ``callback(iteration, info)`` after every sweep (batch) or pass (online); ``info`` holds
+    #: max_iter, n_tokens, seconds and log_likelihood (per token, or None if not evaluated).
     callback: object = None
 
     def sampler(self, alpha=None, beta=None):
@@ -159,11 +160,12 @@ def fit_batch(plan, X):
             if plan.n_averaged_sweeps and i >= average_from:
                 sampler.accumulate_word_topic()
             evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
+            loglik = None
             if evaluate or plan.verbose:
                 loglik = sampler.log_likelihood()
                 bound = perplexity(loglik, weight)
                 history.add(iteration=n_iter, seconds=time.perf_counter() - start,
-                            loglik_per_token=loglik / max(weight, 1), perplexity=bound,
+                            train_loglik=loglik / max(weight, 1), train_perplexity=bound,
                             alpha_sum=float(sampler.alpha.sum()), beta=sampler.beta)
                 if plan.verbose:
                     rate = corpus.n_tokens / max(time.perf_counter() - tic, 1e-12) / 1e6
@@ -178,8 +180,9 @@ def fit_batch(plan, X):
                         break
                     last_bound = bound
             if plan.callback is not None:
-                plan.callback(dict(iteration=n_iter, max_iter=plan.max_iter, n_tokens=weight,
-                                   seconds=time.perf_counter() - start))
+                plan.callback(n_iter, dict(
+                    max_iter=plan.max_iter, n_tokens=weight, seconds=time.perf_counter() - start,
+                    log_likelihood=None if loglik is None else loglik / max(weight, 1)))
         if plan.verbose:
             print(f"stopped: {history.stop_reason}")
         sampler.synchronize()
@@ -300,7 +303,7 @@ def fit_online(plan, X):
             if evaluate or plan.verbose:
                 bound = held_out_perplexity(plan, X, components, alpha)
                 history.add(iteration=n_iter, seconds=time.perf_counter() - start,
-                            perplexity=bound)
+                            train_perplexity=bound)
                 if plan.verbose:
                     print(f"iteration: {n_iter} of max_iter: {plan.max_iter}, "
                           f"perplexity: {bound:.4f}")
@@ -311,9 +314,12 @@ def fit_online(plan, X):
                             f"{plan.perp_tol:g} after {n_iter} passes")
                         break
                     last_bound = bound
+        if plan.verbose:
+            print(f"stopped: {history.stop_reason}")
             if plan.callback is not None:
-                plan.callback(dict(iteration=n_iter, max_iter=plan.max_iter, n_tokens=n_tokens,
-                                   seconds=time.perf_counter() - start))
+                plan.callback(n_iter, dict(max_iter=plan.max_iter, n_tokens=n_tokens,
+                                           seconds=time.perf_counter() - start,
+                                           log_likelihood=None))
         sampler.synchronize()
     finally:
         sampler.release()

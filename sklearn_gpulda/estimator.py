@@ -7,7 +7,6 @@ plain NumPy, so a model pickled on a GPU machine loads and transforms on one wit
 """
 
 import time
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -27,12 +26,8 @@ from ._docstrings import ESTIMATOR_DOC
 from ._fitted import FittedStateMixin, transaction
 from ._priors import resolve_prior
 from ._validation import check_counts
-from .backends import ALGORITHMS, choose_backend, fold_in
-
-# Frames between a public method's caller and a warning raised in a helper the method calls
-# directly: helper, method, scikit-learn's _fit_context wrapper (where there is one), caller.
-_TO_CALLER = 3
-
+from ._warnings import warn_caller
+from .backends import algorithm_names, choose_backend, fold_in
 
 class GPULatentDirichletAllocation(
     FittedStateMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
@@ -59,7 +54,8 @@ class GPULatentDirichletAllocation(
         "verbose": ["verbose"],
         "random_state": ["random_state"],
         "device": [str],
-        "algorithm": [StrOptions({"auto", *ALGORITHMS})],
+        # Checked against the backend registry at fit: a new backend needs no change here.
+        "algorithm": [str],
         "n_batch_sweeps": [Interval(Integral, 1, None, closed="left")],
         "n_averaged_sweeps": [Interval(Integral, 0, None, closed="left")],
         "prior_burn_in": [Interval(Integral, 0, None, closed="left")],
@@ -142,15 +138,21 @@ class GPULatentDirichletAllocation(
         try:
             return resolve_device(self.device)
         except RuntimeError:
-            warnings.warn(
+            warn_caller(
                 f"device={self.device!r} is not usable here; using the CPU for this model",
-                RuntimeWarning, stacklevel=_TO_CALLER + 1,
+                RuntimeWarning,
             )
             return resolve_device("cpu")
 
     def _plan(self, device, algorithm, seed, alpha_start=None, beta_start=None):
         """The fit loop's :class:`~sklearn_gpulda._fit.Plan` for these parameters."""
         k = self.n_components
+        if algorithm not in ("auto", *algorithm_names()):
+            names = ", ".join(repr(a) for a in ("auto", *algorithm_names()))
+            raise InvalidParameterError(
+                f"The 'algorithm' parameter of {type(self).__name__} must be one of {names}. "
+                f"Got {algorithm!r} instead."
+            )
         backend = choose_backend(algorithm, k, device)
         alpha = resolve_prior(self.doc_topic_prior, 1.0 / k, k, "doc_topic_prior")
         beta = resolve_prior(self.topic_word_prior, 1.0 / k, None, "topic_word_prior")
@@ -180,15 +182,15 @@ class GPULatentDirichletAllocation(
     @staticmethod
     def _warn_if_empty(X, whom):
         if float(X.sum()) == 0.0:
-            warnings.warn(
+            warn_caller(
                 f"{whom}: X holds no tokens (every count is zero), so there is nothing to learn "
                 "from: the topics stay at the prior and the training perplexity is NaN",
-                RuntimeWarning, stacklevel=_TO_CALLER,
+                RuntimeWarning,
             )
 
     # -- fitting ---------------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, callback=None):
         """Learn topics from a document-term count matrix.
 
         Parameters
@@ -197,6 +199,12 @@ class GPULatentDirichletAllocation(
             Document-term counts. NumPy, SciPy sparse, CuPy and cupyx sparse inputs are accepted.
         y : Ignored
             Not used, present for API consistency.
+        callback : callable, default=None
+            Called as ``callback(iteration, info)`` after every sweep (batch learning) or pass
+            (online learning), for progress displays; ``info`` is a dict with ``max_iter``,
+            ``n_tokens`` (tokens per sweep), ``seconds`` (since sampling began) and
+            ``log_likelihood`` (training log-likelihood per token, None when this sweep was not
+            evaluated). Not stored on the model, so a fitted model stays picklable.
 
         Returns
         -------
@@ -220,6 +228,7 @@ class GPULatentDirichletAllocation(
                              device=device)
             self._warn_if_empty(X, "fit")
             plan = self._plan(device, self.algorithm, self._new_seed())
+            plan.callback = callback
             fit = _fit.fit_online if self.learning_method == "online" else _fit.fit_batch
             self._assign(fit(plan, X), X.dtype, device, plan.backend, plan.seed)
         return self

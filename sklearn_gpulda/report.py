@@ -195,13 +195,17 @@ def _topic_shares(lda, counts):
 def _history(model):
     """``(iterations, [(label, values)], caption)`` from ``history_``, or a note why not."""
     history = getattr(model, "history_", None)
-    if history is None:
-        return None, ("This model carries no per-sweep record (a <code>history_</code> "
-                      "attribute), so there is no training curve to draw.")
+    if history is None or (isinstance(history, dict) and "iteration" in history
+                           and not np.size(history["iteration"])):
+        return None, ("This model carries no per-sweep record (its <code>history_</code> "
+                      "attribute is missing or empty: a fit records one when it evaluates, with "
+                      "<code>evaluate_every</code> &gt; 0 or <code>verbose</code>), so there is "
+                      "no training curve to draw.")
     try:
         iteration = np.asarray(history["iteration"], dtype=float)
+        # Text entries (the stop reason) are not series.
         series = [(key, np.asarray(values, dtype=float)) for key, values in history.items()
-                  if key not in ("iteration", "seconds")]
+                  if key not in ("iteration", "seconds") and not isinstance(values, str)]
     except (KeyError, TypeError, ValueError, AttributeError):
         return None, ("<code>history_</code> is not a dict of numeric arrays with an "
                       "'iteration' entry; no training curve drawn.")

@@ -487,14 +487,34 @@ def test_fit_shows_progress_through_a_fit_callback(tmp_path, capsys, monkeypatch
                      flags=re.MULTILINE)
 
 
-def test_fit_progress_without_a_callback_uses_verbose_lines(tmp_path, capsys, text_file):
+def test_fit_progress_draws_from_the_fit_callback(tmp_path, capsys, text_file):
     args = ["fit", str(text_file), "-k", "2", "--max-iter", "2", "--device", "cpu",
             "-o", str(tmp_path / "m.joblib")]
     assert cli.main(args + ["--progress"]) == 0
-    assert "iteration: 2 of max_iter: 2" in capsys.readouterr().out
-    assert cli.main(args) == 0  # not a terminal: no progress, and no extra evaluation
+    captured = capsys.readouterr()
+    # The estimator reports each sweep to the display: no verbose evaluation is needed.
+    assert "sweep 2/2" in captured.err and "Mtoken/s" in captured.err
+    assert "iteration:" not in captured.out
+    assert cli.main(args) == 0  # not a terminal: no progress
     captured = capsys.readouterr()
     assert "iteration:" not in captured.out and "sweep" not in captured.err
+
+
+def test_fit_progress_falls_back_to_verbose_lines_without_a_callback(monkeypatch):
+    from sklearn_gpulda._cli import commands
+
+    class NoHook:  # a scikit-learn estimator: fit(X, y=None) only
+        max_iter, verbose = 2, 0
+
+        def set_params(self, **params):
+            self.__dict__.update(params)
+
+        def fit(self, X, y=None):
+            self.fitted_with_verbose = self.verbose
+            return self
+
+    model = commands.fit_model(NoHook(), np.ones((2, 2)), progress=True)
+    assert model.fitted_with_verbose == 1
 
 
 # --------------------------------------------------------------------------- bench

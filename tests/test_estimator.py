@@ -189,13 +189,22 @@ def test_verbose_prints_likelihood_and_throughput(kjv):
     with redirect_stdout(buf):
         _lda(n_components=3, max_iter=2, verbose=1).fit(kjv.data[:50])
     lines = buf.getvalue().strip().splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3
     assert "log-likelihood/token" in lines[0] and "Mtoken/s" in lines[0]
+    assert lines[2] == "stopped: max_iter=2 sweeps done"
 
 
 def test_evaluate_every_stops_early_on_perp_tol(kjv):
-    model = _lda(n_components=3, max_iter=50, evaluate_every=1, perp_tol=1e6).fit(kjv.data[:50])
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        model = _lda(n_components=3, max_iter=50, evaluate_every=1, perp_tol=1e6,
+                     verbose=1).fit(kjv.data[:50])
     assert model.n_iter_ == 2
+    # The reason is printed under verbose and kept in the history.
+    reason = model.history_["stop_reason"]
+    assert reason.startswith("perplexity changed by") and "perp_tol=1e+06 after 2 sweeps" in reason
+    assert buf.getvalue().strip().splitlines()[-1] == f"stopped: {reason}"
+    np.testing.assert_array_equal(model.history_["iteration"], [1, 2])
 
 
 def test_non_integer_counts_are_weighted_tokens(kjv):

@@ -26,10 +26,9 @@ DEMO_TEST_FRACTION = 0.1
 def fit_model(model, X, progress):
     """``model.fit(X)`` with a progress display when asked (None: when stderr is a terminal).
 
-    The display needs the estimator to report each sweep, through a ``callback`` argument of
-    ``fit`` that it does not have yet; until it does, ``--progress`` falls back to the
-    estimator's ``verbose`` lines, which cost a log-likelihood evaluation per sweep (about 75%
-    more time on the CPU engine), so that fallback is never chosen by default.
+    The display hears of each sweep through ``fit``'s ``callback`` argument, which costs nothing;
+    an estimator without one (a scikit-learn model) falls back to its ``verbose`` lines, which
+    cost a log-likelihood evaluation per sweep, so that fallback is never chosen by default.
     """
     from sklearn_gpulda._progress import FitProgress
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from .base import Sampler, topic_prior
 
-__all__ = ["Backend", "BACKENDS", "ALGORITHMS", "Sampler", "choose_backend", "fold_in",
+__all__ = ["Backend", "BACKENDS", "Sampler", "algorithm_names", "choose_backend", "fold_in",
            "topic_prior"]
 
 
@@ -86,8 +86,9 @@ BACKENDS = (
             options={"rule": "sparse"}),
 )
 
-#: Values of the ``algorithm`` parameter besides 'auto'.
-ALGORITHMS = tuple(sorted({b.algorithm for b in BACKENDS}))
+def algorithm_names():
+    """Values of the ``algorithm`` parameter besides 'auto', from the registry as it is now."""
+    return tuple(sorted({b.algorithm for b in BACKENDS}))
 
 
 def choose_backend(algorithm, n_topics, device):
@@ -96,7 +97,7 @@ def choose_backend(algorithm, n_topics, device):
     Parameters
     ----------
     algorithm : str
-        'auto' or one of :data:`ALGORITHMS`.
+        'auto' or one of :func:`algorithm_names`.
     n_topics : int
     device : sklearn_gpulda._device.Device
 
@@ -121,7 +122,7 @@ def choose_backend(algorithm, n_topics, device):
     else:
         chosen = next((b for b in candidates if b.algorithm == algorithm), None)
         if chosen is None:
-            names = ", ".join(repr(a) for a in ("auto",) + ALGORITHMS)
+            names = ", ".join(repr(a) for a in ("auto",) + algorithm_names())
             raise ValueError(f"algorithm must be one of {names}, got {algorithm!r}")
         if chosen.max_topics is not None and n_topics > chosen.max_topics:
             raise ValueError(

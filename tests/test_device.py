@@ -1,0 +1,76 @@
+"""``sklearn_gpulda._device``: the one parse of ``device``, and its resolution on this machine."""
+
+import types
+
+import pytest
+
+import sklearn_gpulda._device as device_module
+from sklearn_gpulda._device import CPU, Device, describe_device, parse_device, resolve_device
+
+
+@pytest.mark.parametrize("text, parsed", [
+    ("auto", ("auto", None)), ("cpu", ("cpu", None)), ("cuda", ("cuda", None)),
+    ("cuda:0", ("cuda", (0,))), ("cuda:3", ("cuda", (3,))), ("cuda:0,1", ("cuda", (0, 1))),
+])
+def test_parse_accepts(text, parsed):
+    assert parse_device(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["CUDA", "Cpu", "gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:0,0",
+                                  " cpu", "cuda:²", "tpu:0", "cuda:0,"])
+def test_parse_refuses(text):
+    with pytest.raises(ValueError, match="device must be 'auto', 'cpu', 'cuda'"):
+        parse_device(text)
+
+
+def _fake_cupy(n_gpus):
+    runtime = types.SimpleNamespace(getDeviceCount=lambda: n_gpus)
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime))
+
+
+def test_resolve_without_cupy(monkeypatch):
+    monkeypatch.setattr(device_module, "import_cupy",
+                        lambda: (None, "CuPy does not import (ImportError: libcudart.so.13)"))
+    assert resolve_device("auto") == CPU and resolve_device("cpu") == CPU
+    with pytest.raises(RuntimeError, match=r"needs CuPy and a CUDA GPU: CuPy does not import "
+                                           r"\(ImportError: libcudart.so.13\)"):
+        resolve_device("cuda:0")
+
+
+def test_resolve_checks_the_gpu_number(monkeypatch):
+    monkeypatch.setattr(device_module, "import_cupy", lambda: (_fake_cupy(2), ""))
+    assert resolve_device("auto") == Device("cuda", (0,))
+    assert str(resolve_device("cuda")) == "cuda:0"
+    assert resolve_device("cuda:1").index == 1
+    assert str(resolve_device("cuda:0,1")) == "cuda:0,1"
+    with pytest.raises(RuntimeError, match=r"names GPU 2, but this machine has 2 \(numbered 0 to 1\)"):
+        resolve_device("cuda:2")
+
+
+def test_import_reason_names_the_exception(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def broken(name, *args, **kwargs):
+        if name == "cupy":
+            raise ImportError("libnvrtc.so.13: cannot open shared object file")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", broken)
+    cupy, reason = device_module.import_cupy()
+    assert cupy is None and "libnvrtc.so.13" in reason and "ImportError" in reason
+
+
+def test_describe_without_a_gpu(monkeypatch):
+    monkeypatch.setattr(device_module, "import_cupy", lambda: (None, "no GPU here"))
+    assert describe_device("cpu") == "CPU (NumPy engine)"
+    assert describe_device("cuda:1") == "cuda:1 (not usable here: no GPU here)"
+
+
+def test_single_gpu_index():
+    assert Device("cuda", (3,)).index == 3
+    with pytest.raises(ValueError, match="not a single GPU"):
+        Device("cuda", (0, 1)).index
+    with pytest.raises(ValueError, match="not a single GPU"):
+        CPU.index
