@@ -1,4 +1,10 @@
-"""Pieces shared by the GPU sweep benchmarks (bench_dense.py, bench_algorithms.py)."""
+"""Pieces shared by the GPU benchmarks (bench_cuda.py, bench_dense.py, bench_algorithms.py,
+bench_end_to_end.py) and the peer benchmark's worker.
+
+Nothing here imports the package or CuPy at module level: ``bench_cuda.py --compare-with`` runs
+these helpers in a subprocess against another checkout's package, which may predate the sampler
+protocol.
+"""
 
 import csv
 import json
@@ -9,6 +15,139 @@ import numpy as np
 
 #: The dense sampling kernels of cuda/sample_dense.cu.
 VARIANTS = ("butterfly", "transpose", "plain")
+
+ALPHA_HELP = ("document-topic prior: a number, or 'C/K' for C divided by the number of topics "
+              "(e.g. 50/K, 1/K)")
+
+
+def alpha_for(spec, n_topics):
+    """The prior a spelling of ``--alpha`` gives at K = ``n_topics``: ``'50/K'`` is 50 / K,
+    ``'0.1'`` is 0.1 whatever K.
+
+    Raises
+    ------
+    ValueError
+        Anything else, or a prior that is not positive.
+    """
+    text = str(spec).strip()
+    try:
+        value = float(text[:-2]) / n_topics if text.upper().endswith("/K") else float(text)
+    except ValueError:
+        raise ValueError(f"alpha must be a number or 'C/K', got {spec!r}") from None
+    if not value > 0:
+        raise ValueError(f"alpha must be positive, got {spec!r}")
+    return value
+
+
+def cuda_sampler(algorithm, n_topics, alpha, beta, seed, **options):
+    """A profiled sampler of the registry's CUDA backend for ``algorithm`` on GPU 0.
+
+    Going through :func:`sklearn_gpulda.backends.choose_backend` times what the estimator would
+    run, and refuses a K the backend does not support with the estimator's message.
+    """
+    from sklearn_gpulda._device import resolve_device
+    from sklearn_gpulda.backends import choose_backend
+
+    device = resolve_device("cuda:0")
+    backend = choose_backend(algorithm, n_topics, device)
+    return backend.make(n_topics, alpha, beta, seed, device, profile=True, **options)
+
+
+def start_chain(sampler, corpus):
+    """Lay ``corpus`` out and draw the initial topics.
+
+    Samplers of the protocol do it in two calls (``load``, ``init_topics``); the engines of
+    checkouts older than the protocol had one, ``initialize(corpus)``, which the comparison mode
+    of ``bench_cuda.py`` still times.
+    """
+    if hasattr(sampler, "load"):
+        sampler.load(corpus)
+        sampler.init_topics()
+    else:
+        sampler.initialize(corpus)
+
+
+def run_sweeps(cp, sampler, corpus, iters, before_sweep=None):
+    """Start a chain on ``corpus`` and time ``iters`` sweeps with CUDA events.
+
+    Parameters
+    ----------
+    cp : module
+        CuPy.
+    sampler : object
+        A profiled CUDA sampler (``stage_ms`` filled by each sweep), or an old engine.
+    corpus : TokenCorpus
+    iters : int
+        Sweeps, numbered 1..iters as the fit loop numbers them.
+    before_sweep : callable, optional
+        Called with the sampler before each sweep, outside the timed region; its dict (if any)
+        is kept with that sweep.
+
+    Returns
+    -------
+    dict
+        ``init_s`` (wall seconds of :func:`start_chain`, synchronised), ``ms`` (one float per
+        sweep), ``stages`` (a copy of ``stage_ms`` after each sweep) and ``extra`` (what
+        ``before_sweep`` returned). The caller releases the sampler.
+    """
+    t = time.perf_counter()
+    start_chain(sampler, corpus)
+    cp.cuda.Device().synchronize()
+    init_s = time.perf_counter() - t
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    out = dict(init_s=init_s, ms=[], stages=[], extra=[])
+    for it in range(1, iters + 1):
+        out["extra"].append((before_sweep(sampler) if before_sweep else None) or {})
+        start.record()
+        sampler.sweep(it)
+        stop.record()
+        stop.synchronize()
+        out["ms"].append(cp.cuda.get_elapsed_time(start, stop))
+        out["stages"].append(dict(getattr(sampler, "stage_ms", None) or {}))
+    return out
+
+
+def after_first(values):
+    """Values of sweeps 2..n (sweep 1 pays for loading kernels), or all when there is one."""
+    return values[1:] if len(values) > 1 else values
+
+
+class DevicePeak:
+    """Peak bytes in use in CuPy's default memory pool while active (0 without CuPy).
+
+    A memory hook sees every allocation, so the peak is exact; polling ``used_bytes`` between
+    calls would miss the temporaries of a single call.
+    """
+
+    def __init__(self, active=True):
+        self.peak = 0
+        self.hook = None
+        if not active:
+            return
+        try:
+            import cupy
+
+            pool = cupy.get_default_memory_pool()
+            tracker = self
+
+            class _Hook(cupy.cuda.MemoryHook):
+                name = "PeakTracker"
+
+                def malloc_postprocess(self, **kwargs):
+                    tracker.peak = max(tracker.peak, pool.used_bytes())
+
+            self.hook = _Hook()
+        except Exception:  # an old CuPy without hooks: report 0 rather than fail the run
+            self.hook = None
+
+    def __enter__(self):
+        if self.hook is not None:
+            self.hook.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.hook is not None:
+            self.hook.__exit__(*exc)
 
 
 def coarse_to_fine(n):
@@ -55,11 +194,17 @@ def load_corpora(scale, seed, with_nips=True):
     return out
 
 
+def device_name(cp):
+    """The name of GPU 0, e.g. 'NVIDIA H200'."""
+    name = cp.cuda.runtime.getDeviceProperties(0)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
 def describe_device(cp):
-    """Print and return the name of CuPy's current device."""
-    props = cp.cuda.runtime.getDeviceProperties(0)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-    print(f"device: {name}, {props['multiProcessorCount']} SMs; cupy {cp.__version__}")
+    """Print and return the name of GPU 0, with its SM count and CuPy's version."""
+    name = device_name(cp)
+    n_sm = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+    print(f"device: {name}, {n_sm} SMs; cupy {cp.__version__}")
     return name
 
 

@@ -28,6 +28,8 @@ import numpy as np
 
 from sklearn_gpulda.metrics import document_completion
 
+from _bench_common import DevicePeak
+
 
 def _doubling(first, last):
     """``first, 2 first, 4 first, ...`` up to ``last``: the convergence rule compares each
@@ -247,10 +249,11 @@ class GPULDA(_SklearnAPI):
         # (n_averaged_sweeps); the last three quarters did best in the CPU measurements of
         # doc/user_guide.rst. None leaves the estimator's default.
         self.averaged = averaged
-        from sklearn_gpulda._engines import resolve_device
+        from sklearn_gpulda._device import resolve_device
 
         try:
-            self.device = resolve_device(device)
+            # A string ('cpu', 'cuda:0'): it goes into the results and to the estimator as is.
+            self.device = str(resolve_device(device))
         except RuntimeError as exc:
             raise SystemUnavailable(str(exc)) from None
 
@@ -439,40 +442,6 @@ def make_system(name, n_topics, seed, cores, priors="own"):
     return _MAKERS[name](n_topics, seed, cores, priors)
 
 
-class _DevicePeak:
-    """Peak bytes in use in CuPy's default memory pool while active (0 without CuPy)."""
-
-    def __init__(self, active):
-        self.peak = 0
-        self.hook = None
-        if not active:
-            return
-        try:
-            import cupy
-
-            pool = cupy.get_default_memory_pool()
-            tracker = self
-
-            class _Hook(cupy.cuda.MemoryHook):
-                name = "PeakTracker"
-
-                def malloc_postprocess(self, **kwargs):
-                    tracker.peak = max(tracker.peak, pool.used_bytes())
-
-            self.hook = _Hook()
-        except Exception:  # an old CuPy without hooks: report 0 rather than fail the run
-            self.hook = None
-
-    def __enter__(self):
-        if self.hook is not None:
-            self.hook.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        if self.hook is not None:
-            self.hook.__exit__(*exc)
-
-
 def _next_cost(system, last, n_iter):
     """Predicted training seconds of the checkpoint at ``n_iter``, time linear in iterations."""
     more = n_iter - last["iterations"] if system.continues else n_iter
@@ -580,7 +549,7 @@ def run_system(job, report=None):
 
     on_gpu = system.device.startswith("cuda")
     host_peak = _HostPeak()
-    with _DevicePeak(on_gpu) as device_peak:
+    with DevicePeak(on_gpu) as device_peak:
         tic = time.perf_counter()
         host_peak.resume()
         system.prepare(X_train)

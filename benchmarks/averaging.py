@@ -1,6 +1,6 @@
 """Held-out quality of one Gibbs sample's topics against the mean of the chain's last samples.
 
-Backs the ``n_averaged_sweeps`` figures of ``doc/user_guide.rst``: trains the NumPy engine on
+Backs the ``n_averaged_sweeps`` figures of ``doc/user_guide.rst``: trains the NumPy sampler on
 KOS documents (UCI bag-of-words, found where the peer benchmark finds it) for ``--sweeps``
 sweeps at ``--topics`` topics, scores the last sample and the means of the last 3/4, 1/2 and
 1/8 of the sweeps by document completion on ``--test-docs`` held-out documents, and, with
@@ -25,9 +25,9 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from _peer_corpora import CorpusUnavailable, _find  # noqa: E402
 
-from sklearn_gpulda._engines.numpy_engine import NumpyEngine  # noqa: E402
+from sklearn_gpulda._corpus import tokens  # noqa: E402
+from sklearn_gpulda.backends.numpy import NumpySampler  # noqa: E402
 from sklearn_gpulda.datasets import load_uci_bow  # noqa: E402
-from sklearn_gpulda.estimator import _tokens  # noqa: E402
 from sklearn_gpulda.metrics import document_completion  # noqa: E402
 
 
@@ -53,23 +53,24 @@ def main(argv=None):
     print(f"KOS: {train.shape[0]} training documents, {int(train.sum()):,} tokens, K = {k}, "
           f"{test.shape[0]} test documents")
 
-    engine = NumpyEngine(k, prior, prior, seed=0)
-    engine.initialize(_tokens(train))
+    sampler = NumpySampler(k, prior, prior, seed=0)
+    sampler.load(tokens(train))
+    sampler.init_topics()
     starts = {"last 3/4": n - 3 * n // 4, "last 1/2": n - n // 2, "last 1/8": n - n // 8}
     sums = dict.fromkeys(starts)
     tic = time.perf_counter()
     for i in range(n):
-        engine.sweep(i + 1)
+        sampler.sweep(i + 1)
         for name, start in starts.items():
             if i >= start:
-                counts = engine.word_topic_counts()
+                counts = sampler.word_topic_counts()
                 sums[name] = counts if sums[name] is None else sums[name] + counts
     print(f"{n} sweeps in {time.perf_counter() - tic:.1f} s")
 
     def held_out(topics):
         return document_completion(test, topics, prior, n_iter=50, random_state=0).per_token
 
-    print(f"  last sample: {held_out(engine.word_topic_counts() + prior):.4f} nats/token")
+    print(f"  last sample: {held_out(sampler.word_topic_counts() + prior):.4f} nats/token")
     for name, start in starts.items():
         print(f"  mean of the {name} ({n - start} samples): "
               f"{held_out(sums[name] / (n - start) + prior):.4f}")

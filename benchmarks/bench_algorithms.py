@@ -1,18 +1,19 @@
-"""Whole ESCA iterations of the sparse and dense CUDA engines, and what ``algorithm='auto'`` picks.
+"""Whole ESCA iterations of the sparse and dense CUDA backends, and what ``algorithm='auto'`` picks.
 
-For each K the script runs ``--iters`` sweeps of every engine from its random initialisation --
-the sparse engine (``CudaEngine``) and the dense engine (``CudaDenseEngine``) with each sampling
-kernel (butterfly, transpose, plain) -- and reports Mtoken/s of a whole iteration (sampling plus
-M-step), the mean over iterations 2..n (the first pays for kernel loading). Corpora: a
-NYTimes-shaped corpus drawn by ``datasets.make_lda_corpus(shape="nytimes", scale=...)``, and NIPS
-when its UCI docword file is found where ``benchmarks/_peer_corpora.py`` looks
-(``nips_tmt/docword.nips_tmt.txt.gz`` under ``$SKLEARN_GPULDA_DATA``, ``.carry/data`` or
+For each K the script runs ``--iters`` sweeps of every sampler from its random initialisation --
+the sparse backend (``CudaSparseSampler``) and the dense backend (``CudaDenseSampler``) with each
+sampling kernel (butterfly, transpose, plain), made through the registry of
+``sklearn_gpulda.backends`` as the estimator makes them -- and reports Mtoken/s of a whole
+iteration (sampling plus M-step), the mean over iterations 2..n (the first pays for kernel
+loading). Corpora: a NYTimes-shaped corpus drawn by ``datasets.make_lda_corpus(shape="nytimes",
+scale=...)``, and NIPS when its UCI docword file is found where ``benchmarks/_peer_corpora.py``
+looks (``nips_tmt/docword.nips_tmt.txt.gz`` under ``$SKLEARN_GPULDA_DATA``, ``.carry/data`` or
 ``../shared/data``).
 
-Printed per corpus: the table, the smallest K from which the sparse engine beats every dense
-kernel, and for each K the engine 'auto' picks (``_engines.choose_algorithm``; the dense engine
-runs its default 'transpose' kernel) and whether it is within 5% of the faster of the two engines
-'auto' chooses between.
+Printed per corpus: the table, the smallest K from which the sparse backend beats every dense
+kernel, and for each K the backend 'auto' picks (``backends.choose_backend``; the dense backend
+runs its default 'transpose' kernel) and whether it is within 5% of the faster of the two
+backends 'auto' chooses between.
 
 The dense kernels run one thread per document, so they need tens of thousands of documents to
 fill a large GPU: the default ``--scale 0.25`` (75,000 documents, about 25 M tokens) matches the
@@ -39,46 +40,33 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _bench_common import (  # noqa: E402
-    VARIANTS, coarse_to_fine, describe_device, load_corpora, plot_throughput, write_rows)
+    ALPHA_HELP, VARIANTS, after_first, alpha_for, coarse_to_fine, cuda_sampler, describe_device,
+    load_corpora, plot_throughput, run_sweeps, write_rows)
 
 DEFAULT_TOPICS = [16, 48, 80, 144, 256, 512, 1024]
-#: 'auto' counts as right where its engine is at least this share of the faster one's speed.
+#: 'auto' counts as right where its backend is at least this share of the faster one's speed.
 TOLERANCE = 0.95
 
 
-def time_engine(cp, engine, corpus, iters):
+def time_sampler(cp, sampler, corpus, iters):
     """Mean ms of sweeps 2..iters (sweep 1 when ``iters`` is 1), and the last stage split."""
-    engine.initialize(corpus)
-    cp.cuda.Device().synchronize()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    ms = []
-    for it in range(1, iters + 1):
-        start.record()
-        engine.sweep(it)
-        stop.record()
-        stop.synchronize()
-        ms.append(cp.cuda.get_elapsed_time(start, stop))
-    stages = dict(getattr(engine, "stage_ms", {}) or {})
-    engine.release()
-    cp.get_default_memory_pool().free_all_blocks()
-    kept = ms[1:] if len(ms) > 1 else ms
-    return float(np.mean(kept)), stages
+    try:
+        timed = run_sweeps(cp, sampler, corpus, iters)
+    finally:
+        sampler.release()
+    return float(np.mean(after_first(timed["ms"]))), timed["stages"][-1]
 
 
-def measure(cp, corpus, k, engines, iters, beta, seed):
-    """Whole-iteration Mtoken/s of each engine name at K = k (None where it failed)."""
-    from sklearn_gpulda._engines.cuda_dense_engine import CudaDenseEngine
-    from sklearn_gpulda._engines.cuda_engine import CudaEngine
-
-    alpha = 50.0 / k
+def measure(cp, corpus, k, samplers, iters, alpha, beta, seed):
+    """Whole-iteration Mtoken/s of each sampler name at K = k (None where it failed)."""
     row = {}
-    for name in engines:
+    for name in samplers:
         try:
             if name == "sparse":
-                eng = CudaEngine(k, alpha, beta, seed, device=0, profile=True)
+                sampler = cuda_sampler("sparse", k, alpha, beta, seed)
             else:
-                eng = CudaDenseEngine(k, alpha, beta, seed, device=0, variant=name, profile=True)
-            ms, stages = time_engine(cp, eng, corpus, iters)
+                sampler = cuda_sampler("dense", k, alpha, beta, seed, variant=name)
+            ms, stages = time_sampler(cp, sampler, corpus, iters)
         except Exception as exc:  # a failed point is reported, the sweep goes on
             print(f"   K={k} {name}: {type(exc).__name__}: {exc}")
             cp.get_default_memory_pool().free_all_blocks()
@@ -92,14 +80,15 @@ def measure(cp, corpus, k, engines, iters, beta, seed):
 
 
 def judge(row, k):
-    """Fill in the faster engine, what 'auto' picks and whether that is within TOLERANCE."""
-    from sklearn_gpulda._engines import choose_algorithm
+    """Fill in the faster backend, what 'auto' picks and whether that is within TOLERANCE."""
+    from sklearn_gpulda._device import resolve_device
+    from sklearn_gpulda.backends import choose_backend
 
     dense = {v: row.get(v) for v in VARIANTS if row.get(v)}
     row["best_dense"] = max(dense, key=dense.get) if dense else None
-    pick = choose_algorithm("auto", k, "cuda:0")
+    pick = choose_backend("auto", k, resolve_device("cuda:0")).algorithm
     row["auto"] = pick
-    # 'auto' runs the dense engine's default kernel.
+    # 'auto' runs the dense backend's default kernel.
     choices = {"sparse": row.get("sparse"), "dense": row.get("transpose")}
     if all(choices.values()):
         faster = max(choices, key=choices.get)
@@ -110,7 +99,7 @@ def judge(row, k):
 
 
 def sparse_wins_from(rows):
-    """Smallest measured K from which the sparse engine beats every dense kernel at every K."""
+    """Smallest measured K from which the sparse backend beats every dense kernel at every K."""
     ks = sorted(r["K"] for r in rows if r.get("sparse") and r.get("best_dense"))
     by_k = {r["K"]: r for r in rows}
     wins = {k: by_k[k]["sparse"] > by_k[k][by_k[k]["best_dense"]] for k in ks}
@@ -131,10 +120,10 @@ def write_outputs(out, device_name, args, corpora, rows):
 
 def plot(rows, path):
     series = [
-        ("sparse", "sparse engine"),
-        ("transpose", "dense engine, transpose"),
-        ("butterfly", "dense engine, butterfly"),
-        ("plain", "dense engine, plain"),
+        ("sparse", "sparse backend"),
+        ("transpose", "dense backend, transpose"),
+        ("butterfly", "dense backend, butterfly"),
+        ("plain", "dense backend, plain"),
     ]
     return plot_throughput(rows, path, series, "Mtoken/s, whole iteration", log_k=True)
 
@@ -146,7 +135,9 @@ def main(argv=None):
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     ap.add_argument("--no-sparse", action="store_true")
     ap.add_argument("--no-nips", action="store_true")
-    ap.add_argument("--iters", type=int, default=4, help="sweeps per engine; iterations 2..n timed")
+    ap.add_argument("--iters", type=int, default=4,
+                    help="sweeps per sampler; iterations 2..n timed")
+    ap.add_argument("--alpha", default="50/K", help=ALPHA_HELP + " (default 50/K)")
     ap.add_argument("--budget-s", type=float, default=150.0, help="time for measurements")
     ap.add_argument("--out", default=os.environ.get("OUT"))
     ap.add_argument("--seed", type=int, default=0)
@@ -155,13 +146,16 @@ def main(argv=None):
 
     import cupy as cp
 
-    from sklearn_gpulda._engines import DENSE_MAX_TOPICS
-    from sklearn_gpulda._engines.dense_sampler import MAX_TOPICS
+    from sklearn_gpulda.backends import BACKENDS
+    from sklearn_gpulda.backends.cuda.sample_dense import MAX_TOPICS
 
     name = describe_device(cp)
-    print(f"DENSE_MAX_TOPICS = {DENSE_MAX_TOPICS}")
+    for b in BACKENDS:
+        if b.device_kind == "cuda":
+            print(f"backend {b.name}: max_topics={b.max_topics}, 'auto' picks it up to "
+                  f"K={b.max_topics if b.auto_max_topics is None else b.auto_max_topics}")
     topics = sorted({k for k in args.topics if 1 <= k <= MAX_TOPICS})
-    engines = ([] if args.no_sparse else ["sparse"]) + list(args.variants)
+    samplers = ([] if args.no_sparse else ["sparse"]) + list(args.variants)
     beta = 0.01
 
     corpora = load_corpora(args.scale, args.seed, not args.no_nips)
@@ -182,24 +176,25 @@ def main(argv=None):
                 break
             k = topics[i]
             row = dict(corpus=cname, K=k, n_tokens=corpus.n_tokens)
-            row.update(measure(cp, corpus, k, engines, args.iters, beta, args.seed))
+            row.update(measure(cp, corpus, k, samplers, args.iters, alpha_for(args.alpha, k),
+                               beta, args.seed))
             judge(row, k)
             rows.append(row)
             write_outputs(args.out, name, args, corpora, rows)
             print(
                 f"   K={k:5d}  "
                 + "  ".join(
-                    f"{e} {row[e]:8.1f}" if row.get(e) else f"{e} {'-':>8}" for e in engines
+                    f"{e} {row[e]:8.1f}" if row.get(e) else f"{e} {'-':>8}" for e in samplers
                 )
                 + "  Mtoken/s",
                 flush=True,
             )
 
     print("\nWhole-iteration Mtoken/s (mean of iterations 2..%d)" % args.iters)
-    cols = ["corpus", "K", *engines, "auto", "auto/faster", "ok"]
+    cols = ["corpus", "K", *samplers, "auto", "auto/faster", "ok"]
     print("  ".join(f"{c:>11}" for c in cols))
     for r in sorted(rows, key=lambda r: (r["corpus"], r["K"])):
-        cells = [r["corpus"], r["K"]] + [r.get(e) for e in engines]
+        cells = [r["corpus"], r["K"]] + [r.get(e) for e in samplers]
         ratio = r.get("auto_ratio")
         cells += [r["auto"], None if ratio is None else f"{ratio:.3f}", r.get("auto_ok")]
         print(
@@ -216,12 +211,12 @@ def main(argv=None):
                 f"from K={start} on" if start is not None else "at none of the largest K measured"
             )
             per_k = ", ".join(f"{k}: {'sparse' if w else 'dense'}" for k, w in wins.items())
-            print(f"{cname}: the sparse engine beats every dense kernel {where} ({per_k})")
+            print(f"{cname}: the sparse backend beats every dense kernel {where} ({per_k})")
         judged = [r for r in mine if "auto_ok" in r]
         if judged:
             bad = [r["K"] for r in judged if not r["auto_ok"]]
             print(
-                f"{cname}: 'auto' within 5% of the faster engine at "
+                f"{cname}: 'auto' within 5% of the faster backend at "
                 f"{len(judged) - len(bad)} of {len(judged)} K"
                 + (f"; not at K = {bad}" if bad else "")
             )

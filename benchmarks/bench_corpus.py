@@ -1,9 +1,12 @@
 """Time corpus generation and the host-side token conversion at NYTimes scale.
 
 Draws a NYTimes-shaped corpus (300,000 documents, 102,660 words, about 100 M tokens) with
-:func:`sklearn_gpulda.datasets.make_lda_corpus`, then times each host stage an engine runs before
-its first GPU iteration: canonical tokens, frequency relabelling, PDOW chunks (one chunk, and a
-25 M-token budget) and the segmented-CSR tiling. Prints tokens, seconds and Mtoken/s per stage.
+:func:`sklearn_gpulda.datasets.make_lda_corpus`, then times the host conversions of
+:mod:`sklearn_gpulda._corpus`: the canonical tokens and the word frequencies with their
+relabelling, which every fit on host input runs before its first sweep; the PDOW chunks built on
+the host (one chunk, and a 25 M-token budget), the reference the sparse CUDA backend's device
+layout is tested against; and the segmented-CSR tiling of the mini-batch backend to come. Prints
+tokens, seconds and Mtoken/s per stage.
 
 Run ``python benchmarks/bench_corpus.py --scale 0.1`` for a quick look.
 """

@@ -1,22 +1,69 @@
-"""Throughput of the CUDA engine on a NYTimes-shaped corpus (D=300k, V=102,660, ~100 M tokens).
+"""Throughput of the sparse CUDA backend on a NYTimes-shaped corpus, and before against after.
 
-The corpus is generated on the GPU (documents mixing a few of 200 Zipfian topics with a Zipfian
-background, lengths log-normal around NYTimes' 332 tokens) unless
-``sklearn_gpulda.datasets.make_lda_corpus(shape="nytimes")`` exists. For each K the script
-initialises the engine, runs ``--iters`` sweeps and reports, per iteration, Mtoken/s and the
-stage split from CUDA events, the achieved bandwidth of the sampler against a measured
-device-to-device copy, and the memory pool's peak.
+Corpus: ``datasets.make_lda_corpus(shape="nytimes", n_topics=100, random_state=0)`` (D = 300k,
+V = 102,660, about 100 M tokens; ``--scale`` takes a fraction of the documents). For each prior of
+``--alpha`` and each K the script starts a ``CudaSparseSampler`` (``load`` then ``init_topics``),
+runs ``--iters`` sweeps and reports the mean over sweeps 2..n of Mtoken/s and of the stage split
+the sampler's CUDA events give (sampling, A rebuild, B and topic totals), the achieved bandwidth
+of the sampling kernel against a measured device-to-device copy, and the memory pool's peak.
+The prior matters: with the token's own count taken out of its document, a larger alpha sends
+more draws to the prior branch, so throughput is quoted at both 50 / K and 1 / K.
+
+``--compare-with DIR`` times the same work with two versions of the package on this GPU. DIR is
+another checkout of the repository, e.g. the commit before a change::
+
+    mkdir -p .carry/old && git archive 18f275e^ | tar -x -C .carry/old
+
+The corpus is drawn once and saved to ``<out>/bench_cuda_corpus.npz`` (deleted at the end); then
+for every prior and K a subprocess that imports DIR's package (``PYTHONPATH=DIR``) and one that
+imports this checkout's each load that file and time the sparse engine of their own version --
+the sampler protocol's ``CudaSparseSampler``, or for a checkout older than the protocol
+``sklearn_gpulda._engines.cuda_engine.CudaEngine`` (``initialize`` in place of ``load`` and
+``init_topics``). The two alternate (old first in even rounds of ``--rounds``, new first in odd
+ones) so that a drift of the machine falls on both. Printed: K, Mtoken/s old and new, new / old,
+and each stage's ms; written: ``<out>/bench_cuda_compare.json``. DIR's kernels are compiled by
+NVRTC at its first run unless built beforehand (``tools/build_kernels.py --src DIR/cuda --out
+DIR/sklearn_gpulda/_fatbin``; ``tools/gpu_stages.sh bench-compare`` does it).
+
+Time: no new point starts once ``--budget-s`` (counted from the start, corpus included) is
+spent; in comparison mode each subprocess is also killed at the budget's end, and its point is
+reported as cut.
 
 Usage::
 
     python benchmarks/bench_cuda.py --topics 100 1000 10000 --iters 51 --json out.json
+    python benchmarks/bench_cuda.py --alpha 50/K 1/K --scale 0.1
+    python benchmarks/bench_cuda.py --compare-with .carry/old --budget-s 400 --out /tmp/out
 """
 
 import argparse
+import importlib.util
 import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from _bench_common import (  # noqa: E402
+    ALPHA_HELP, after_first, alpha_for, cuda_sampler, describe_device, device_name, run_sweeps)
+
+#: Stages of a sweep the sparse engine profiles (the same names before and after the protocol).
+STAGES = ("sample", "rebuild_a", "count_b_totals")
+BETA = 0.01
+CORPUS_FILE = "bench_cuda_corpus.npz"
+#: A comparison run is not started with less time left than this (start-up and corpus loading
+#: alone take several seconds at full scale).
+MIN_RUN_S = 20.0
+#: Prefix of the line that carries a worker's result to the parent.
+RESULT = "RESULT "
 
 
 def copy_bandwidth(cp, n_bytes=2 << 30, reps=10):
@@ -36,180 +83,309 @@ def copy_bandwidth(cp, n_bytes=2 << 30, reps=10):
     return 2 * n_bytes / np.median(times) / 1e9
 
 
-def nytimes_corpus(cp, n_docs=300_000, n_words=102_660, mean_len=332, n_true=200, seed=0):
-    """A TokenCorpus of NYTimes' shape, drawn on the device (see the module docstring)."""
+# -- the corpus ---------------------------------------------------------------------------------
+def make_corpus(scale):
+    """The benchmark's corpus as a TokenCorpus, drawn on the host, and how it was made."""
+    from sklearn_gpulda._corpus import tokens_from_counts
+    from sklearn_gpulda.datasets import make_lda_corpus
+
+    X = make_lda_corpus(shape="nytimes", n_topics=100, random_state=0, scale=scale).data
+    source = ("datasets.make_lda_corpus(shape='nytimes', n_topics=100, random_state=0, "
+              f"scale={scale})")
+    return tokens_from_counts(X), source
+
+
+def save_corpus(corpus, path):
+    """Write the token arrays both versions read. Integer counts: no weights to save."""
+    np.savez(path, n_docs=corpus.n_docs, n_words=corpus.n_words, doc_ptr=corpus.doc_ptr,
+             word=corpus.word)
+
+
+def load_corpus(path):
+    """A TokenCorpus of the imported package's own class from :func:`save_corpus`'s file.
+
+    The class has had the same fields since before the sampler protocol, so either version can
+    build it.
+    """
     from sklearn_gpulda._corpus import TokenCorpus
 
-    rs = cp.random.RandomState(seed)
-    lengths = cp.maximum(1, cp.rint(rs.lognormal(np.log(mean_len) - 0.5, 1.0, size=n_docs))).astype(
-        cp.int64
-    )
-    lengths = cp.maximum(1, cp.rint(lengths * (mean_len * n_docs / float(lengths.sum())))).astype(
-        cp.int64
-    )
-    n = int(lengths.sum())
-    doc_ptr = cp.zeros(n_docs + 1, dtype=cp.int64)
-    cp.cumsum(lengths, out=doc_ptr[1:])
-    # Document of each token without a host loop: mark document starts and scan.
-    mark = cp.zeros(n, dtype=cp.int32)
-    mark[doc_ptr[1:-1]] = 1
-    doc = cp.cumsum(mark, dtype=cp.int32)
-    del mark
-    # Each document mixes 4 topics with Dirichlet(0.5) weights; 25% of tokens from the background.
-    mix = 4
-    doc_topics = rs.randint(0, n_true, size=(n_docs, mix)).astype(cp.int32)
-    w = rs.gamma(0.5, size=(n_docs, mix))
-    cum = cp.cumsum(w / w.sum(axis=1, keepdims=True), axis=1)
-    u = rs.random_sample(n, dtype=cp.float32)
-    which = (u[:, None] > cum[doc].astype(cp.float32)).sum(axis=1).clip(0, mix - 1)
-    topic = doc_topics[doc, which]
-    del which, u
-    ranks = cp.arange(1, n_words + 1, dtype=cp.float64)
-    zipf_cdf = cp.cumsum(ranks**-1.05)
-    zipf_cdf /= zipf_cdf[-1]
-    rank = cp.searchsorted(zipf_cdf, rs.random_sample(n)).clip(0, n_words - 1).astype(cp.int32)
-    # Topic t's r-th word is a topic-specific permutation of the vocabulary; background keeps r.
-    perm = cp.argsort(rs.random_sample((n_true, n_words)), axis=1).astype(cp.int32)
-    background = rs.random_sample(n, dtype=cp.float32) < 0.25
-    word = cp.where(background, rank, perm[topic, rank])
-    del perm, rank, topic, background
-    # Canonical order: by document, then word.
-    order = cp.argsort(doc.astype(cp.int64) * n_words + word)
-    word = word[order]
-    del order
-    corpus = TokenCorpus(n_docs, n_words, doc_ptr.get(), doc.get(), word.get(), None)
-    return corpus
+    with np.load(path) as f:
+        n_docs, n_words = int(f["n_docs"]), int(f["n_words"])
+        doc_ptr, word = f["doc_ptr"], f["word"]
+    doc = np.repeat(np.arange(n_docs, dtype=np.int32), np.diff(doc_ptr))
+    return TokenCorpus(n_docs, n_words, doc_ptr, doc, word, None)
 
 
-def load_corpus(cp):
-    try:
-        from sklearn_gpulda.datasets import make_lda_corpus
-        from sklearn_gpulda._corpus import tokens_from_counts
+# -- one point ----------------------------------------------------------------------------------
+def sparse_sampler(n_topics, alpha, seed):
+    """The imported package's sparse CUDA sampler, profiled, and which API it has.
 
-        X = make_lda_corpus(shape="nytimes", n_topics=100, random_state=0).data
-        return (
-            tokens_from_counts(X),
-            "datasets.make_lda_corpus(shape='nytimes', n_topics=100, random_state=0)",
-        )
-    except Exception:
-        return nytimes_corpus(cp), "benchmarks/bench_cuda.py nytimes_corpus (generated on the GPU)"
+    A checkout older than the sampler protocol has no ``backends`` package; its engine is
+    ``_engines.cuda_engine.CudaEngine``, which takes the current GPU when given no device.
+    """
+    if importlib.util.find_spec("sklearn_gpulda.backends") is None:
+        from sklearn_gpulda._engines.cuda_engine import CudaEngine
+
+        return CudaEngine(n_topics, alpha, BETA, seed, profile=True), "_engines.CudaEngine"
+    return cuda_sampler("sparse", n_topics, alpha, BETA, seed), "backends.CudaSparseSampler"
 
 
-def mean_row_nnz(eng):
+def chunk_layout(sampler):
+    """The sampler's PDOW chunks and its sampling block size (older engines kept both elsewhere)."""
+    if hasattr(sampler, "chunks"):
+        return sampler.chunks, sampler._shape[1]
+    return sampler._state.chunks, sampler._sample_block
+
+
+def mean_row_nnz(chunks, n_tokens):
     """Token-weighted mean number of non-zeros of A[d]: the entries the sampler reads per token."""
-    st = eng._state
     total = 0.0
-    for ch in st.chunks:
+    for ch in chunks:
         nnz = ch.a_row[:, 1].astype(np.float64)
         total += float((nnz * ch.doc_len.astype(np.float64)).sum())
-    return total / st.corpus.n_tokens
+    return total / max(n_tokens, 1)
 
 
-def bench_one(cp, corpus, n_topics, iters, seed=0):
-    from sklearn_gpulda._engines.cuda_engine import CudaEngine
-
+def bench_one(cp, corpus, n_topics, alpha_spec, iters, seed=0):
+    """Start a chain at K = ``n_topics``, time ``iters`` sweeps; the per-sweep figures and the
+    memory pool's peaks (after initialisation, and during the sweeps)."""
     pool = cp.get_default_memory_pool()
     pool.free_all_blocks()
-    eng = CudaEngine(n_topics, 50.0 / n_topics, 0.01, seed, profile=True)
-    t = time.perf_counter()
-    eng.initialize(corpus)
-    cp.cuda.Device().synchronize()
-    init_s = time.perf_counter() - t
-    init_peak = pool.total_bytes()
-    pool.free_all_blocks()
-    rows = []
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    peak = pool.total_bytes()
-    for it in range(1, iters + 1):
-        kd = mean_row_nnz(eng)
-        start.record()
-        eng.sweep(it)
-        stop.record()
-        stop.synchronize()
-        ms = cp.cuda.get_elapsed_time(start, stop)
-        peak = max(peak, pool.total_bytes())
-        rows.append(
-            dict(iteration=it, ms=ms, mtok_s=corpus.n_tokens / ms / 1e3, row_nnz=kd, **eng.stage_ms)
-        )
-    ll = eng.log_likelihood() / corpus.n_tokens
-    entry_bytes = 4 if eng._state.chunks[0].packed else 8
-    eng.release()
+    sampler, api = sparse_sampler(n_topics, alpha_for(alpha_spec, n_topics), seed)
+    mem = dict(init_peak=None, peak=0)
+
+    def before_sweep(s):
+        if mem["init_peak"] is None:
+            # What the layout build left cached is the initialisation's peak, not the sweeps'.
+            mem["init_peak"] = pool.total_bytes()
+            pool.free_all_blocks()
+        mem["peak"] = max(mem["peak"], pool.total_bytes())
+        return dict(row_nnz=mean_row_nnz(chunk_layout(s)[0], corpus.n_tokens))
+
+    try:
+        timed = run_sweeps(cp, sampler, corpus, iters, before_sweep)
+        mem["peak"] = max(mem["peak"], pool.total_bytes())
+        loglik = sampler.log_likelihood() / corpus.n_tokens
+        chunks, block = chunk_layout(sampler)
+        entry_bytes = 4 if chunks[0].packed else 8
+    finally:
+        sampler.release()
+    rows = [
+        dict(iteration=i + 1, ms=ms, mtok_s=corpus.n_tokens / ms / 1e3, **extra, **stages)
+        for i, (ms, extra, stages) in enumerate(zip(timed["ms"], timed["extra"], timed["stages"]))
+    ]
     return dict(
-        n_topics=n_topics,
-        init_s=init_s,
-        init_peak_gb=init_peak / 1e9,
-        peak_gb=peak / 1e9,
-        loglik_per_token=ll,
-        entry_bytes=entry_bytes,
-        block=eng._sample_block,
-        iterations=rows,
+        n_topics=n_topics, alpha=alpha_spec, api=api, init_s=timed["init_s"],
+        init_peak_gb=(mem["init_peak"] or 0) / 1e9, peak_gb=mem["peak"] / 1e9,
+        loglik_per_token=loglik, entry_bytes=entry_bytes, block=block, iterations=rows,
+        summary=summarise(rows, entry_bytes, corpus.n_tokens),
     )
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--topics", type=int, nargs="+", default=[100, 1000, 10000])
-    ap.add_argument("--iters", type=int, default=51)
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+def summarise(rows, entry_bytes, n_tokens):
+    """Means over sweeps 2..n, and the sampling kernel's achieved bandwidth in GB/s."""
+    kept = after_first(rows)
+
+    def mean(key):
+        return float(np.mean([r[key] for r in kept]))
+
+    # Sampler bytes per token: tok 4 + doc 4 + A row descriptor 8 + topic 2 + one A entry
+    # (4 bytes packed, 8 wide) per non-zero of the row.
+    bytes_tok = 18 + entry_bytes * mean("row_nnz")
+    return dict(
+        mtok_s=n_tokens / mean("ms") / 1e3, ms=mean("ms"),
+        **{f"{name}_ms": mean(name) for name in STAGES}, row_nnz=mean("row_nnz"),
+        sample_gb_s=bytes_tok * n_tokens / (mean("sample") / 1e3) / 1e9,
+        iters_averaged=len(kept),
+    )
+
+
+def point_line(res, gbs=None):
+    """One line per point, as the benchmark has always printed it."""
+    s = res["summary"]
+    share = f" ({100 * s['sample_gb_s'] / gbs:.0f}% of copy)" if gbs else ""
+    return (
+        f"alpha={res['alpha']:>5} K={res['n_topics']:6d} iters 2-{s['iters_averaged'] + 1}: "
+        f"{s['mtok_s']:8.1f} Mtoken/s  {s['ms']:7.2f} ms/iter (sample {s['sample_ms']:.2f}, "
+        f"rebuild A {s['rebuild_a_ms']:.2f}, B+totals {s['count_b_totals_ms']:.2f}) "
+        f"K_d {s['row_nnz']:.1f} sampler {s['sample_gb_s']:.0f} GB/s{share} "
+        f"peak {res['peak_gb']:.2f} GB (init {res['init_peak_gb']:.2f} GB, {res['init_s']:.1f} s) "
+        f"loglik/token {res['loglik_per_token']:.3f}"
+    )
+
+
+# -- this checkout alone ------------------------------------------------------------------------
+def measure(args, t_begin):
     import cupy as cp
 
-    from sklearn_gpulda._engines.cuda_engine import describe_device
-
+    name = describe_device(cp)
     gbs = copy_bandwidth(cp)
+    print(f"copy bandwidth {gbs:.0f} GB/s")
     t = time.perf_counter()
-    corpus, source = load_corpus(cp)
-    gen_s = time.perf_counter() - t
-    print(f"device: {describe_device()}; copy bandwidth {gbs:.0f} GB/s")
-    print(
-        f"corpus: {source}: D={corpus.n_docs} V={corpus.n_words} T={corpus.n_tokens} "
-        f"({gen_s:.1f} s)"
-    )
-    results = dict(
-        device=describe_device(),
-        copy_gb_s=gbs,
-        corpus=source,
-        n_docs=corpus.n_docs,
-        n_words=corpus.n_words,
-        n_tokens=corpus.n_tokens,
-        runs=[],
-    )
-    for k in args.topics:
-        res = bench_one(cp, corpus, k, args.iters)
-        results["runs"].append(res)
-        rows = res["iterations"][1:] or res["iterations"]
+    corpus, source = make_corpus(args.scale)
+    print(f"corpus: {source}: D={corpus.n_docs} V={corpus.n_words} T={corpus.n_tokens} "
+          f"({time.perf_counter() - t:.1f} s)")
+    results = dict(device=name, copy_gb_s=gbs, corpus=source, n_docs=corpus.n_docs,
+                   n_words=corpus.n_words, n_tokens=corpus.n_tokens, runs=[])
+    for spec in args.alpha:
+        for k in args.topics:
+            if time.perf_counter() - t_begin > args.budget_s:
+                print(f"budget of {args.budget_s:.0f} s spent: alpha={spec} K={k} not run")
+                continue
+            res = bench_one(cp, corpus, k, spec, args.iters)
+            results["runs"].append(res)
+            print(point_line(res, gbs), flush=True)
+            if args.json:
+                Path(args.json).write_text(json.dumps(results, indent=1))
 
-        def mean(key, rows=rows):
-            return float(np.mean([r[key] for r in rows]))
 
-        # Sampler bytes per token: tok 4 + doc 4 + A row descriptor 8 + topic 2 + one A entry
-        # (4 bytes packed, 8 wide) per non-zero of the row.
-        bytes_tok = 18 + res["entry_bytes"] * mean("row_nnz")
-        sample_gbs = bytes_tok * corpus.n_tokens / (mean("sample") / 1e3) / 1e9
-        res["summary"] = dict(
-            mtok_s=corpus.n_tokens / mean("ms") / 1e3,
-            ms=mean("ms"),
-            sample_ms=mean("sample"),
-            rebuild_a_ms=mean("rebuild_a"),
-            count_b_ms=mean("count_b_totals"),
-            row_nnz=mean("row_nnz"),
-            sample_gb_s=sample_gbs,
-            iters_averaged=len(rows),
-        )
-        s = res["summary"]
-        print(
-            f"K={k:6d} iters 2-{len(rows) + 1}: {s['mtok_s']:8.1f} Mtoken/s  "
-            f"{s['ms']:7.2f} ms/iter (sample {s['sample_ms']:.2f}, "
-            f"rebuild A {s['rebuild_a_ms']:.2f}, B+totals {s['count_b_ms']:.2f}) "
-            f"K_d {s['row_nnz']:.1f} sampler {s['sample_gb_s']:.0f} GB/s "
-            f"({100 * s['sample_gb_s'] / gbs:.0f}% of copy) peak {res['peak_gb']:.2f} GB "
-            f"(init {res['init_peak_gb']:.2f} GB, {res['init_s']:.1f} s) "
-            f"loglik/token {res['loglik_per_token']:.3f}",
-            flush=True,
-        )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+# -- before against after -----------------------------------------------------------------------
+def worker(args):
+    """One point with the package of ``--package``; its result on one line of stdout."""
+    package = Path(args.package).resolve()
+    sys.path.insert(0, str(package))
+    import cupy as cp
+    import sklearn_gpulda
+
+    where = Path(sklearn_gpulda.__file__).resolve()
+    if package not in where.parents:
+        raise SystemExit(f"imported {where}, not the package of {package}")
+    corpus = load_corpus(args.corpus)
+    res = bench_one(cp, corpus, args.topics[0], args.alpha[0], args.iters)
+    res.update(package=str(where.parent), device=device_name(cp))
+    del res["iterations"]  # the parent keeps the summaries
+    print(RESULT + json.dumps(res), flush=True)
+
+
+def run_worker(package, corpus_path, k, spec, iters, timeout):
+    """Run :func:`worker` in a subprocess importing ``package``; its result, or why none."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package), env.get("PYTHONPATH")]))
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--package",
+               str(package), "--corpus", str(corpus_path), "--topics", str(k), "--alpha", spec,
+               "--iters", str(iters)]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return dict(status=f"cut at the budget's end ({timeout:.0f} s)")
+    found = [line for line in done.stdout.splitlines() if line.startswith(RESULT)]
+    if done.returncode or not found:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-6:]
+        return dict(status=f"failed (exit {done.returncode}): " + " | ".join(tail))
+    return dict(json.loads(found[-1][len(RESULT):]), status="ok")
+
+
+def median_summary(runs):
+    """Per-key median of the summaries of the runs that succeeded (None when none did)."""
+    ok = [r["summary"] for r in runs if r["status"] == "ok"]
+    if not ok:
+        return None
+    return {key: float(np.median([s[key] for s in ok])) for key in ok[0]}
+
+
+def _cell(summary, key, fmt):
+    return "-" if summary is None else format(summary[key], fmt)
+
+
+def compare_table(runs):
+    """Rows 'K alpha old new ratio' with each stage's ms old/new, from every round's runs."""
+    head = (f"{'K':>6} {'alpha':>5} {'old Mtok/s':>11} {'new Mtok/s':>11} {'new/old':>8}  "
+            + "  ".join(f"{name + ' ms old/new':>26}" for name in STAGES))
+    lines = [head]
+    points = dict.fromkeys((r["alpha"], r["K"]) for r in runs)
+    for spec, k in points:
+        old, new = (median_summary([r for r in runs if (r["alpha"], r["K"], r["version"]) ==
+                                    (spec, k, v)]) for v in ("old", "new"))
+        ratio = f"{new['mtok_s'] / old['mtok_s']:.3f}" if old and new else "-"
+        stages = "  ".join(
+            f"{_cell(old, name + '_ms', '.2f') + ' / ' + _cell(new, name + '_ms', '.2f'):>26}"
+            for name in STAGES)
+        lines.append(f"{k:>6} {spec:>5} {_cell(old, 'mtok_s', '.1f'):>11} "
+                     f"{_cell(new, 'mtok_s', '.1f'):>11} {ratio:>8}  {stages}")
+    return "\n".join(lines)
+
+
+def compare(args, t_begin):
+    old = Path(args.compare_with).resolve()
+    if not (old / "sklearn_gpulda" / "__init__.py").is_file():
+        raise SystemExit(f"--compare-with {old}: no sklearn_gpulda package there")
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_cuda_"))
+    out.mkdir(parents=True, exist_ok=True)
+    deadline = t_begin + args.budget_s
+    t = time.perf_counter()
+    corpus, source = make_corpus(args.scale)
+    corpus_path = out / CORPUS_FILE
+    save_corpus(corpus, corpus_path)
+    print(f"corpus: {source}: D={corpus.n_docs} V={corpus.n_words} T={corpus.n_tokens} "
+          f"({time.perf_counter() - t:.1f} s, saved to {corpus_path})")
+    results = dict(corpus=source, n_docs=corpus.n_docs, n_words=corpus.n_words,
+                   n_tokens=corpus.n_tokens, old=str(old), new=str(ROOT), iters=args.iters,
+                   runs=[])
+    del corpus
+    packages = dict(old=old, new=ROOT)
+    try:
+        for spec in args.alpha:
+            for k in args.topics:
+                for rnd in range(args.rounds):
+                    for version in ("old", "new") if rnd % 2 == 0 else ("new", "old"):
+                        left = deadline - time.perf_counter()
+                        if left < MIN_RUN_S:
+                            print(f"{version:>3} alpha={spec} K={k} round {rnd}: not run, "
+                                  f"{max(left, 0):.0f} s of the budget left")
+                            continue
+                        res = run_worker(packages[version], corpus_path, k, spec, args.iters,
+                                         left)
+                        res.update(version=version, alpha=spec, K=k, round=rnd)
+                        results["runs"].append(res)
+                        what = point_line(res) if res["status"] == "ok" else res["status"]
+                        print(f"{version:>3} {what}", flush=True)
+                        (out / "bench_cuda_compare.json").write_text(
+                            json.dumps(results, indent=1))
+    finally:
+        corpus_path.unlink(missing_ok=True)
+    ok = [r for r in results["runs"] if r["status"] == "ok"]
+    if ok:
+        print(f"\ndevice: {ok[0]['device']}; old: {old}; new: {ROOT}")
+        print(f"mean of sweeps 2-{args.iters}, median over rounds\n"
+              + compare_table(results["runs"]))
+    print(f"wrote {out / 'bench_cuda_compare.json'}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--topics", type=int, nargs="+", default=[100, 1000, 10000])
+    ap.add_argument("--alpha", nargs="+", default=["50/K"],
+                    help=ALPHA_HELP + "; several are timed in turn (default 50/K)")
+    ap.add_argument("--iters", type=int, default=51, help="sweeps per point; 2..n averaged")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="fraction of NYTimes' 300,000 documents (default 1)")
+    ap.add_argument("--budget-s", type=float, default=480.0,
+                    help="seconds after which no new point starts (default 480)")
+    ap.add_argument("--json", default=None, help="write every point here (this checkout alone)")
+    ap.add_argument("--compare-with", metavar="DIR",
+                    help="another checkout of the repository to time against this one")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="with --compare-with: old/new pairs per point (default 1)")
+    ap.add_argument("--out", default=os.environ.get("OUT"),
+                    help="with --compare-with: folder of the corpus file and the JSON "
+                         "(default $OUT, else a new temporary folder)")
+    # The comparison's subprocesses: one point with the package of --package.
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--package", help=argparse.SUPPRESS)
+    ap.add_argument("--corpus", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    try:
+        for spec in args.alpha:
+            alpha_for(spec, 1)  # a misspelt prior fails now, not after the corpus is drawn
+    except ValueError as exc:
+        ap.error(str(exc))
+    t_begin = time.perf_counter()
+    if args.worker:
+        return worker(args)
+    sys.path.insert(0, str(ROOT))
+    if args.compare_with:
+        return compare(args, t_begin)
+    return measure(args, t_begin)
 
 
 if __name__ == "__main__":

@@ -1,20 +1,22 @@
-"""Dense sampling kernels (cuda/sample_dense.cu) against each other and the sparse engine.
+"""Dense sampling kernels (cuda/sample_dense.cu) against each other and the sparse backend.
 
 For K = 16, 48, 80, ..., 1,008 and 1,024 (the sweep of Steele and Tristan, PPoPP'17, Sec. 7:
 K = 32k + 16) the script times one E-step of each dense kernel -- butterfly (Alg. 7), register
 transpose (Alg. 4 + Fig. 2), plain (Alg. 1) -- on a NYTimes-shaped corpus drawn by
 ``datasets.make_lda_corpus(shape="nytimes", scale=...)``, and on NIPS when a UCI docword file is
-found where ``benchmarks/_peer_corpora.py`` looks. A and Bhat come from a random topic assignment (the state of a
-first E-step); the dense kernels' speed does not depend on the state. Reported: sampling-kernel
-Mtoken/s (median of ``--reps`` launches timed with CUDA events).
+found where ``benchmarks/_peer_corpora.py`` looks. The topics, A and Bhat come from a random
+topic assignment (the state of a first E-step), and every timed launch starts from those topics
+(the kernels read each token's current topic to take its own count out); the dense kernels' speed
+does not depend on the state. Reported: sampling-kernel Mtoken/s (median of ``--reps`` launches
+timed with CUDA events).
 
-When ``sklearn_gpulda._engines.cuda_engine.CudaEngine`` imports, the sparse engine is timed at the
-same K: ``--sparse-iters`` sweeps from its random initialisation, reporting the last sweep's
-whole-iteration Mtoken/s and, where the engine profiles its stages, its sampling stage alone
+Unless ``--no-sparse`` is given, the sparse backend (``CudaSparseSampler``, from the registry of
+``sklearn_gpulda.backends``) is timed at the same K: ``--sparse-iters`` sweeps from its random
+initialisation, reporting the last sweep's whole-iteration Mtoken/s and its sampling stage alone
 (the number to set against the dense kernels).
 
 Time is bounded by ``--budget-s``, shared equally between the corpora: the dense kernels may use
-60% of a corpus' share, the sparse engine the rest; both visit K coarse to fine (ends first, then
+60% of a corpus' share, the sparse backend the rest; both visit K coarse to fine (ends first, then
 halvings), so a cut run still covers the range. The dense kernels run one thread per document,
 so the corpus needs tens of thousands of documents to fill a large GPU: ``--scale 0.25`` (75,000
 documents, ~25 M tokens) is about one wave on an H100 at the kernels' 128 registers per thread.
@@ -40,7 +42,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _bench_common import (  # noqa: E402
-    VARIANTS, coarse_to_fine, describe_device, load_corpora, plot_throughput, write_rows)
+    ALPHA_HELP, VARIANTS, alpha_for, coarse_to_fine, cuda_sampler, describe_device, load_corpora,
+    plot_throughput, run_sweeps, write_rows)
 
 
 def paper_sweep():
@@ -49,7 +52,8 @@ def paper_sweep():
 
 
 def device_state(cp, doc_d, word_d, n_docs, n_words, n_topics, beta, seed):
-    """A (D x K) and Bhat (V x K) float32 on the device from a uniform random assignment."""
+    """Topics (int32), A (D x K) and Bhat (V x K) float32 on the device from a uniform random
+    assignment; A and Bhat count those topics, as a sampler's M-step would."""
     rs = cp.random.RandomState(seed)
     z = rs.randint(0, n_topics, size=doc_d.size, dtype=cp.int64)
     a = cp.bincount(doc_d.astype(cp.int64) * n_topics + z, minlength=n_docs * n_topics)
@@ -58,54 +62,41 @@ def device_state(cp, doc_d, word_d, n_docs, n_words, n_topics, beta, seed):
     b = cp.bincount(word_d.astype(cp.int64) * n_topics + z, minlength=n_words * n_topics)
     b = b.reshape(n_words, n_topics).astype(cp.float64)
     bhat = ((b + beta) / (b.sum(axis=0) + n_words * beta)).astype(cp.float32)
-    del b, z
-    return A, bhat
+    del b
+    return z.astype(cp.int32), A, bhat
 
 
-def time_dense(cp, variant, order_d, doc_ptr_d, word_d, A, bhat, alpha, out, reps, block):
-    from sklearn_gpulda._engines.dense_sampler import sample_dense
+def time_dense(cp, variant, order_d, doc_ptr_d, word_d, z0, A, bhat, alpha, z, reps, block):
+    """Median ms of ``reps`` launches of one dense kernel, each from the topics ``z0``.
 
+    ``z`` is the kernel's in/out topic array; it is reset from ``z0`` before every launch,
+    outside the timed region, so each launch removes the counts A really holds.
+    """
+    from sklearn_gpulda.backends.cuda.sample_dense import sample_dense
+
+    alpha_d = cp.full(A.shape[1], alpha, dtype=cp.float32)
     start, stop = cp.cuda.Event(), cp.cuda.Event()
-    sample_dense(
-        variant, order_d, doc_ptr_d, word_d, A, bhat, alpha, 1, 1, out, block=block
-    )  # warm-up
     ms = []
-    for r in range(reps):
+    for r in range(reps + 1):  # launch 0 is a warm-up (kernel loading)
+        z[...] = z0
         start.record()
-        sample_dense(
-            variant, order_d, doc_ptr_d, word_d, A, bhat, alpha, 1, 2 + r, out, block=block
-        )
+        sample_dense(variant, order_d, doc_ptr_d, word_d, None, A, bhat, alpha_d, 1, 1 + r, z,
+                     block=block)
         stop.record()
         stop.synchronize()
-        ms.append(cp.cuda.get_elapsed_time(start, stop))
+        if r:
+            ms.append(cp.cuda.get_elapsed_time(start, stop))
     return float(np.median(ms))
 
 
 def time_sparse(cp, corpus, n_topics, alpha, beta, iters):
-    """(whole-sweep ms, sampling-stage ms or None) of the last of ``iters`` sweeps, and init s."""
-    from sklearn_gpulda._engines.cuda_engine import CudaEngine
-
+    """(whole-sweep ms, sampling-stage ms) of the last of ``iters`` sweeps, and init s."""
+    sampler = cuda_sampler("sparse", n_topics, alpha, beta, 0)
     try:
-        eng = CudaEngine(n_topics, alpha, beta, 0, device=0, profile=True)
-    except TypeError:
-        eng = CudaEngine(n_topics, alpha, beta, 0, device=0)
-    t = time.perf_counter()
-    eng.initialize(corpus)
-    cp.cuda.Device().synchronize()
-    init_s = time.perf_counter() - t
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    ms = sample_ms = None
-    for it in range(1, iters + 1):
-        start.record()
-        eng.sweep(it)
-        stop.record()
-        stop.synchronize()
-        ms = cp.cuda.get_elapsed_time(start, stop)
-        stage = getattr(eng, "stage_ms", None) or {}
-        sample_ms = stage.get("sample")
-    if hasattr(eng, "release"):
-        eng.release()
-    return ms, sample_ms, init_s
+        timed = run_sweeps(cp, sampler, corpus, iters)
+    finally:
+        sampler.release()
+    return timed["ms"][-1], timed["stages"][-1].get("sample"), timed["init_s"]
 
 
 def plot(rows, path):
@@ -113,8 +104,8 @@ def plot(rows, path):
         ("butterfly", "butterfly (Alg. 7)"),
         ("transpose", "register transpose (Alg. 4)"),
         ("plain", "plain (Alg. 1)"),
-        ("sparse_sample", "sparse engine, sampling"),
-        ("sparse_sweep", "sparse engine, whole sweep"),
+        ("sparse_sample", "sparse backend, sampling"),
+        ("sparse_sweep", "sparse backend, whole sweep"),
     ]
     return plot_throughput(rows, path, series, "Mtoken/s")
 
@@ -139,11 +130,12 @@ def main(argv=None):
     ap.add_argument("--block", type=int, default=128)
     ap.add_argument("--sparse-iters", type=int, default=3)
     ap.add_argument("--no-sparse", action="store_true")
+    ap.add_argument("--alpha", default="50/K", help=ALPHA_HELP + " (default 50/K)")
     ap.add_argument(
         "--budget-s",
         type=float,
         default=200.0,
-        help="wall-clock budget; sparse-engine points stop when it is spent",
+        help="wall-clock budget; sparse-backend points stop when it is spent",
     )
     ap.add_argument("--out", default=os.environ.get("OUT"))
     ap.add_argument("--seed", type=int, default=0)
@@ -152,23 +144,16 @@ def main(argv=None):
 
     import cupy as cp
 
-    from sklearn_gpulda._engines.dense_sampler import MAX_TOPICS, document_order
+    from sklearn_gpulda.backends.cuda.sample_dense import MAX_TOPICS, document_order
 
     name = describe_device(cp)
     topics = [k for k in (args.topics or paper_sweep()) if 1 <= k <= MAX_TOPICS]
     beta = 0.01
-    sparse_ok = not args.no_sparse
-    if sparse_ok:
-        try:
-            from sklearn_gpulda._engines.cuda_engine import CudaEngine  # noqa: F401
-        except Exception as exc:
-            print(f"note: sparse engine not timed ({type(exc).__name__}: {exc})")
-            sparse_ok = False
 
     rows = []
     corpora = load_corpora(args.scale, args.seed)
     # Each corpus gets an equal share of the budget: the dense kernels up to 60% of it, the
-    # sparse engine the rest. Both visit K coarse to fine, so a cut leaves a spread of K.
+    # sparse backend the rest. Both visit K coarse to fine, so a cut leaves a spread of K.
     share = args.budget_s / max(1, len(corpora))
     for cname, corpus, descr in corpora:
         t_corpus = time.perf_counter()
@@ -181,24 +166,23 @@ def main(argv=None):
         word_d = cp.asarray(corpus.word)
         doc_d = cp.asarray(corpus.doc)
         order_d = document_order(doc_ptr_d)
-        out = cp.empty(corpus.n_tokens, dtype=cp.int32)
+        z = cp.empty(corpus.n_tokens, dtype=cp.int32)
         by_k = {}
         for i in coarse_to_fine(len(topics)):
             if time.perf_counter() - t_corpus > 0.6 * share:
                 print(f"   dense kernels: {0.6 * share:.0f} s spent; remaining K skipped")
                 break
             k = topics[i]
-            A, bhat = device_state(
+            z0, A, bhat = device_state(
                 cp, doc_d, word_d, corpus.n_docs, corpus.n_words, k, beta, args.seed + k
             )
             row = dict(corpus=cname, K=k, n_tokens=corpus.n_tokens)
             for v in args.variants:
-                ms = time_dense(
-                    cp, v, order_d, doc_ptr_d, word_d, A, bhat, 50.0 / k, out, args.reps, args.block
-                )
+                ms = time_dense(cp, v, order_d, doc_ptr_d, word_d, z0, A, bhat,
+                                alpha_for(args.alpha, k), z, args.reps, args.block)
                 row[v] = corpus.n_tokens / ms / 1e3
                 row[v + "_ms"] = ms
-            del A, bhat
+            del z0, A, bhat
             cp.get_default_memory_pool().free_all_blocks()
             by_k[k] = row
             rows.append(row)
@@ -210,17 +194,17 @@ def main(argv=None):
                 flush=True,
             )
         del doc_d
-        if sparse_ok:
+        if not args.no_sparse:
             for k in [topics[i] for i in coarse_to_fine(len(topics)) if topics[i] in by_k]:
                 if time.perf_counter() - t_corpus > share:
-                    print(f"   sparse engine: {share:.0f} s spent; remaining K skipped")
+                    print(f"   sparse backend: {share:.0f} s spent; remaining K skipped")
                     break
                 try:
                     ms, sample_ms, init_s = time_sparse(
-                        cp, corpus, k, 50.0 / k, beta, args.sparse_iters
+                        cp, corpus, k, alpha_for(args.alpha, k), beta, args.sparse_iters
                     )
                 except Exception as exc:
-                    print(f"   sparse engine K={k}: {type(exc).__name__}: {exc}")
+                    print(f"   sparse backend K={k}: {type(exc).__name__}: {exc}")
                     continue
                 by_k[k]["sparse_sweep"] = corpus.n_tokens / ms / 1e3
                 if sample_ms:
@@ -233,7 +217,7 @@ def main(argv=None):
                     flush=True,
                 )
                 cp.get_default_memory_pool().free_all_blocks()
-        del doc_ptr_d, word_d, out
+        del doc_ptr_d, word_d, z
         cp.get_default_memory_pool().free_all_blocks()
     rows.sort(key=lambda r: (r["corpus"], r["K"]))
 

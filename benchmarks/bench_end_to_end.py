@@ -1,0 +1,172 @@
+"""Whole ``fit`` calls as a user sees them: fixed cost, time per sweep, Mtoken/s, device peak.
+
+Corpus: ``datasets.make_lda_corpus(shape="nytimes", n_topics=100, random_state=0,
+scale=--scale)`` (300,000 documents and about 100 M tokens at scale 1), without the words no
+document uses (a vectoriser never emits those); with ``--stack 1 7`` also the same documents
+stacked 7 times (about 700 M tokens), to see what grows with the corpus. For each corpus and each
+K of ``--topics``, ``GPULatentDirichletAllocation(n_components=K, max_iter=n, random_state=0)``
+is fitted on host (SciPy) counts and timed from the outside with a wall clock, for the two sweep
+counts n1 < n2 of ``--sweeps``; every other parameter is the estimator's default. A warm-up fit
+at the same K on the first ``--warmup-docs`` documents comes first, so that loading (or NVRTC
+compiling) the kernels is not counted. Then::
+
+    time per sweep = (wall(n2) - wall(n1)) / (n2 - n1)
+    fixed cost     = wall(n1) - n1 * time per sweep
+    Mtoken/s       = tokens / time per sweep
+
+The fixed cost is everything a fit does besides its sweeps: validation, the token arrays, upload
+and layout, the initial topics, copying the topics back, the final likelihood. Also printed: the
+part of the longer fit outside ``fit_time_`` (the estimator's own clock around layout, initial
+topics and sweeps), and the device peak: the high-water mark of bytes in use in CuPy's memory
+pool during the longer fit, seen by a memory hook at every allocation, in GB and in bytes per
+token.
+
+Time: no new point starts once ``--budget-s`` (counted from the start, corpora included) is spent,
+nor one that the last point's duration says would overrun it; a fit in progress is not
+interrupted, so give the process a hard limit a little above the budget. ``--json`` is rewritten
+after every point, so a run cut short keeps what it measured.
+
+Usage::
+
+    python benchmarks/bench_end_to_end.py --json e2e.json
+    python benchmarks/bench_end_to_end.py --topics 1000 --stack 1 7 --budget-s 500
+    python benchmarks/bench_end_to_end.py --device cpu --scale 0.002 --topics 5 --sweeps 2 4
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+from _bench_common import ALPHA_HELP, DevicePeak, alpha_for  # noqa: E402
+
+from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
+from sklearn_gpulda._device import describe_device, resolve_device  # noqa: E402
+from sklearn_gpulda.datasets import make_lda_corpus  # noqa: E402
+
+DEFAULT_TOPICS = [100, 1000, 10000, 32768]
+
+
+def nytimes_counts(scale):
+    """The NYTimes-shaped counts, without the words no document uses."""
+    X = make_lda_corpus(shape="nytimes", n_topics=100, random_state=0, scale=scale).data.tocsr()
+    return X[:, np.flatnonzero(X.getnnz(axis=0))].tocsr()
+
+
+def timed_fit(X, n_topics, n_sweeps, device, alpha, track_peak):
+    """Wall seconds of one fit from the outside, its ``fit_time_``, and the device peak in bytes."""
+    lda = GPULatentDirichletAllocation(n_components=n_topics, max_iter=n_sweeps, random_state=0,
+                                       device=device, doc_topic_prior=alpha)
+    with DevicePeak(track_peak) as peak:
+        tic = time.perf_counter()
+        lda.fit(X)
+        wall = time.perf_counter() - tic
+    return wall, lda.fit_time_, peak.peak
+
+
+def measure_point(X, n_tokens, n_topics, sweeps, device, alpha_spec, warmup_docs):
+    """One (corpus, K) point: a warm-up fit, then fits of the two sweep counts."""
+    alpha = None if alpha_spec is None else alpha_for(alpha_spec, n_topics)
+    on_gpu = device.kind == "cuda"
+    tic = time.perf_counter()
+    timed_fit(X[:warmup_docs], n_topics, 2, str(device), alpha, False)
+    warmup = time.perf_counter() - tic
+    n1, n2 = sweeps
+    wall1, _, _ = timed_fit(X, n_topics, n1, str(device), alpha, False)
+    wall2, inside2, peak = timed_fit(X, n_topics, n2, str(device), alpha, on_gpu)
+    per_sweep = (wall2 - wall1) / (n2 - n1)
+    return dict(
+        K=n_topics, alpha=alpha_spec or "default", warmup_s=warmup, sweeps=[n1, n2],
+        wall_s=[wall1, wall2], fixed_s=wall1 - n1 * per_sweep, per_sweep_ms=per_sweep * 1e3,
+        mtok_s=n_tokens / per_sweep / 1e6 if per_sweep > 0 else float("nan"),
+        outside_fit_time_s=wall2 - inside2,
+        peak_gb=peak / 1e9 if on_gpu else None,
+        peak_bytes_per_token=peak / n_tokens if on_gpu else None,
+    )
+
+
+def point_line(p):
+    peak = "" if p["peak_gb"] is None else (
+        f", peak {p['peak_gb']:.2f} GB ({p['peak_bytes_per_token']:.0f} B/token)")
+    return (
+        f"  K={p['K']:6d}: fixed {p['fixed_s']:6.2f} s, {p['per_sweep_ms']:8.2f} ms/sweep "
+        f"({p['mtok_s']:8.1f} Mtoken/s), outside fit_time_ {p['outside_fit_time_s']:5.2f} s"
+        f"{peak}; fits of {p['sweeps'][0]}/{p['sweeps'][1]} sweeps "
+        f"{p['wall_s'][0]:.2f}/{p['wall_s'][1]:.2f} s, warm-up {p['warmup_s']:.1f} s"
+    )
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--topics", type=int, nargs="+", default=DEFAULT_TOPICS)
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="fraction of NYTimes' 300,000 documents (default 1)")
+    ap.add_argument("--stack", type=int, nargs="+", default=[1],
+                    help="corpora of the documents stacked this many times (default 1)")
+    ap.add_argument("--sweeps", type=int, nargs=2, default=[10, 110], metavar=("N1", "N2"),
+                    help="the two sweep counts (default 10 110)")
+    ap.add_argument("--alpha", default=None,
+                    help=ALPHA_HELP + " (default: the estimator's, 1/K)")
+    ap.add_argument("--device", default="cuda", help="the estimator's device (default cuda)")
+    ap.add_argument("--warmup-docs", type=int, default=2000,
+                    help="documents of the warm-up fit (default 2000)")
+    ap.add_argument("--budget-s", type=float, default=540.0,
+                    help="seconds after which no new point starts (default 540)")
+    ap.add_argument("--json", default=None, help="write every point here")
+    args = ap.parse_args(argv)
+    n1, n2 = args.sweeps
+    if not 0 < n1 < n2:
+        ap.error("--sweeps needs 0 < N1 < N2")
+    if args.alpha is not None:
+        try:
+            alpha_for(args.alpha, 1)
+        except ValueError as exc:
+            ap.error(str(exc))
+    t_begin = time.perf_counter()
+    device = resolve_device(args.device)
+    print(f"device: {describe_device(device)}")
+    results = dict(device=describe_device(device), args=vars(args), corpora=[])
+
+    tic = time.perf_counter()
+    base = nytimes_counts(args.scale)
+    print(f"corpus: make_lda_corpus(shape='nytimes', n_topics=100, random_state=0, "
+          f"scale={args.scale}), {time.perf_counter() - tic:.1f} s")
+    last = 0.0  # duration of the last point: what the next one is expected to take at least
+    for copies in args.stack:
+        X = base if copies == 1 else sp.vstack([base] * copies, format="csr")
+        n_tokens = int(X.sum())
+        corpus = dict(stack=copies, n_docs=X.shape[0], n_words=X.shape[1], n_tokens=n_tokens,
+                      points=[])
+        results["corpora"].append(corpus)
+        print(f"\n== {copies} x: D={X.shape[0]:,} V={X.shape[1]:,} tokens={n_tokens:,}")
+        for k in args.topics:
+            spent = time.perf_counter() - t_begin
+            if spent + last > args.budget_s:
+                print(f"  K={k}: not run ({spent:.0f} s of the {args.budget_s:.0f} s budget "
+                      f"spent, the last point took {last:.0f} s)")
+                continue
+            tic = time.perf_counter()
+            try:
+                point = measure_point(X, n_tokens, k, args.sweeps, device, args.alpha,
+                                      args.warmup_docs)
+            except (MemoryError, ValueError) as exc:  # too large for this device, or K refused
+                print(f"  K={k}: {type(exc).__name__}: {exc}")
+                continue
+            finally:
+                last = time.perf_counter() - tic
+            corpus["points"].append(point)
+            print(point_line(point), flush=True)
+            if args.json:
+                Path(args.json).write_text(json.dumps(results, indent=1))
+    print(f"total {time.perf_counter() - t_begin:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

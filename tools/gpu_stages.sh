@@ -1,0 +1,318 @@
+#!/usr/bin/env bash
+# The GPU-side work of the project in stages, for calls on the lent GPU machine: each stage is
+# time-boxed, and a call runs the stages it names, in that order.
+#
+#   bash tools/gpu_stages.sh --list                       the stages, one line each
+#   bash tools/gpu_stages.sh build tests bench-sparse     run these three, in this order
+#   bash tools/gpu_stages.sh --deadline 570 build sanitizer bench-compare
+#
+# A stage runs under `timeout` for its box (seconds, in --list; BOX_<STAGE>=N overrides one, the
+# stage name in capitals with '-' as '_', e.g. BOX_BENCH_SPARSE=200). The benchmarks are also
+# given a budget a little inside their box, so they stop between points rather than be killed.
+# With --deadline S no stage runs past S seconds from the start: a box is cut to what is left,
+# and a stage with less than a minute left is skipped. A device call stops at 600 s, so the boxes
+# of one call should add up to less (the script warns when they do not and no deadline is set).
+#
+# Output, under $OUT (default /tmp/out): env.log (date, GPU, driver, nvcc, Python and library
+# versions, recorded once at the start), <stage>.log for each stage (also printed),
+# summary.log (stage, exit status -- 124 when its box ran out -- and seconds), and what the
+# benchmarks write, in a folder per stage. A device call returns at most 8 files: when there
+# are more, the stage folders are packed into stages.tgz, and if that is not enough, the stage
+# logs as well.
+#
+# Settings, from the environment:
+#   ARCH          compute capability to build for, e.g. 90 (default: the GPU's, else 90)
+#   TOPICS        K of bench-sparse and bench-compare (default "100 1000 10000")
+#   COMPARE_DIR   the other checkout bench-compare times (default .carry/old). Make it here
+#                 with `mkdir -p .carry/old && git archive REV sklearn_gpulda cuda tools |
+#                 tar -x -C .carry/old` and name .carry/old in the call's carry.
+#   PEERS         peers.py invocations for the peers stage, separated by ';', e.g.
+#                 "--corpora kos --topics 20 --budget 8 --deadline 200; --corpora nips ..."
+#                 (carry .whl and .carry/data: see benchmarks/run_peers_on_device.sh)
+set -u -o pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit
+OUT=${OUT:-/tmp/out}
+export PYTHONUNBUFFERED=1
+export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
+TOPICS=${TOPICS:-100 1000 10000}
+COMPARE_DIR=${COMPARE_DIR:-.carry/old}
+
+# name|box in seconds|what it does
+STAGES=(
+  "build|300|kernels for \$ARCH (tools/build_kernels.py), then each cuda/*.cu through NVRTC"
+  "tests|300|every pytest test marked gpu (alias: gpu-tests)"
+  "sklearn-checks|150|scikit-learn's checks on the GPU default path (test_sklearn_compat.py)"
+  "demo|90|python -m sklearn_gpulda demo"
+  "sanitizer|300|compute-sanitizer memcheck, then racecheck, over benchmarks/sanitizer_run.py"
+  "bench-sparse|300|bench_cuda.py: K = \$TOPICS, 51 sweeps, alpha 50/K and 1/K"
+  "bench-compare|420|bench_cuda.py --compare-with \$COMPARE_DIR: the same, before against after"
+  "bench-dense|240|bench_dense.py --scale 0.25 --reps 2: dense kernels against the sparse backend"
+  "bench-algorithms|150|bench_algorithms.py: both backends' whole sweeps, and what 'auto' picks"
+  "bench-end-to-end|540|bench_end_to_end.py: whole fit calls at K = 100, 1000, 10000, 32768"
+  "peers|540|benchmarks/run_peers_on_device.sh once per invocation in \$PEERS"
+  "ncu|300|Nsight Compute on a sampling and an A-rebuild launch of bench_cuda.py, K = 1000"
+)
+
+stage_field() {  # stage_field NAME FIELD(1 box, 2 description); empty for an unknown stage
+  local entry name rest
+  for entry in "${STAGES[@]}"; do
+    name=${entry%%|*}
+    rest=${entry#*|}
+    if [[ $name == "$1" ]]; then
+      if [[ $2 == 1 ]]; then echo "${rest%%|*}"; else echo "${rest#*|}"; fi
+      return
+    fi
+  done
+}
+
+stage_box() {  # the box of a stage, or its BOX_<STAGE> override
+  local var=BOX_${1//-/_}
+  var=${var^^}
+  echo "${!var:-$(stage_field "$1" 1)}"
+}
+
+list_stages() {
+  local entry name
+  for entry in "${STAGES[@]}"; do
+    name=${entry%%|*}
+    printf '%-17s %4s s  %s\n' "$name" "$(stage_box "$name")" "$(stage_field "$name" 2)"
+  done
+}
+
+# -- helpers the stages use ------------------------------------------------------------------
+now() { date +%s; }
+left() { echo $((STAGE_END - $(now))); }  # seconds left in the running stage's box
+
+boxed() {  # boxed CMD...: run CMD for the rest of the stage's box
+  local secs
+  secs=$(left)
+  ((secs > 0)) || { echo "no time left in the box for: $*"; return 124; }
+  timeout -k 10 "$secs" "$@"
+}
+
+boxed_for() {  # boxed_for SECS CMD...: at most SECS seconds, and never past the stage's box
+  local secs=$1
+  shift
+  (($(left) < secs)) && secs=$(left)
+  ((secs > 0)) || { echo "no time left in the box for: $*"; return 124; }
+  timeout -k 10 "$secs" "$@"
+}
+
+budget() {  # budget MARGIN: seconds a benchmark may plan for, MARGIN inside the box
+  local b=$(($(left) - $1))
+  ((b < 30)) && b=30
+  echo "$b"
+}
+
+record_environment() {
+  {
+    date -u
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem \
+      --format=csv,noheader
+    nvcc --version 2>/dev/null | tail -1 || echo "no nvcc"
+    echo "build arch: $ARCH"
+    git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo "no git checkout (a copy of the tree)"
+    python3 -c "import sys, numpy, scipy, sklearn, cupy; print('python', sys.version.split()[0], \
+'numpy', numpy.__version__, 'scipy', scipy.__version__, 'sklearn', sklearn.__version__, \
+'cupy', cupy.__version__)"
+  } > "$OUT/env.log" 2>&1
+  cat "$OUT/env.log"
+}
+
+# -- the stages: stage_<name with '_' for '-'>, run with STAGE_END and DIR set; each returns ---
+# -- the worst exit status of its steps --------------------------------------------------------
+stage_build() {
+  local rc
+  boxed_for $(($(left) - 60)) python3 tools/build_kernels.py --arch "$ARCH" -j "$(nproc)"
+  rc=$?
+  echo "build_kernels rc=$rc"
+  # The NVRTC fallback must compile every kernel file too (used when no fatbin fits the GPU).
+  SKLEARN_GPULDA_NVRTC=1 boxed python3 - <<'PY' || rc=$((rc ? rc : $?))
+from pathlib import Path
+from sklearn_gpulda import _kernels
+for path in sorted(Path("cuda").glob("*.cu")):
+    _kernels._compile(path.stem).compile()
+    print("nvrtc", path.stem, "ok")
+PY
+  return "$rc"
+}
+
+stage_tests() {
+  boxed python3 -m pytest -q -m gpu -p no:cacheprovider --durations=8 tests/
+}
+
+stage_sklearn_checks() {
+  boxed python3 -m pytest -q -p no:cacheprovider tests/test_sklearn_compat.py -k "not online"
+}
+
+stage_demo() {
+  boxed python3 -m sklearn_gpulda demo
+}
+
+stage_sanitizer() {
+  local tool status rc=0 half=$(($(left) / 2))
+  for tool in memcheck racecheck; do
+    boxed_for "$half" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      python3 benchmarks/sanitizer_run.py > "$DIR/$tool.log" 2>&1
+    status=$?
+    ((rc)) || rc=$status
+    echo "compute-sanitizer $tool rc=$status (log in $DIR/$tool.log)"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAILED|small run" "$DIR/$tool.log" | tail -6
+  done
+  return "$rc"
+}
+
+stage_bench_sparse() {
+  # shellcheck disable=SC2086  # TOPICS is a list
+  boxed python3 benchmarks/bench_cuda.py --topics $TOPICS --iters 51 --alpha 50/K 1/K \
+    --budget-s "$(budget 40)" --json "$DIR/bench_cuda.json"
+}
+
+stage_bench_compare() {
+  if [[ ! -d $COMPARE_DIR/sklearn_gpulda ]]; then
+    echo "no checkout at COMPARE_DIR=$COMPARE_DIR (see the settings at the top of $0)"
+    return 2
+  fi
+  if ! ls "$COMPARE_DIR"/sklearn_gpulda/_fatbin/*.fatbin >/dev/null 2>&1; then
+    # Its own build tool, sources and output folder; NVRTC at its first run if this fails.
+    if [[ -f $COMPARE_DIR/tools/build_kernels.py ]]; then
+      boxed_for 120 python3 "$COMPARE_DIR/tools/build_kernels.py" --arch "$ARCH" -j "$(nproc)" \
+        > "$DIR/build_old.log" 2>&1
+      echo "old checkout's kernels: build rc=$? (log in $DIR/build_old.log)"
+    fi
+  fi
+  # shellcheck disable=SC2086  # TOPICS is a list
+  boxed python3 benchmarks/bench_cuda.py --compare-with "$COMPARE_DIR" --topics $TOPICS \
+    --alpha 50/K 1/K --iters 51 --budget-s "$(budget 20)" --out "$DIR"
+  local rc=$?
+  rm -f "$DIR/bench_cuda_corpus.npz"  # left behind only when the box ran out
+  return "$rc"
+}
+
+stage_bench_dense() {
+  boxed python3 benchmarks/bench_dense.py --scale 0.25 --reps 2 --budget-s "$(budget 90)" \
+    --out "$DIR"
+}
+
+stage_bench_algorithms() {
+  boxed python3 benchmarks/bench_algorithms.py --budget-s "$(budget 60)" --out "$DIR"
+}
+
+stage_bench_end_to_end() {
+  boxed python3 benchmarks/bench_end_to_end.py --budget-s "$(budget 60)" \
+    --json "$DIR/bench_end_to_end.json"
+}
+
+stage_peers() {
+  local i=0 invocation status rc=0
+  if [[ -z ${PEERS:-} ]]; then
+    echo "PEERS is empty: nothing to run (see the settings at the top of $0)"
+    return 2
+  fi
+  IFS=';' read -ra invocations <<< "$PEERS"
+  for invocation in "${invocations[@]}"; do
+    i=$((i + 1))
+    echo "== invocation $i: $invocation"
+    # shellcheck disable=SC2086  # an invocation is a list of arguments
+    OUT="$DIR/run$i" boxed bash benchmarks/run_peers_on_device.sh $invocation
+    status=$?
+    ((rc)) || rc=$status
+    rm -f "$DIR/run$i"/corpus-*.npz  # left behind only when the box ran out
+    echo "invocation $i rc=$status"
+  done
+  echo "combine the folders with: python3 benchmarks/peers.py --merge <folders> --out <folder>"
+  return "$rc"
+}
+
+stage_ncu() {
+  boxed ncu --clock-control none -k regex:"sample_tokens|rebuild_a" --launch-skip 4 \
+    --launch-count 2 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+    --section Occupancy --section MemoryWorkloadAnalysis --section LaunchStats \
+    python3 benchmarks/bench_cuda.py --topics 1000 --iters 3 > "$DIR/ncu.log" 2>&1
+  local rc=$?
+  echo "ncu rc=$rc (report in $DIR/ncu.log)"
+  grep -E "sample_tokens|rebuild_a|Throughput|Duration|Warp Cycles Per Issued|Issued Ipc|\
+Achieved Occupancy|Stall|L1/TEX Hit|L2 Hit|Registers|No Eligible|Active Warps" "$DIR/ncu.log" \
+    | head -60
+  return "$rc"
+}
+
+pack_outputs() {  # keep what comes back from a device call within its 8 files
+  local n
+  n=$(find "$OUT" -type f | wc -l)
+  ((n <= 8)) && return
+  local folders=()
+  mapfile -t folders < <(find "$OUT" -mindepth 1 -maxdepth 1 -type d -printf '%f\n')
+  if ((${#folders[@]})); then
+    tar czf "$OUT/stages.tgz" -C "$OUT" "${folders[@]}" && (cd "$OUT" && rm -rf "${folders[@]}")
+  fi
+  n=$(find "$OUT" -type f | wc -l)
+  ((n <= 8)) && return
+  local logs=()
+  mapfile -t logs < <(cd "$OUT" && ls -- *.log | grep -vxE "env.log|summary.log")
+  tar czf "$OUT/logs.tgz" -C "$OUT" "${logs[@]}" && (cd "$OUT" && rm -f "${logs[@]}")
+}
+
+# -- arguments -------------------------------------------------------------------------------
+DEADLINE=
+SELECTED=()
+while (($#)); do
+  case $1 in
+    --list) list_stages; exit 0 ;;
+    -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; echo; list_stages; exit 0 ;;
+    --deadline) DEADLINE=${2:?--deadline needs seconds}; shift ;;
+    gpu-tests) SELECTED+=(tests) ;;
+    -*) echo "unknown option $1 (--list, --deadline S)" >&2; exit 2 ;;
+    *)
+      if [[ -z $(stage_field "$1" 1) ]]; then
+        echo "unknown stage '$1'; the stages are:" >&2
+        list_stages >&2
+        exit 2
+      fi
+      SELECTED+=("$1") ;;
+  esac
+  shift
+done
+if ((${#SELECTED[@]} == 0)); then
+  echo "name the stages to run; the stages are:" >&2
+  list_stages >&2
+  exit 2
+fi
+
+START=$(now)
+mkdir -p "$OUT"
+ARCH=${ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 \
+  | tr -d .)}
+ARCH=${ARCH:-90}
+total=0
+for name in "${SELECTED[@]}"; do total=$((total + $(stage_box "$name"))); done
+if [[ -z $DEADLINE ]] && ((total > 590)); then
+  echo "note: the boxes add up to $total s, more than a 600 s device call; --deadline cuts them"
+fi
+record_environment
+: > "$OUT/summary.log"
+for name in "${SELECTED[@]}"; do
+  box=$(stage_box "$name")
+  if [[ -n $DEADLINE ]]; then
+    rest=$((START + DEADLINE - $(now)))
+    ((rest < box)) && box=$rest
+  fi
+  if ((box < 60)); then
+    echo "== $(date -u +%H:%M:%S) $name: skipped, $box s left before the deadline"
+    printf '%-17s skipped (deadline)\n' "$name" >> "$OUT/summary.log"
+    continue
+  fi
+  DIR=$OUT/$name
+  mkdir -p "$DIR"
+  STAGE_END=$(($(now) + box))
+  t0=$(now)
+  echo "== $(date -u +%H:%M:%S) $name (box $box s)"
+  "stage_${name//-/_}" 2>&1 | tee "$OUT/$name.log"
+  rc=${PIPESTATUS[0]}
+  printf '%-17s rc=%-4s %5d s\n' "$name" "$rc" $(($(now) - t0)) | tee -a "$OUT/summary.log"
+  rmdir "$DIR" 2>/dev/null  # nothing written there
+done
+echo "== $(date -u +%H:%M:%S) done in $(($(now) - START)) s"
+cat "$OUT/summary.log"
+pack_outputs
