@@ -123,6 +123,12 @@ class _PriorSchedule:
         sampler.set_priors(alpha=alpha, beta=beta)
 
 
+def _snapshot(sampler, plan):
+    """The model as a fit stopped now would give it: ``(components, doc_topic_prior)``."""
+    counts = sampler.mean_word_topic() if sampler.n_accumulated else sampler.word_topic_counts()
+    return counts + sampler.beta, public_prior(sampler.alpha, plan.alpha)
+
+
 def _stop(last_bound, bound, perp_tol):
     return last_bound is not None and abs(last_bound - bound) < perp_tol
 
@@ -182,15 +188,16 @@ def fit_batch(plan, X):
             if plan.callback is not None:
                 plan.callback(n_iter, dict(
                     max_iter=plan.max_iter, n_tokens=weight, seconds=time.perf_counter() - start,
-                    log_likelihood=None if loglik is None else loglik / max(weight, 1)))
+                    log_likelihood=None if loglik is None else loglik / max(weight, 1),
+                    snapshot=lambda: _snapshot(sampler, plan)))
         if plan.verbose:
             print(f"stopped: {history.stop_reason}")
         sampler.synchronize()
         fit_time = time.perf_counter() - start
-        counts = sampler.mean_word_topic() if sampler.n_accumulated else sampler.word_topic_counts()
+        components, doc_topic_prior = _snapshot(sampler, plan)
         state = FittedState(
-            components=counts + sampler.beta,
-            doc_topic_prior=public_prior(sampler.alpha, plan.alpha),
+            components=components,
+            doc_topic_prior=doc_topic_prior,
             topic_word_prior=float(sampler.beta),
             n_iter=n_iter, n_batch_iter=n_iter + 1,
             bound=perplexity(sampler.log_likelihood(), weight),

@@ -204,7 +204,11 @@ class GPULatentDirichletAllocation(
             (online learning), for progress displays; ``info`` is a dict with ``max_iter``,
             ``n_tokens`` (tokens per sweep), ``seconds`` (since sampling began) and
             ``log_likelihood`` (training log-likelihood per token, None when this sweep was not
-            evaluated). Not stored on the model, so a fitted model stays picklable.
+            evaluated) and, in batch learning, ``snapshot``: a function returning
+            ``(components, doc_topic_prior)`` as a fit stopped after this sweep would set them
+            (a copy to the host: call it only where you need it, e.g. to score held-out
+            documents along the way). Not stored on the model, so a fitted model stays
+            picklable.
 
         Returns
         -------
