@@ -11,12 +11,15 @@
 //   sample_dense_plain      Alg. 1 with the binary search of Alg. 3: one thread per document,
 //                           each reading its own rows (uncoalesced); the paper's baseline.
 //
-// The draw rule (the dense oracle, sklearn_gpulda/_engines/dense_rule.py): C is the running
-// float32 sum over k = 0..K-1 of (A[d,k] + alpha_k) * Bhat[v,k], the token's own count included.
-// Removing it lowers every running sum from its topic z on by delta = w * Bhat[v,z]: the kernels
-// search C'[k] = C[k] for k < z and max(C[k] - delta, C[z-1]) for k >= z (C[-1] = 0; the max keeps
-// C' non-decreasing where the subtraction rounds below C[z-1]), with x = u * max(C[K-1] - delta, 0),
-// and take the smallest k with C'[k] > x, or K-1 where rounding leaves none. The terms themselves
+// The draw rule (the dense oracle, sklearn_gpulda/backends/numpy/dense_rule.py): C is the running
+// float32 sum over k = 0..K-1 of t_k = (A[d,k] + alpha_k) * Bhat[v,k], the token's own count
+// included. Taking it out (the collapsed conditional) changes only the term of its topic z, to
+// t'_z = (A[d,z] + alpha_z - w) * Bhat'[v,z] with Bhat'[v,z] = (B[v,z] - w + beta) / (n_z - w +
+// V beta) divided in float64 (Bhat itself when the topic-word side is fixed), so every running
+// sum from z on drops by delta = t_z - t'_z: the kernels search C'[k] = C[k] for k < z and
+// max(C[k] - delta, C[z-1]) for k >= z (C[-1] = 0; the max keeps C' non-decreasing where the
+// subtraction rounds below C[z-1]), with x = u * max(C[K-1] - delta, 0), and take the smallest k
+// with C'[k] > x, or K-1 where rounding leaves none. The terms themselves
 // are never adjusted, so the table build is the same as with the own count kept; only the search
 // compares against C'. plain and transpose form C sequentially in topic order exactly as the
 // oracle does, so they agree with it bit for bit. butterfly sums each 32-topic block as a tree
@@ -74,11 +77,34 @@ __device__ __forceinline__ int warp_max(int v) {
   return v;
 }
 
+// Where the word side of the own topic comes from: B and n + V beta in training, nothing (B =
+// nullptr) when the topic-word side is fixed.
+struct WordCounts {
+  const float* B;        // V x K counts, or nullptr
+  const double* denom;   // n[k] + V * beta
+  double beta;
+};
+
+// The change of the own topic's term, t_z - t'_z (see the top of this file), for a token of
+// current topic `own`, weight w, word row offset `b_off` (word * K) and document row `a_row`.
+__device__ __forceinline__ float own_delta(const float* __restrict__ a_row, const float* __restrict__ alpha,
+                                           const float* __restrict__ bhat, const WordCounts& wc, unsigned b_off,
+                                           int own, float w) {
+  const float theta = __fadd_rn(__ldg(a_row + own), __ldg(alpha + own));
+  const float b_own = __ldg(bhat + b_off + own);
+  float b_adj = b_own;
+  if (wc.B != nullptr) {
+    const double b = static_cast<double>(__ldg(wc.B + b_off + own));
+    b_adj = static_cast<float>(__ddiv_rn(__dadd_rn(__dsub_rn(b, w), wc.beta), __dsub_rn(wc.denom[own], w)));
+  }
+  return __fsub_rn(__fmul_rn(theta, b_own), __fmul_rn(__fsub_rn(theta, w), b_adj));
+}
+
 // The token's own count taken out of the running sums C of its distribution (see the top of this
 // file): C'[k] = C[k] below the own topic, max(C[k] - delta, C[own - 1]) from it on.
 struct OwnCount {
   int topic;     // the token's current topic z
-  float delta;   // w * Bhat[v, z]
+  float delta;   // t_z - t'_z
   float before;  // C[z - 1], 0 for z = 0
 
   __device__ __forceinline__ float adjusted(float c, int k) const {
@@ -88,10 +114,10 @@ struct OwnCount {
 
 // The own count of a token whose running sums p[0..K-1] are complete: x is drawn below the
 // adjusted total, max(C[K-1] - delta, 0).
-__device__ __forceinline__ OwnCount own_count(const float* p, float bhat_own, int own, float w) {
+__device__ __forceinline__ OwnCount own_count(const float* p, float delta, int own) {
   OwnCount o;
   o.topic = own;
-  o.delta = __fmul_rn(w, bhat_own);
+  o.delta = delta;
   o.before = own > 0 ? p[own - 1] : 0.0f;
   return o;
 }
@@ -233,6 +259,8 @@ using namespace gpulda;
 //       weight (n_tokens float32, canonical) or nullptr when every weight is 1.
 //       A (n_docs x K float32), bhat (V x K float32), row-major: held fixed, never written; A
 //       holds the counts of the topics in z. alpha (K float32), every alpha_k > 0.
+//       B (V x K float32, the counts bhat comes from) with denom (K float64, n + V beta) and beta,
+//       for the word side of the own count; B = nullptr when bhat is fixed (mini-batch).
 //       (seed, iteration) is the Philox key, stream / sweep the counter words (stream 1 and
 //       sweep 0 for a training E-step).
 // [in/out] z (n_tokens int32): the current topic of each token on entry; the new topic on
@@ -240,7 +268,8 @@ using namespace gpulda;
 //       thread of its document). No other memory is written.
 // K = n_topics in [1, kDenseMaxTopics]; any other K returns without writing.
 // NumPy: z[t] = draw_topics_dense(doc[t], word[t], z[t], weight[t], token_uniform(seed, iteration,
-//        stream, t, sweep), A, bhat, alpha) (sklearn_gpulda/_engines/dense_rule.py).
+//        stream, t, sweep), A, bhat, alpha, (B, denom, beta))
+//        (sklearn_gpulda/backends/numpy/dense_rule.py).
 // Float: every add and multiply is an _rn intrinsic (no FMA contraction). Terms are >= 0 for
 //        finite non-negative A, Bhat and alpha > 0; a NaN or Inf term makes the comparisons false
 //        and the search falls to the top of its range (K - 1 for the sequential kernels; NaN is
@@ -256,8 +285,9 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     sample_dense_butterfly(const int* __restrict__ doc_order, int n_order, const long long* __restrict__ doc_ptr,
                            const int* __restrict__ word, const float* __restrict__ weight,
                            const float* __restrict__ A, const float* __restrict__ bhat,
-                           const float* __restrict__ alpha, unsigned seed, unsigned iteration, unsigned stream,
-                           unsigned sweep, int* z, int n_topics) {
+                           const float* __restrict__ alpha, const float* __restrict__ B,
+                           const double* __restrict__ denom, double beta, unsigned seed, unsigned iteration,
+                           unsigned stream, unsigned sweep, int* z, int n_topics) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
   DenseLane ln;
   if (!dense_lane_setup(doc_order, n_order, doc_ptr, ln)) return;
@@ -304,7 +334,8 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     // The own count: every running sum from the own topic on drops by delta (subtracted as each
     // sum is read, without the oracle's clamp: this kernel's sums are not the oracle's anyway).
     const int own = tk.own;
-    const float delta = __fmul_rn(tk.w, __ldg(bhat + my_off + own));
+    const float delta = own_delta(row_ptr(A, ln.doc, n_topics), alpha, bhat, WordCounts{B, denom, beta}, my_off,
+                                  own, tk.w);
     auto adjusted = [&](float c, int k) { return k < own ? c : __fsub_rn(c, delta); };
     const float x = __fmul_rn(tk.u, fmaxf(__fsub_rn(sum, delta), 0.0f));
 
@@ -383,8 +414,9 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     sample_dense_transpose(const int* __restrict__ doc_order, int n_order, const long long* __restrict__ doc_ptr,
                            const int* __restrict__ word, const float* __restrict__ weight,
                            const float* __restrict__ A, const float* __restrict__ bhat,
-                           const float* __restrict__ alpha, unsigned seed, unsigned iteration, unsigned stream,
-                           unsigned sweep, int* z, int n_topics) {
+                           const float* __restrict__ alpha, const float* __restrict__ B,
+                           const double* __restrict__ denom, double beta, unsigned seed, unsigned iteration,
+                           unsigned stream, unsigned sweep, int* z, int n_topics) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
   DenseLane ln;
   if (!dense_lane_setup(doc_order, n_order, doc_ptr, ln)) return;
@@ -396,6 +428,9 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
 
   for (int step = 0; step < ln.n_steps; ++step) {
     const DenseToken tk = dense_token(ln, step, word, z, weight, seed, iteration, stream, sweep);
+    // Before the table: it needs none of it, and then only one float stays live through the loop.
+    const float delta = own_delta(row_ptr(A, ln.doc, n_topics), alpha, bhat, WordCounts{B, denom, beta},
+                                  static_cast<unsigned>(tk.word) * static_cast<unsigned>(n_topics), tk.own, tk.w);
     unsigned word_off[kWarp];
     const unsigned my_off = share_word_offsets(word_off, tk.word, n_topics);
     float sum = remnant_sums(theta, bhat + my_off, n_remnant, p);
@@ -427,7 +462,7 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
         p[j + k] = sum;
       }
     }
-    const OwnCount own = own_count(p, __ldg(bhat + my_off + tk.own), tk.own, tk.w);
+    const OwnCount own = own_count(p, delta, tk.own);
     const float x = __fmul_rn(tk.u, fmaxf(__fsub_rn(sum, own.delta), 0.0f));
     const int topic = binary_search(p, n_topics, x, own);
     if (tk.store) z[tk.t] = topic;
@@ -440,8 +475,9 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
 extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     sample_dense_plain(const int* __restrict__ doc_order, int n_order, const long long* __restrict__ doc_ptr,
                        const int* __restrict__ word, const float* __restrict__ weight, const float* __restrict__ A,
-                       const float* __restrict__ bhat, const float* __restrict__ alpha, unsigned seed,
-                       unsigned iteration, unsigned stream, unsigned sweep, int* z, int n_topics) {
+                       const float* __restrict__ bhat, const float* __restrict__ alpha, const float* __restrict__ B,
+                       const double* __restrict__ denom, double beta, unsigned seed, unsigned iteration,
+                       unsigned stream, unsigned sweep, int* z, int n_topics) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
   const long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_order) return;
@@ -457,7 +493,10 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
       p[k] = sum;
     }
     const int own_topic = z[t];
-    const OwnCount own = own_count(p, __ldg(b_row + own_topic), own_topic, weight != nullptr ? weight[t] : 1.0f);
+    const unsigned b_off = static_cast<unsigned>(word[t]) * static_cast<unsigned>(n_topics);
+    const float w = weight != nullptr ? weight[t] : 1.0f;
+    const OwnCount own = own_count(p, own_delta(a_row, alpha, bhat, WordCounts{B, denom, beta}, b_off, own_topic, w),
+                                   own_topic);
     const float u = bits_to_uniform(token_bits(seed, iteration, stream, t, sweep));
     z[t] = binary_search(p, n_topics, __fmul_rn(u, fmaxf(__fsub_rn(sum, own.delta), 0.0f)), own);
   }

@@ -25,13 +25,6 @@ struct Item {
 };
 static_assert(sizeof(Item) == 16, "Item must match the host's (n_items, 4) int32 array");
 
-struct BhatSource {
-  const float* counts;   // B, V x K (training), or nullptr
-  const double* denom;   // n[k] + V * beta, K doubles
-  const float* fixed;    // Bhat given (mini-batch with topics fixed), or nullptr
-  double beta;
-};
-
 // Fills the leaves with Bhat[v, :]: Eq. (2) of SaberLDA divided in float64 and rounded once, as
 // the oracle does, or copied from a fixed table.
 __device__ __forceinline__ void load_bhat_row(float* leaf, const BhatSource& src, int v, int n_topics) {
@@ -89,11 +82,17 @@ __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ item
   for_each_item(items, n_items, counter, src, alpha, n_topics,
                 [&](const Item& item, const WordTree& tree, const float* leaf) {
     for (int b = item.begin + warp * kWarp; b < item.end; b += n_warps * kWarp) {
-      // Lane j stages token b + j: its uniform and its A row, all 32 loads in flight together.
+      // Lane j stages token b + j: its uniform, its A row and its own topic's word side Bhat'
+      // (a division each lane does once, instead of every lane once per token below). z[p] is
+      // overwritten only after the loop, by this lane, so it still holds the current topic.
       const int p = b + lane;
       const bool valid = p < item.end;
       const unsigned t = valid ? ch.tok[p] : 0u;
       const int d = valid ? ch.doc[p] : 0;
+      const int own = valid ? static_cast<int>(z[p]) : 0;
+      // Packed rows exist only for integer counts: every weight is 1 there.
+      const float w = (!kPacked && valid && ch.weight != nullptr) ? ch.weight[t] : 1.0f;
+      const float b_adj = own_bhat(src, item.word, own, w, leaf[own], n_topics);
       const float u = bits_to_uniform(token_bits(seed, iteration, stream, ch.t0 + t, sweep));
       const int2 row = valid ? ch.a_row[d] : make_int2(0, 0);
       const int n = min(kWarp, item.end - b);
@@ -102,13 +101,10 @@ __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ item
         const int off = __shfl_sync(kFullMask, row.x, j);
         const int len = __shfl_sync(kFullMask, row.y, j);
         const float uj = __shfl_sync(kFullMask, u, j);
-        // The token's current topic and weight: warp-uniform loads (one line of z serves the
-        // 32 tokens; the weight exists only for weighted tokens), not staged registers, which
-        // the sampler's 32-register budget cannot spare. z[b + j] is overwritten only after this
-        // loop, so it still holds the current topic.
-        const int own_j = static_cast<int>(z[b + j]);
-        const float w_j = ch.weight != nullptr ? ch.weight[ch.tok[b + j]] : 1.0f;
-        const int k = draw_one<kPacked>(ent + off, len, uj, own_j, w_j, leaf, tree);
+        const int own_j = __shfl_sync(kFullMask, own, j);
+        const float w_j = kPacked ? 1.0f : __shfl_sync(kFullMask, w, j);
+        const float b_j = __shfl_sync(kFullMask, b_adj, j);
+        const int k = draw_one<kPacked>(ent + off, len, uj, own_j, w_j, b_j, leaf, tree);
         if (lane == j) mine = k;
       }
       // PDOW-order store, coalesced. Storing to the token's canonical slot instead (folding the
@@ -140,8 +136,23 @@ using gpulda::Item;
 //        A, tables, alpha) (sklearn_gpulda/_engines/numpy_engine.py).
 // Float: sums use __fadd_rn/__fmul_rn (no FMA contraction) so S rounds identically in both passes.
 // ---------------------------------------------------------------------------------------------
+// Register caps of the sampler per architecture: the fewest registers with no spills, read off
+// tools/build_kernels.py's report (-Xptxas -v), because resident warps hide the latency of the
+// per-token gathers. sm_90 fits the packed sampler in 32 (every warp slot filled at 256-thread
+// blocks) and the wide one in 36; sm_80 both in 40; sm_86 and sm_89 the packed one in 40 and the
+// wide one in 48; sm_75 needs 48. Every cap leaves 1,024-thread blocks possible (48 x 1,024 <= 64 K).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define GPULDA_SAMPLE_REGS(PACKED) ((PACKED) ? 32 : 36)
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
+#define GPULDA_SAMPLE_REGS(PACKED) 40
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ > 800
+#define GPULDA_SAMPLE_REGS(PACKED) ((PACKED) ? 40 : 48)
+#else
+#define GPULDA_SAMPLE_REGS(PACKED) 48
+#endif
+
 #define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED)                                                              \
-  extern "C" __global__ void __launch_bounds__(gpulda::kSampleBlockMax) sample_tokens_##SUFFIX(              \
+  extern "C" __global__ void __maxnreg__(GPULDA_SAMPLE_REGS(PACKED)) sample_tokens_##SUFFIX(                 \
       const Item* __restrict__ items, int n_items, int* counter, const unsigned* __restrict__ tok,           \
       const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent,           \
       const float* __restrict__ weight, long long t0, const float* __restrict__ B,                          \

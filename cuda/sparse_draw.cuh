@@ -48,28 +48,81 @@ __device__ __forceinline__ float sparse_mass(const typename AEntry<kPacked>::T* 
   return __shfl_sync(kFullMask, seg_end, kWarp - 1);
 }
 
-// The two-branch draw of doc/algorithm.md for one token of topic `own` and weight `own_w`;
-// warp-uniform arguments. The token's own weight leaves its topic's count (the collapsed
-// conditional), so every running sum at or after its entry of A[d] drops by
-// delta = own_w * Bhat[v, own]: S, the ends of the segments from the one holding that entry on,
-// and the running sums inside the chosen segment from that entry on. The entry is in the row
-// (A was rebuilt from the topics being resampled), so no search for it is needed: a lane knows
-// from its last topic whether its segment ends at or after it.
+// What the block reads Bhat from: B and the topic totals in training, or a fixed table.
+struct BhatSource {
+  const float* counts;   // B, V x K (training), or nullptr
+  const double* denom;   // n[k] + V * beta, K doubles
+  const float* fixed;    // Bhat given (mini-batch with topics fixed), or nullptr
+  double beta;
+};
+
+// Bhat[v, own] with the token's own weight taken out of B[v, own] and n[own]: the word side of
+// the collapsed conditional, (B - w + beta) / (n - w + V beta) divided in float64 as the oracle
+// does. With the topic-word side fixed the token is in neither, and Bhat is used as it is.
+__device__ __forceinline__ float own_bhat(const BhatSource& src, int v, int own, float w, float bhat_own,
+                                          int n_topics) {
+  if (src.counts == nullptr) return bhat_own;
+  const double b = static_cast<double>(src.counts[static_cast<size_t>(v) * n_topics + own]);
+  return static_cast<float>(__ddiv_rn(__dadd_rn(__dsub_rn(b, w), src.beta), __dsub_rn(src.denom[own], w)));
+}
+
+// A[d, own]: the first pass left each lane its segment's last topic, so the segment holding the
+// own entry is the first non-empty one ending at or after it; its entries are read again (they
+// are in L1), one per lane. 0 if the row lacks the topic (never, for a consistent state).
+template <bool kPacked>
+__device__ __forceinline__ float own_count(const typename AEntry<kPacked>::T* __restrict__ ent, int len, int own,
+                                           int last_topic) {
+  using E = AEntry<kPacked>;
+  const int lane = lane_id();
+  const int m = segment_length(len);
+  const int l = warp_first(lane * m < len && last_topic >= own);
+  if (l < 0) return 0.0f;
+  const int n_here = min(m, len - l * m);
+  for (int w = 0; w < n_here; w += kWarp) {
+    const int j = w + lane;
+    const typename E::T e = j < n_here ? ent[j * kWarp + l] : E::zero();
+    const int hit = warp_first(j < n_here && E::topic(e) == own);
+    if (hit >= 0) return __shfl_sync(kFullMask, E::count(e), hit);
+  }
+  return 0.0f;
+}
+
+// The two-branch draw of doc/algorithm.md for one token of topic `own`, weight `own_w` and
+// word-side Bhat'[v, own] = b_adj (own_bhat); warp-uniform arguments. The token's own weight
+// leaves its topic's counts (the collapsed conditional): on the document side A[d, own] - w, on
+// the word side Bhat' in place of Bhat. Only topic `own` changes, so
+// - in the document branch its term goes from A[d,own] Bhat to (A[d,own] - w) Bhat': every
+//   running sum at or after its entry drops by delta (S, the ends of the segments from the one
+//   holding it on, and the running sums inside the chosen segment from it on). A lane knows from
+//   its last topic whether its segment ends at or after the own entry;
+// - in the prior branch its term goes from alpha Bhat to alpha Bhat': the tree's running sums
+//   from `own` on drop by eps. A search of y that lands before `own` is unaffected; one that
+//   lands at or after it is repeated for y + eps, which finds the first adjusted sum above y.
 // Running sums: segment ends from the first pass; inside the chosen segment, the segment's start
 // plus a warp scan of its entries (windows of 32). Where rounding leaves no entry of the segment
 // above x, the segment's last entry is taken, as the contract takes K - 1 at the top.
 template <bool kPacked>
 __device__ __forceinline__ int draw_one(const typename AEntry<kPacked>::T* __restrict__ ent, int len, float u,
-                                        int own, float own_w, const float* leaf, const WordTree& tree) {
+                                        int own, float own_w, float b_adj, const float* leaf,
+                                        const WordTree& tree) {
   using E = AEntry<kPacked>;
   const int lane = lane_id();
   float seg_end;
   int last_topic;
   const float s = sparse_mass<kPacked>(ent, len, leaf, seg_end, last_topic);
-  const float delta = __fmul_rn(own_w, leaf[own]);
+  const float b_own = leaf[own];
+  const float a_own = own_count<kPacked>(ent, len, own, last_topic);
+  const float delta = __fsub_rn(__fmul_rn(a_own, b_own), __fmul_rn(fmaxf(__fsub_rn(a_own, own_w), 0.0f), b_adj));
+  const float alpha_own = __ldg(tree.alpha + own);
+  const float eps = __fsub_rn(__fmul_rn(alpha_own, b_own), __fmul_rn(alpha_own, b_adj));
   const float s_own = fmaxf(__fsub_rn(s, delta), 0.0f);
-  const float x = __fmul_rn(u, __fadd_rn(s_own, tree.total()));
-  if (!(x < s_own)) return tree.search(__fsub_rn(x, s_own));
+  const float q_own = fmaxf(__fsub_rn(tree.total(), eps), 0.0f);
+  const float x = __fmul_rn(u, __fadd_rn(s_own, q_own));
+  if (!(x < s_own)) {
+    const float y = __fsub_rn(x, s_own);
+    const int k = tree.search(y);
+    return k < own ? k : tree.search(__fadd_rn(y, eps));
+  }
   // The first non-empty segment ending above x holds the draw. Scan rounding (and the subtraction)
   // can lift an empty trailing segment's end above its predecessor's, hence the guard and the
   // fallback to the last non-empty segment.

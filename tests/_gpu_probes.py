@@ -40,9 +40,11 @@ def philox_words(ctr, k0, k1):
     return out.get()
 
 
-def draw_fixed_row(a_row, bhat, alpha, own, own_w, u, packed):
+def draw_fixed_row(a_row, bhat, alpha, own, own_w, u, packed, word_side=None):
     """The sparse sampler's draw for one fixed (A row, Bhat row, own topic and weight), once per
-    uniform of ``u``; the row is laid out in the lane-segment layout of ``cuda/entry.cuh``."""
+    uniform of ``u``; the row is laid out in the lane-segment layout of ``cuda/entry.cuh``.
+    ``word_side`` = (the word's counts B[v, :], n + V beta, beta) takes the token's own count out
+    of the word side too; None holds Bhat fixed."""
     import cupy as cp
 
     nz = np.flatnonzero(a_row)
@@ -64,9 +66,15 @@ def draw_fixed_row(a_row, bhat, alpha, own, own_w, u, packed):
     smem = (k + -(-k // 32) + 32) * 4
     if smem > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = smem
+    if word_side is None:
+        b_row, denom, beta = None, None, 0.0
+    else:
+        b_row = cp.asarray(word_side[0], dtype=cp.float32)
+        denom, beta = cp.asarray(word_side[1], dtype=cp.float64), word_side[2]
     fn((264,), (256,),
        (cp.asarray(ent), np.int32(nz.size), cp.asarray(bhat, dtype=cp.float32),
-        cp.asarray(np.ascontiguousarray(alpha)), np.int32(k), np.int32(own), np.float32(own_w),
-        cp.asarray(u, dtype=cp.float32), np.int64(u.size), out),
+        cp.asarray(np.ascontiguousarray(alpha)), b_row if b_row is not None else np.uintp(0),
+        denom if denom is not None else np.uintp(0), np.float64(beta), np.int32(k), np.int32(own),
+        np.float32(own_w), cp.asarray(u, dtype=cp.float32), np.int64(u.size), out),
        shared_mem=smem)
     return out.get()

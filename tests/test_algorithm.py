@@ -83,8 +83,9 @@ def test_numpy_dense_sweep_matches_exact_distribution(n_topics):
     own = int(np.bincount(z).argmax())
     for v in range(2):
         group = (corpus.word == v) & (z == own)
+        # The token's own count out of A[d, own], B[v, own] and n[own].
         p = (a + ALPHA) * bhat[v]
-        p[own] -= bhat[v, own]
+        p[own] = (a[own] - 1 + ALPHA) * (b[v, own] - 1 + BETA) / (b[:, own].sum() - 1 + 2 * BETA)
         p /= p.sum()
         got = np.bincount(new[group], minlength=n_topics)
         result = merged_chisquare(got, p * group.sum())
@@ -106,7 +107,8 @@ def test_numpy_dense_sweep_uses_the_sparse_engines_uniforms():
     sparse.sweep(1)
     np.testing.assert_array_equal(
         dense.topics(),
-        draw_topics_dense(corpus.doc, corpus.word, z, None, u, a, tables.bhat, ALPHA),
+        draw_topics_dense(corpus.doc, corpus.word, z, None, u, a, tables.bhat, ALPHA,
+                          tables.word_side),
     )
     # The sparse rule is untouched by the other.
     np.testing.assert_array_equal(

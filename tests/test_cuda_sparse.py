@@ -170,9 +170,47 @@ def test_sampler_matches_exact_distribution(n_topics, nnz, packed, symmetric):
                       WordTables(bhat[None, :], alpha))
     exact = _exact_draws(a_row, own, 1.0, bhat, alpha, u)
     agree_gpu, agree_ref = np.mean(got == exact), np.mean(ref == exact)
-    assert agree_gpu >= agree_ref - 1e-3, (agree_gpu, agree_ref)
+    print(f"K={n_topics}: GPU-exact {agree_gpu:.5f}, oracle-exact {agree_ref:.5f} over {m} draws")
+    if n_topics <= 4096:
+        assert agree_gpu >= agree_ref - 1e-3, (agree_gpu, agree_ref)
+    else:
+        # 20 M / K draws is a few hundred here, where one draw is 0.2%: the chi-square above
+        # pins the distribution; this only catches gross disagreement.
+        assert agree_gpu >= 0.99, agree_gpu
     if n_topics <= 1000:
         assert np.mean(got == ref) >= 0.999
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("n_topics", [3, 300, 5000])
+def test_sampler_takes_the_word_side_of_the_own_count_out(n_topics, packed):
+    # A word with 2 tokens, both in the own topic: its word side there must be (2 - 1 + beta) /
+    # (n_z - 1 + V beta). Both branches carry mass (alpha chosen so).
+    rng = np.random.default_rng(n_topics)
+    n_words, beta = 40, 0.01
+    counts = rng.poisson(3.0, size=(n_words, n_topics)).astype(np.float32)
+    own = int(rng.integers(n_topics))
+    counts[0] = 0
+    counts[0, own] = 2
+    counts[0, rng.choice(n_topics, size=max(1, n_topics // 4), replace=False)] += 1
+    denom = counts.sum(axis=0, dtype=np.float64) + n_words * beta
+    bhat = ((counts[0] + beta) / denom).astype(np.float32)
+    a_row = np.zeros(n_topics, np.float32)
+    nz = rng.choice(n_topics, size=min(n_topics, 25), replace=False)
+    a_row[nz] = rng.integers(1, 6, nz.size)
+    a_row[own] = max(a_row[own], 1)
+    alpha = np.float32(float(np.dot(a_row, bhat)) / float(bhat.sum()) + 1e-3)
+    n = 400_000
+    u = _random.token_uniform(7, 1, 1, np.arange(n))
+    got = _gpu_probes.draw_fixed_row(a_row, bhat, alpha, own, 1.0, u, packed,
+                                     (counts[0], denom, beta))
+    word = (counts[0].astype(np.float64) + beta) / denom
+    word[own] = (counts[0, own] - 1 + beta) / (denom[own] - 1)
+    p = (a_row.astype(np.float64) + alpha) * word
+    p[own] = (a_row[own] - 1 + alpha) * word[own]
+    p /= p.sum()
+    result = merged_chisquare(np.bincount(got, minlength=n_topics), p * n)
+    assert result.pvalue > 1e-4, result
 
 
 def test_lone_token_leaves_its_topic_by_the_prior():
@@ -200,11 +238,13 @@ def _exact_sweep(corpus, z, doc_topic, tables, u):
     for t0 in range(0, corpus.n_tokens, step):
         sl = slice(t0, min(corpus.n_tokens, t0 + step))
         d, v = corpus.doc[sl], corpus.word[sl]
+        own = np.arange(d.shape[0])
         bhat = tables.bhat[v].astype(np.float64)
+        bhat[own, z[sl]] = tables.own_bhat(v, z[sl], None)  # the word side of the own count
         rows = doc_topic[d].astype(np.float64)
-        rows[np.arange(rows.shape[0]), z[sl]] -= 1.0
+        rows[own, z[sl]] -= 1.0
         run = np.cumsum(rows * bhat, axis=1)
-        q = tables.qcum[v].astype(np.float64)
+        q = np.cumsum(tables.alpha32.astype(np.float64) * bhat, axis=1)
         s = run[:, -1]
         x = u[sl].astype(np.float64) * (s + q[:, -1])
         k_s = (run <= x[:, None]).sum(axis=1)

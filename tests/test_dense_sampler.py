@@ -85,6 +85,28 @@ def test_dense_rule_agrees_with_float64_rule(n_topics):
     assert np.mean(got == _exact_draws(a_row, own, bhat, alpha, u)) >= 0.999
 
 
+def test_dense_rule_takes_the_word_side_out_too():
+    # Word 3 has 2 tokens, both in the own topic: its word side there is (2 - 1 + beta) /
+    # (n_z - 1 + V beta), not (2 + beta) / (n_z + V beta).
+    n_topics, n_words, beta, n = 40, 12, 0.02, 100_000
+    rng = np.random.default_rng(8)
+    counts = rng.poisson(1.0, size=(n_words, n_topics)).astype(np.float64)
+    counts[3] = 0
+    counts[3, 11] = 2
+    denom = counts.sum(axis=0) + n_words * beta
+    bhat = ((counts + beta) / denom).astype(np.float32)
+    a_row = rng.integers(0, 5, n_topics).astype(np.float32)
+    a_row[11] = max(a_row[11], 1)
+    u = _random.token_uniform(SEED, ITERATION, _random.STREAM_SAMPLE, np.arange(n))
+    zeros = np.zeros(n, dtype=np.int64)
+    got = draw_topics_dense(zeros, np.full(n, 3), np.full(n, 11), None, u, a_row[None, :], bhat,
+                            0.1, (counts, denom, beta))
+    p = (a_row.astype(np.float64) + 0.1) * (counts[3] + beta) / denom
+    p[11] = (a_row[11] - 1 + 0.1) * (counts[3, 11] - 1 + beta) / (denom[11] - 1)
+    result = merged_chisquare(np.bincount(got, minlength=n_topics), p / p.sum() * n)
+    assert result.pvalue > 1e-4, result
+
+
 def test_dense_rule_takes_a_lone_tokens_topic_out():
     # A document of one token: its own topic's count goes to zero, so the draw follows alpha
     # and Bhat alone; with the count kept it would return to its topic almost surely.
@@ -168,9 +190,10 @@ def _device_corpus(doc_ptr, word):
     )
 
 
-def _gpu_draw(variant, doc_ptr, word, z, A, bhat, alpha, order=None):
+def _gpu_draw(variant, doc_ptr, word, z, A, bhat, alpha, order=None, word_side=None):
     """Run one kernel over a corpus given as host arrays, from current topics ``z``; returns the
-    host topics (unlisted documents keep what ``z`` held)."""
+    host topics (unlisted documents keep what ``z`` held). ``word_side`` = (counts, denom, beta)
+    as for the oracle."""
     import cupy as cp
 
     from sklearn_gpulda.backends.cuda.sample_dense import sample_dense
@@ -196,6 +219,8 @@ def _gpu_draw(variant, doc_ptr, word, z, A, bhat, alpha, order=None):
         SEED,
         ITERATION,
         z_d,
+        word_counts=None if word_side is None else (
+            cp.asarray(word_side[0], dtype=cp.float32), cp.asarray(word_side[1]), word_side[2]),
     )
     return z_d.get()
 
@@ -241,14 +266,14 @@ def _kjv_state(n_topics, seed=0):
     z = rng.integers(0, n_topics, size=corpus.n_tokens).astype(np.int32)
     A = count_pairs(corpus.doc, z, None, corpus.n_docs, n_topics).astype(np.float32)
     B = count_pairs(corpus.word, z, None, corpus.n_words, n_topics)
-    bhat = tables.WordTables.from_counts(B, B.sum(axis=0), 0.01, 0.1).bhat
-    return corpus, z, A, bhat
+    word_tables = tables.WordTables.from_counts(B, B.sum(axis=0), 0.01, 0.1)
+    return corpus, z, A, word_tables.bhat, word_tables.word_side
 
 
-def _kjv_oracle(corpus, z, A, bhat, alpha):
+def _kjv_oracle(corpus, z, A, bhat, alpha, word_side=None):
     t = np.arange(corpus.n_tokens, dtype=np.int64)
     u = _random.token_uniform(SEED, ITERATION, _random.STREAM_SAMPLE, t)
-    return draw_topics_dense(corpus.doc, corpus.word, z, None, u, A, bhat, alpha)
+    return draw_topics_dense(corpus.doc, corpus.word, z, None, u, A, bhat, alpha, word_side)
 
 
 @pytest.mark.gpu
@@ -256,9 +281,9 @@ def _kjv_oracle(corpus, z, A, bhat, alpha):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_kernel_agrees_with_oracle_on_kjv(variant, n_topics):
     alpha = 50.0 / n_topics
-    corpus, z, A, bhat = _kjv_state(n_topics)
-    ref = _kjv_oracle(corpus, z, A, bhat, alpha)
-    got = _gpu_draw(variant, corpus.doc_ptr, corpus.word, z, A, bhat, alpha)
+    corpus, z, A, bhat, word_side = _kjv_state(n_topics)
+    ref = _kjv_oracle(corpus, z, A, bhat, alpha, word_side)
+    got = _gpu_draw(variant, corpus.doc_ptr, corpus.word, z, A, bhat, alpha, word_side=word_side)
     agree = np.mean(got == ref)
     assert agree >= 0.999, (variant, n_topics, agree)
 
@@ -269,18 +294,19 @@ def test_kernel_agrees_with_oracle_on_kjv(variant, n_topics):
 def test_sequential_variants_equal_oracle_bit_for_bit(variant, n_topics):
     # Both form the running sums in topic order with _rn intrinsics, exactly as the oracle.
     alpha = 50.0 / n_topics
-    corpus, z, A, bhat = _kjv_state(n_topics, seed=1)
-    np.testing.assert_array_equal(
-        _gpu_draw(variant, corpus.doc_ptr, corpus.word, z, A, bhat, alpha),
-        _kjv_oracle(corpus, z, A, bhat, alpha),
-    )
+    corpus, z, A, bhat, word_side = _kjv_state(n_topics, seed=1)
+    for side in (word_side, None):  # training, and the topic-word side fixed
+        np.testing.assert_array_equal(
+            _gpu_draw(variant, corpus.doc_ptr, corpus.word, z, A, bhat, alpha, word_side=side),
+            _kjv_oracle(corpus, z, A, bhat, alpha, side),
+        )
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("n_topics", [16, 100, 1024])
 def test_variants_agree_with_each_other(n_topics):
     alpha = 50.0 / n_topics
-    corpus, z, A, bhat = _kjv_state(n_topics, seed=2)
+    corpus, z, A, bhat, _ = _kjv_state(n_topics, seed=2)
     got = {v: _gpu_draw(v, corpus.doc_ptr, corpus.word, z, A, bhat, alpha) for v in VARIANTS}
     np.testing.assert_array_equal(got["transpose"], got["plain"])
     assert np.mean(got["butterfly"] == got["plain"]) >= 0.999
@@ -291,7 +317,7 @@ def test_variants_agree_with_each_other(n_topics):
 def test_result_does_not_depend_on_document_order(variant):
     # A token's draw depends on its own rows only, whichever documents share its warp.
     n_topics = 48
-    corpus, z, A, bhat = _kjv_state(n_topics, seed=3)
+    corpus, z, A, bhat, _ = _kjv_state(n_topics, seed=3)
     sorted_ = _gpu_draw(variant, corpus.doc_ptr, corpus.word, z, A, bhat, 0.3)
     perm = np.random.default_rng(0).permutation(corpus.n_docs)  # every document, shuffled
     np.testing.assert_array_equal(
@@ -303,7 +329,7 @@ def test_result_does_not_depend_on_document_order(variant):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_only_listed_documents_are_written(variant):
     n_topics = 37
-    corpus, z, A, bhat = _kjv_state(n_topics, seed=4)
+    corpus, z, A, bhat, _ = _kjv_state(n_topics, seed=4)
     listed = np.arange(0, corpus.n_docs, 3)
     mine = np.isin(corpus.doc, listed)
     marked = np.where(mine, z, -1)  # the kernel reads only the listed documents' topics

@@ -86,6 +86,36 @@ def test_own_count_is_taken_out_before_the_draw():
     assert merged_chisquare(np.bincount(k, minlength=n_topics), expected * n).pvalue > 1e-4
 
 
+@pytest.mark.parametrize("n_topics, alpha", [(5, 0.05), (60, 0.5), (400, "asymmetric")])
+def test_word_side_of_the_own_count_is_taken_out(n_topics, alpha):
+    # A rare word: its tokens' own topic is supported by its own count in B. Taken out, the word
+    # side of that topic is (B[v,z] - 1 + beta) / (n_z - 1 + V beta); the draw must follow it.
+    rng = np.random.default_rng(n_topics)
+    if alpha == "asymmetric":
+        alpha = rng.gamma(0.5, 0.2, n_topics) + 1e-3
+    alpha = np.broadcast_to(np.asarray(alpha, np.float64), (n_topics,))
+    n_words, beta = 50, 0.01
+    counts = rng.poisson(0.3, size=(n_words, n_topics)).astype(np.float64)
+    own = int(rng.integers(n_topics))
+    counts[7, :] = 0
+    counts[7, own] = 2  # word 7: two tokens, both in the own topic
+    tables = WordTables.from_counts(counts, counts.sum(axis=0), beta, alpha)
+    row = rng.poisson(2.0, n_topics).astype(np.float32)
+    row[own] = max(row[own], 1)
+    n = 200_000
+    u = _random.token_uniform(31, 1, _random.STREAM_SAMPLE, np.arange(n))
+    k = draw_topics(np.zeros(n, np.int32), np.full(n, 7, np.int32), np.full(n, own, np.int32),
+                    None, u, row[None], tables)
+    denom = counts.sum(axis=0) + n_words * beta
+    word = (counts[7] + beta) / denom
+    word[own] = (counts[7, own] - 1 + beta) / (denom[own] - 1)
+    p = (row.astype(np.float64) + alpha) * word
+    p[own] = (row[own] - 1 + alpha[own]) * word[own]
+    p /= p.sum()
+    assert merged_chisquare(np.bincount(k, minlength=n_topics)[np.argsort(p)],
+                            np.sort(p) * n).pvalue > 1e-4
+
+
 def test_weighted_own_count_is_taken_out():
     # A weighted token removes its weight, not 1, from its topic's count.
     n_topics = 6

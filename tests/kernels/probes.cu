@@ -23,12 +23,14 @@ extern "C" __global__ void philox_words(const uint4* __restrict__ ctr, long long
 // draw_fixed_row_{packed,wide}: the sampler on one fixed (A row, Bhat row, own topic and weight)
 // for n uniforms (chi-square tests). Launch: grid any, block kSampleBlock, dynamic shared
 // tree_floats(K) * 4 bytes; one warp per uniform. [in] ent (len entries, including own's),
-// bhat (K), alpha (K), u (n); [out] out (n).
+// bhat (K), alpha (K), and the word's counts b_row (K) with denom (K) and beta for the word side
+// of the collapsed conditional (b_row = nullptr: Bhat fixed), u (n); [out] out (n).
 // ---------------------------------------------------------------------------------------------
 #define GPULDA_FIXED_ROW(SUFFIX, PACKED)                                                                      \
   extern "C" __global__ void __launch_bounds__(gpulda::kSampleBlock) draw_fixed_row_##SUFFIX(                  \
       const void* __restrict__ ent_v, int len, const float* __restrict__ bhat, const float* __restrict__ alpha, \
-      int n_topics, int own, float own_w, const float* __restrict__ u, long long n, int* __restrict__ out) {    \
+      const float* __restrict__ b_row, const double* __restrict__ denom, double beta, int n_topics, int own,    \
+      float own_w, const float* __restrict__ u, long long n, int* __restrict__ out) {                           \
     using namespace gpulda;                                                                                     \
     extern __shared__ float smem[];                                                                             \
     const auto* ent = static_cast<const typename AEntry<PACKED>::T*>(ent_v);                                    \
@@ -38,10 +40,12 @@ extern "C" __global__ void philox_words(const uint4* __restrict__ ctr, long long
     for (int k = threadIdx.x; k < n_topics; k += blockDim.x) leaf[k] = bhat[k];                                 \
     __syncthreads();                                                                                            \
     const WordTree tree = build_tree(leaf, l2, l1, alpha, n_topics);                                            \
+    const BhatSource src{b_row, denom, b_row == nullptr ? bhat : nullptr, beta};                                 \
     const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / kWarp);                           \
     for (long long i = blockIdx.x * static_cast<long long>(blockDim.x / kWarp) + threadIdx.x / kWarp; i < n;    \
          i += warps) {                                                                                          \
-      const int k = draw_one<PACKED>(ent, len, u[i], own, own_w, leaf, tree);                                   \
+      const float b_adj = own_bhat(src, 0, own, own_w, leaf[own], n_topics);                                  \
+      const int k = draw_one<PACKED>(ent, len, u[i], own, own_w, b_adj, leaf, tree);                            \
       if (lane_id() == 0) out[i] = k;                                                                           \
     }                                                                                                           \
   }

@@ -160,9 +160,10 @@ class CudaDenseSampler(CudaChain, Sampler):
             ev = [cp.cuda.Event() for _ in range(3)] if self.profile else None
             if ev:
                 ev[0].record()
+            word_counts = None if st.fixed else (st.B, st.denom, self.beta)
             sample_dense(self.variant, st.order, st.doc_ptr, st.word, st.weight, st.A, st.bhat,
                          st.alpha, self.seed, iteration, st.z, stream=stream, sweep=sub,
-                         block=self.block)
+                         block=self.block, word_counts=word_counts)
             if ev:
                 ev[1].record()
             self._mstep()
@@ -194,8 +195,8 @@ class CudaDenseSampler(CudaChain, Sampler):
         cp = self._cp
         st = self._st
         b = st.B.astype(cp.float64)
-        denom = b.sum(axis=0) + st.n_words * self.beta
-        st.bhat[...] = ((b + self.beta) / denom).astype(cp.float32)
+        st.denom = b.sum(axis=0) + st.n_words * self.beta
+        st.bhat[...] = ((b + self.beta) / st.denom).astype(cp.float32)
 
     def _mstep(self):
         st = self._st

@@ -64,6 +64,7 @@ def sample_dense(
     stream=STREAM_SAMPLE,
     sweep=0,
     block=BLOCK,
+    word_counts=None,
 ):
     """Draw a new topic for every token of the listed documents on the GPU.
 
@@ -93,6 +94,9 @@ def sample_dense(
         Philox counter words (a training E-step uses stream 1, sweep 0).
     block : int, default=128
         Threads per block, a multiple of 32 up to 256.
+    word_counts : tuple (B, denom, beta) or None, default=None
+        What ``bhat`` came from: B (cupy float32, V x K), ``n + V beta`` (cupy float64, K) and beta,
+        for the word side of each token's own count; None when ``bhat`` is fixed.
 
     Returns
     -------
@@ -139,6 +143,10 @@ def sample_dense(
         )
     if block % 32 or not 32 <= block <= DENSE_BLOCK_MAX:
         raise ValueError(f"block must be a multiple of 32 in [32, {DENSE_BLOCK_MAX}], got {block}")
+    B, denom, beta = (None, None, 0.0) if word_counts is None else word_counts
+    if B is not None and (B.shape != bhat.shape or denom.shape != (n_topics,)):
+        raise ValueError(f"B must have bhat's shape {bhat.shape} and denom ({n_topics},), got "
+                         f"{B.shape} and {denom.shape}")
     n_order = int(doc_order.size)
     if n_order == 0:
         return z
@@ -157,6 +165,9 @@ def sample_dense(
             (A, np.float32),
             (bhat, np.float32),
             (alpha, np.float32),
+            (B, np.float32),
+            (denom, np.float64),
+            (beta, "f64"),
             (int(seed) & 0xFFFFFFFF, "u32"),
             (int(iteration) & 0xFFFFFFFF, "u32"),
             (int(stream), "u32"),

@@ -7,7 +7,10 @@ gets its own oracle. For a token of current topic ``z`` and weight ``w``:
 
 - ``p_k = float32(float32(A[d,k] + alpha_k) * Bhat[v,k])`` for k = 0..K-1, the own count included;
 - ``C_k`` the running float32 sum of ``p_0..p_k``, summed in topic order;
-- the own count removed: ``delta = float32(w * Bhat[v,z])``; ``C'_k = C_k`` for ``k < z`` and
+- the own count removed (the collapsed conditional) changes only topic z's term, to
+  ``t'_z = float32(float32(theta_z - w) * Bhat'[v,z])`` with ``theta_z = float32(A[d,z] + alpha_z)``
+  and ``Bhat'`` from :func:`~.tables.own_bhat` (the token's weight out of ``B[v,z]`` and ``n_z``);
+  ``delta = float32(t_z - t'_z)``; ``C'_k = C_k`` for ``k < z`` and
   ``max(float32(C_k - delta), C_{z-1})`` for ``k >= z`` (``C_{-1} = 0``; the max keeps ``C'``
   non-decreasing where the subtraction rounds below ``C_{z-1}``);
 - ``x = float32(u * max(float32(C_{K-1} - delta), 0))`` with ``u`` the token's Philox uniform (the
@@ -24,11 +27,11 @@ within rounding of an interval end.
 import numpy as np
 
 from ..base import topic_prior
-from .tables import chunks
+from .tables import chunks, own_bhat
 
 
-def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha):
-    """Draw one topic per token from ``p(k) ∝ (A[d,k] - w [k = z] + alpha_k) * Bhat[v,k]``.
+def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha, word_side=None):
+    """Draw one topic per token from ``p(k) ∝ (A[d,k] - w [k = z] + alpha_k) * Bhat'[v,k]``.
 
     Parameters
     ----------
@@ -49,6 +52,9 @@ def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha):
         Normalised word-topic matrix, word-major, held fixed.
     alpha : float or ndarray of shape (n_topics,)
         Document-topic prior; rounded to float32 as the kernels take it.
+    word_side : tuple (counts, denom, beta) or None, default=None
+        What ``bhat`` came from, for the word side of the own count (:func:`~.tables.own_bhat`);
+        None when ``bhat`` is fixed.
 
     Returns
     -------
@@ -84,11 +90,14 @@ def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha):
         rows = np.arange(n)
         v, z = word[sl], topic[sl]
         terms = doc_topic[doc[sl]] + alpha32
+        theta_own = terms[rows, z]
         terms *= bhat[v]
         # np.cumsum along an axis adds sequentially in float32: the order the kernels use.
         run = np.cumsum(terms, axis=1, dtype=np.float32)
-        w = np.float32(1.0) if weight is None else np.asarray(weight[sl], dtype=np.float32)
-        delta = w * bhat[v, z]
+        w = None if weight is None else np.asarray(weight[sl], dtype=np.float32)
+        b_adj = own_bhat(bhat, word_side, v, z, w)
+        w32 = np.float32(1.0) if w is None else w
+        delta = theta_own * bhat[v, z] - (theta_own - w32) * b_adj
         before = np.where(z > 0, run[rows, np.maximum(z - 1, 0)], np.float32(0.0))
         adjusted = np.where(
             np.arange(n_topics) >= z[:, None],

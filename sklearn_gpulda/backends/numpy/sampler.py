@@ -135,7 +135,7 @@ class NumpySampler(Sampler):
         u = _random.token_uniform(self.seed, iteration, stream, self._token_index(), sweep=sub)
         if self.rule == "dense":
             z = draw_topics_dense(c.doc, c.word, self._z, c.weight, u, self._a, self._tables.bhat,
-                                  self.alpha)
+                                  self.alpha, self._tables.word_side)
         else:
             z = draw_topics(c.doc, c.word, self._z, c.weight, u, self._a, self._tables)
         self._set(z)

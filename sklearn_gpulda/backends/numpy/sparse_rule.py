@@ -19,7 +19,9 @@ def own_removed(doc_topic, doc, topic, weight):
 
 
 def draw_topics(doc, word, topic, weight, u, doc_topic, tables):
-    """Draw a new topic for each token from ``p(k) ∝ (A[d,k] - w [k = z] + alpha_k) Bhat[v,k]``.
+    """Draw a new topic for each token from the collapsed conditional of ``doc/algorithm.md``,
+    ``p(k) ∝ (A[d,k] - w [k = z] + alpha_k) Bhat'[v,k]``, where ``Bhat'`` is ``Bhat`` with the
+    token's own weight taken out of ``B[v, z]`` and ``n_z`` (:func:`~.tables.own_bhat`).
 
     Parameters
     ----------
@@ -41,19 +43,28 @@ def draw_topics(doc, word, topic, weight, u, doc_topic, tables):
 
     Notes
     -----
-    With ``S`` the running sum of ``(A[d,k] - w [k = z]) Bhat[v,k]`` over the topics in order and
-    ``Q[v] = sum_k alpha_k Bhat[v,k]``: ``x = u (S + Q[v])``; below ``S`` the draw is the first
-    topic whose running sum exceeds x (the document branch), else the first topic whose running
-    sum of ``alpha_k Bhat[v,k]`` exceeds ``x - S`` (the prior branch).
+    With ``S`` the running sum of ``(A[d,k] - w [k = z]) Bhat'[v,k]`` over the topics in order and
+    ``Q = sum_k alpha_k Bhat'[v,k]``: ``x = u (S + Q)``; below ``S`` the draw is the first topic
+    whose running sum exceeds x (the document branch), else the first topic whose running sum of
+    ``alpha_k Bhat'[v,k]`` exceeds ``x - S`` (the prior branch). Only topic z's Bhat' differs from
+    Bhat, so the prior branch uses the word's precomputed running sums, lowered from z on by
+    ``eps = alpha_z Bhat[v,z] - alpha_z Bhat'[v,z]``.
     """
     n_topics = doc_topic.shape[1]
     out = np.empty(doc.shape[0], dtype=np.int32)
+    alpha32 = tables.alpha32
     for sl in chunks(doc.shape[0], n_topics):
-        d, v = doc[sl], word[sl]
-        rows = own_removed(doc_topic, d, topic[sl], None if weight is None else weight[sl])
-        run = np.cumsum(rows * tables.bhat[v], axis=1, dtype=np.float32)
+        d, v, z = doc[sl], word[sl], topic[sl]
+        own = np.arange(d.shape[0])
+        w = None if weight is None else weight[sl]
+        rows = own_removed(doc_topic, d, z, w)
+        b_adj = tables.own_bhat(v, z, w)
+        bhat = tables.bhat[v]
+        eps = alpha32[z] * bhat[own, z] - alpha32[z] * b_adj
+        bhat[own, z] = b_adj
+        run = np.cumsum(rows * bhat, axis=1, dtype=np.float32)
         s = run[:, -1]
-        x = u[sl] * (s + tables.qtotal[v])
+        x = u[sl] * (s + np.maximum(tables.qtotal[v] - eps, np.float32(0.0)))
         sparse = x < s
         k = np.empty(d.shape[0], dtype=np.int32)
         # The terms are non-negative, so the running sums never decrease and the number of them
@@ -61,8 +72,9 @@ def draw_topics(doc, word, topic, weight, u, doc_topic, tables):
         k[sparse] = (run[sparse] <= x[sparse, None]).sum(axis=1)
         dense = ~sparse
         y = x[dense] - s[dense]
-        kd = (tables.qcum[v[dense]] <= y[:, None]).sum(axis=1)
-        k[dense] = np.minimum(kd, n_topics - 1)
+        lowered = np.arange(n_topics) >= z[dense, None]
+        qcum = tables.qcum[v[dense]] - np.where(lowered, eps[dense, None], np.float32(0.0))
+        k[dense] = np.minimum((qcum <= y[:, None]).sum(axis=1), n_topics - 1)
         out[sl] = k
     return out
 
