@@ -128,6 +128,9 @@ def _parse_args(argv):
                    help="new documents in the transform latency measurement (default 10000)")
     p.add_argument("--eval-iter", type=int, default=None,
                    help="fold-in iterations of document completion (default 100)")
+    p.add_argument("--eval-device", default="cpu",
+                   help="where document completion's fold-in runs: cpu (default) or a GPU "
+                        "('auto', 'cuda'); the same iteration, equal to the host's to ~1e-5")
     p.add_argument("--transform-budget", type=float, default=30.0,
                    help="seconds the transform of --transform-docs documents may take; a slower "
                         "system is timed on its first 1,000 only (default 30)")
@@ -710,7 +713,8 @@ def _run_one(args, corpus_path, corpus, k, system, left):
     job = dict(corpus_path=str(corpus_path), corpus=corpus, n_topics=k, system=system,
                seed=args.seed, budget_s=min(args.budget, left - 15), schedule=SCHEDULES[system],
                transform_docs=args.transform_docs, transform_budget_s=args.transform_budget,
-               eval_iter=args.eval_iter, priors=args.priors, converge_tol=args.converge)
+               eval_iter=args.eval_iter, eval_device=args.eval_device, priors=args.priors,
+               converge_tol=args.converge)
     return _run_in_worker(job, min(args.hard_limit or math.inf, left))
 
 

@@ -138,17 +138,17 @@ using gpulda::Item;
 // ---------------------------------------------------------------------------------------------
 // Register caps of the sampler per architecture: the fewest registers with no spills, read off
 // tools/build_kernels.py's report (-Xptxas -v), because resident warps hide the latency of the
-// per-token gathers. sm_90 fits the packed sampler in 32 (every warp slot filled at 256-thread
-// blocks) and the wide one in 36; sm_80 both in 40; sm_86 and sm_89 the packed one in 40 and the
-// wide one in 48; sm_75 needs 48. Every cap leaves 1,024-thread blocks possible (48 x 1,024 <= 64 K).
+// per-token gathers. sm_90 fits both samplers in 36 (registers are allocated 8 at a time, so 34
+// would hold no more warps); sm_80 both in 40; sm_86 and sm_89 the packed one in 40 and the wide
+// one in 48; sm_75 needs 56. Every cap leaves 1,024-thread blocks possible (56 x 1,024 <= 64 K).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define GPULDA_SAMPLE_REGS(PACKED) ((PACKED) ? 32 : 36)
+#define GPULDA_SAMPLE_REGS(PACKED) 36
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
 #define GPULDA_SAMPLE_REGS(PACKED) 40
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ > 800
 #define GPULDA_SAMPLE_REGS(PACKED) ((PACKED) ? 40 : 48)
 #else
-#define GPULDA_SAMPLE_REGS(PACKED) 48
+#define GPULDA_SAMPLE_REGS(PACKED) 56
 #endif
 
 #define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED)                                                              \
@@ -203,9 +203,9 @@ __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items
       for (int j = 0; j < n; ++j) {
         const int off = __shfl_sync(kFullMask, row.x, j);
         const int len = __shfl_sync(kFullMask, row.y, j);
-        float seg_end;
+        float seg_end, own_count;
         int last_topic;
-        const float s = sparse_mass<kPacked>(a_ent + off, len, leaf, seg_end, last_topic);
+        const float s = sparse_mass<kPacked>(a_ent + off, len, leaf, -1, seg_end, last_topic, own_count);
         if (lane == j) mine = log(static_cast<double>(s) + q) - log(doc_norm[d]);
       }
       const double total = warp_sum(valid ? mine * static_cast<double>(w) : 0.0);

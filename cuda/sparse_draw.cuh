@@ -24,13 +24,27 @@ __device__ __forceinline__ float entry_mass(typename AEntry<kPacked>::T e, const
 // lies past every topic). A plain reduction per chunk would need a scan per 32 entries: ~5x the
 // instructions, and the sampler is bound by instruction issue, not by the bytes of A.
 template <bool kPacked>
+__device__ __forceinline__ float own_part(typename AEntry<kPacked>::T e, int own) {
+  return AEntry<kPacked>::topic(e) == own ? AEntry<kPacked>::count(e) : 0.0f;
+}
+
+// First pass over A[d] (entries in the lane-segment layout of entry.cuh): lane l sums its
+// segment (entries l*m .. l*m+m-1, m = ceil(len / 32)) in order with no shuffles, then one warp
+// scan joins the segments. Returns S; `seg_end` is the running sum at the end of the lane's
+// segment, `last_topic` the topic of its last entry (kNoTopic for a lane with no entries, which
+// lies past every topic) and `own_count` the count of topic `own` if the lane's segment holds
+// it (0 otherwise): the entries are in registers here, where a second look would be a load.
+// A plain reduction per chunk would need a scan per 32 entries: ~5x the instructions, and the
+// sampler is bound by instruction issue, not by the bytes of A.
+template <bool kPacked>
 __device__ __forceinline__ float sparse_mass(const typename AEntry<kPacked>::T* __restrict__ ent, int len,
-                                             const float* leaf, float& seg_end, int& last_topic) {
+                                             const float* leaf, int own, float& seg_end, int& last_topic,
+                                             float& own_count) {
   using E = AEntry<kPacked>;
   const int lane = lane_id();
   const int m = segment_length(len);
   const int mine = max(0, min(m, len - lane * m));  // entries in this lane's segment
-  float t = 0.0f;
+  float t = 0.0f, a = 0.0f;
   int j = 0;
   for (; j + 4 <= mine; j += 4) {
     const typename E::T e0 = ent[(j + 0) * kWarp + lane], e1 = ent[(j + 1) * kWarp + lane];
@@ -39,11 +53,18 @@ __device__ __forceinline__ float sparse_mass(const typename AEntry<kPacked>::T* 
     t = __fadd_rn(t, entry_mass<kPacked>(e1, leaf));
     t = __fadd_rn(t, entry_mass<kPacked>(e2, leaf));
     t = __fadd_rn(t, entry_mass<kPacked>(e3, leaf));
+    a += own_part<kPacked>(e0, own) + own_part<kPacked>(e1, own) + own_part<kPacked>(e2, own) +
+         own_part<kPacked>(e3, own);
   }
-  for (; j < mine; ++j) t = __fadd_rn(t, entry_mass<kPacked>(ent[j * kWarp + lane], leaf));
+  for (; j < mine; ++j) {
+    const typename E::T e = ent[j * kWarp + lane];
+    t = __fadd_rn(t, entry_mass<kPacked>(e, leaf));
+    a += own_part<kPacked>(e, own);
+  }
   // Read again rather than carried through the loop: the line is in L1, and a live copy of the
-  // entry costs the register the sampler's 32-register budget does not have.
+  // entry costs a register the sampler's budget does not have.
   last_topic = mine > 0 ? E::topic(ent[(mine - 1) * kWarp + lane]) : kNoTopic;
+  own_count = a;
   seg_end = warp_inclusive_scan(t);
   return __shfl_sync(kFullMask, seg_end, kWarp - 1);
 }
@@ -66,31 +87,11 @@ __device__ __forceinline__ float own_bhat(const BhatSource& src, int v, int own,
   return static_cast<float>(__ddiv_rn(__dadd_rn(__dsub_rn(b, w), src.beta), __dsub_rn(src.denom[own], w)));
 }
 
-// A[d, own]: the first pass left each lane its segment's last topic, so the segment holding the
-// own entry is the first non-empty one ending at or after it; its entries are read again (they
-// are in L1), one per lane. 0 if the row lacks the topic (never, for a consistent state).
-template <bool kPacked>
-__device__ __forceinline__ float own_count(const typename AEntry<kPacked>::T* __restrict__ ent, int len, int own,
-                                           int last_topic) {
-  using E = AEntry<kPacked>;
-  const int lane = lane_id();
-  const int m = segment_length(len);
-  const int l = warp_first(lane * m < len && last_topic >= own);
-  if (l < 0) return 0.0f;
-  const int n_here = min(m, len - l * m);
-  for (int w = 0; w < n_here; w += kWarp) {
-    const int j = w + lane;
-    const typename E::T e = j < n_here ? ent[j * kWarp + l] : E::zero();
-    const int hit = warp_first(j < n_here && E::topic(e) == own);
-    if (hit >= 0) return __shfl_sync(kFullMask, E::count(e), hit);
-  }
-  return 0.0f;
-}
-
 // The two-branch draw of doc/algorithm.md for one token of topic `own`, weight `own_w` and
 // word-side Bhat'[v, own] = b_adj (own_bhat); warp-uniform arguments. The token's own weight
-// leaves its topic's counts (the collapsed conditional): on the document side A[d, own] - w, on
-// the word side Bhat' in place of Bhat. Only topic `own` changes, so
+// leaves its topic's counts (the collapsed conditional): on the document side A[d, own] - w (the
+// first pass picks A[d, own] up), on the word side Bhat' in place of Bhat. Only topic `own`
+// changes, so
 // - in the document branch its term goes from A[d,own] Bhat to (A[d,own] - w) Bhat': every
 //   running sum at or after its entry drops by delta (S, the ends of the segments from the one
 //   holding it on, and the running sums inside the chosen segment from it on). A lane knows from
@@ -107,11 +108,13 @@ __device__ __forceinline__ int draw_one(const typename AEntry<kPacked>::T* __res
                                         const WordTree& tree) {
   using E = AEntry<kPacked>;
   const int lane = lane_id();
-  float seg_end;
+  float seg_end, own_part_here;
   int last_topic;
-  const float s = sparse_mass<kPacked>(ent, len, leaf, seg_end, last_topic);
+  const float s = sparse_mass<kPacked>(ent, len, leaf, own, seg_end, last_topic, own_part_here);
   const float b_own = leaf[own];
-  const float a_own = own_count<kPacked>(ent, len, own, last_topic);
+  // One lane's segment holds the own entry (a consistent state always has it).
+  const int holder = warp_first(own_part_here != 0.0f);
+  const float a_own = holder >= 0 ? __shfl_sync(kFullMask, own_part_here, holder) : 0.0f;
   const float delta = __fsub_rn(__fmul_rn(a_own, b_own), __fmul_rn(fmaxf(__fsub_rn(a_own, own_w), 0.0f), b_adj));
   const float alpha_own = __ldg(tree.alpha + own);
   const float eps = __fsub_rn(__fmul_rn(alpha_own, b_own), __fmul_rn(alpha_own, b_adj));

@@ -17,6 +17,7 @@ from . import _priors
 from ._corpus import tokens
 from ._device import to_host
 from ._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE
+from ._warnings import warn_caller
 from .backends import fold_in
 
 
@@ -34,6 +35,9 @@ class Plan:
     evaluate_every: int = -1
     perp_tol: float = 0.1
     n_averaged_sweeps: int = 0
+    #: The averaging is the estimator's default rather than asked for: where its running sum
+    #: does not fit in memory the fit goes on without it (with a warning) instead of failing.
+    averaging_is_default: bool = False
     prior_burn_in: int = 0
     prior_update_every: int = 10
     verbose: int = 0
@@ -155,6 +159,7 @@ def fit_batch(plan, X):
         sampler.init_topics()
         schedule = _PriorSchedule(plan, corpus)
         average_from = plan.max_iter - min(plan.n_averaged_sweeps, plan.max_iter)
+        averaging = plan.n_averaged_sweeps > 0
         last_bound, n_iter = None, 0
         history.stop_reason = f"max_iter={plan.max_iter} sweeps done"
         for i in range(plan.max_iter):
@@ -163,8 +168,15 @@ def fit_batch(plan, X):
             n_iter = i + 1
             if schedule.due(n_iter):
                 schedule.update(sampler)
-            if plan.n_averaged_sweeps and i >= average_from:
-                sampler.accumulate_word_topic()
+            if averaging and i >= average_from:
+                try:
+                    sampler.accumulate_word_topic()
+                except MemoryError as exc:
+                    if not plan.averaging_is_default:
+                        raise
+                    averaging = False
+                    warn_caller(f"the fit goes on without averaging the last sweeps: {exc}",
+                                RuntimeWarning)
             evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
             loglik = None
             if evaluate or plan.verbose:
