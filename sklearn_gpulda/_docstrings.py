@@ -21,8 +21,9 @@ ESTIMATOR_DOC = """Latent Dirichlet Allocation trained by sparsity-aware ESCA sa
         scikit-learn's None) learns an asymmetric prior during the fit by Minka's fixed point on
         the histograms of document lengths and per-document topic counts (as MALLET and tomotopy
         do), starting from ``1 / n_components``; see ``prior_burn_in`` and ``prior_update_every``.
-        In online learning and ``partial_fit`` each mini-batch's estimate is blended in at the
-        learning rate. A number fixes the prior for every topic, an array gives each topic its
+        Priors are learned in batch fits only: online learning keeps the starting value, and
+        ``partial_fit`` after a batch fit keeps the learned one (a mini-batch's short chain
+        overstates alpha). A number fixes the prior for every topic, an array gives each topic its
         own fixed prior, and None means ``1 / n_components`` fixed (scikit-learn's default).
         Learned priors won by measurement: on NIPS, KOS, 20 Newsgroups and a NYTimes-shaped
         corpus at K = 20, 100 and 1,000, 'auto' with a learned ``topic_word_prior`` gave the best
@@ -32,7 +33,8 @@ ESTIMATOR_DOC = """Latent Dirichlet Allocation trained by sparsity-aware ESCA sa
     topic_word_prior : float, 'auto' or None, default='auto'
         Prior ``beta`` of the topic-word distributions. 'auto' (the default, unlike
         scikit-learn's None) learns a symmetric prior during a batch fit, starting from
-        ``1 / n_components``; online learning needs a number. None means ``1 / n_components``.
+        ``1 / n_components``; online learning and ``partial_fit``, which never hold the whole
+        corpus's word-topic counts, keep that starting value. None means ``1 / n_components``.
     learning_method : {'batch', 'online'}, default='batch'
         'batch' samples every token in each iteration; 'online' learns from mini-batches of
         ``batch_size`` documents, blending each batch's statistics into the model.

@@ -15,7 +15,6 @@ from sklearn.utils import gen_batches
 
 from . import _priors
 from ._corpus import tokens
-from ._device import to_host
 from ._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE
 from ._warnings import warn_caller
 from .backends import fold_in
@@ -221,9 +220,8 @@ def fit_batch(plan, X):
 
 
 def _batch_statistics(plan, sampler, corpus, components, iteration, want_loglik):
-    """Word-topic statistics of one mini-batch (``doc/algorithm.md``, mini-batch learning), its
-    document-topic histogram when alpha is learned, and the training log-likelihood of the
-    batch's last state when asked (else NaN)."""
+    """Word-topic statistics of one mini-batch (``doc/algorithm.md``, mini-batch learning), and
+    the training log-likelihood of the batch's last state when asked (else NaN)."""
     first = components is None
     sampler.load(corpus)
     if not first:
@@ -235,9 +233,8 @@ def _batch_statistics(plan, sampler, corpus, components, iteration, want_loglik)
         if not first and s >= keep_from:
             sampler.accumulate_word_topic()
     stats = sampler.word_topic_counts() if first else sampler.mean_word_topic()
-    histogram = sampler.doc_topic_histogram() if plan.alpha.learn else None
     loglik = sampler.log_likelihood() if want_loglik else float("nan")
-    return stats, histogram, loglik
+    return stats, loglik
 
 
 def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler=None,
@@ -251,7 +248,7 @@ def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler
     components : ndarray of shape (n_topics, n_words) or None
         The model so far; None for the very first batch.
     alpha : float or ndarray
-        The document-topic prior so far.
+        The document-topic prior (held as it is: online learning learns no prior).
     n_batch_iter : int
         Number of this batch (keys its random numbers, sets its learning rate).
     total_samples : float
@@ -272,8 +269,8 @@ def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler
     sampler = plan.sampler(alpha=alpha) if own else sampler
     try:
         sampler.set_priors(alpha=alpha)
-        stats, histogram, loglik = _batch_statistics(plan, sampler, tokens(X), components,
-                                                     n_batch_iter, want_loglik)
+        stats, loglik = _batch_statistics(plan, sampler, tokens(X), components, n_batch_iter,
+                                          want_loglik)
     finally:
         if own:
             sampler.release()
@@ -281,11 +278,6 @@ def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler
     rho = (plan.learning_offset + n_batch_iter) ** (-plan.learning_decay)
     target = beta + (total_samples / max(X.shape[0], 1)) * stats
     new = target if components is None else (1.0 - rho) * np.asarray(components, np.float64) + rho * target
-    if plan.alpha.learn:
-        lengths = _priors.length_histogram(np.asarray(to_host(X.sum(axis=1))).ravel())
-        estimate = _priors.update_alpha(np.broadcast_to(alpha, (plan.n_topics,)), *histogram,
-                                        *lengths)
-        alpha = (1.0 - rho) * np.asarray(alpha, np.float64) + rho * estimate
     return new, alpha, loglik
 
 

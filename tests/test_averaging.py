@@ -18,8 +18,11 @@ def corpus():
 
 
 def _lda(**kw):
+    # Fixed priors: the chains are rebuilt by hand below, without prior learning.
     kw.setdefault("device", "cpu")
     kw.setdefault("random_state", 0)
+    kw.setdefault("doc_topic_prior", None)
+    kw.setdefault("topic_word_prior", None)
     return GPULatentDirichletAllocation(**kw)
 
 
@@ -44,9 +47,12 @@ def test_components_are_the_mean_of_the_last_sweeps(corpus):
 
 
 def test_zero_keeps_the_last_sample_and_too_many_takes_every_sweep(corpus):
-    plain = _lda(n_components=6, max_iter=5).fit(corpus)
-    zero = _lda(n_components=6, max_iter=5, n_averaged_sweeps=0).fit(corpus)
-    np.testing.assert_array_equal(plain.components_, zero.components_)
+    plain = _lda(n_components=6, max_iter=5, n_averaged_sweeps=0).fit(corpus)
+    # The default, 'auto', averages the last half of the sweeps (5 // 2 = 2 here).
+    auto = _lda(n_components=6, max_iter=5).fit(corpus)
+    two = _lda(n_components=6, max_iter=5, n_averaged_sweeps=2).fit(corpus)
+    np.testing.assert_array_equal(auto.components_, two.components_)
+    assert not np.array_equal(auto.components_, plain.components_)
     every = _lda(n_components=6, max_iter=5, n_averaged_sweeps=5).fit(corpus)
     more = _lda(n_components=6, max_iter=5, n_averaged_sweeps=50).fit(corpus)
     np.testing.assert_array_equal(every.components_, more.components_)

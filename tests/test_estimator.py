@@ -78,11 +78,17 @@ def test_fitted_attributes(small_model, kjv):
     assert m.n_features_in_ == kjv.data.shape[1]
     assert m.n_iter_ == 15
     assert m.n_batch_iter_ == 16
-    assert m.doc_topic_prior_ == m.topic_word_prior_ == 1 / 8
+    # The defaults learn both priors: alpha per topic, beta one number.
+    assert m.doc_topic_prior_.shape == (8,) and np.all(m.doc_topic_prior_ > 0)
+    assert isinstance(m.topic_word_prior_, float) and m.topic_word_prior_ != 1 / 8
     assert m.device_ == "cpu"
     assert m.n_tokens_ == kjv.data[:300].sum()
     # components_ are the word-topic counts plus the prior: they add up to tokens + K V beta.
-    np.testing.assert_allclose(m.components_.sum(), m.n_tokens_ + 8 * kjv.data.shape[1] / 8)
+    np.testing.assert_allclose(m.components_.sum(),
+                               m.n_tokens_ + 8 * kjv.data.shape[1] * m.topic_word_prior_)
+    fixed = _lda(n_components=8, max_iter=2, doc_topic_prior=None,
+                 topic_word_prior=None).fit(kjv.data[:50])
+    assert fixed.doc_topic_prior_ == fixed.topic_word_prior_ == 1 / 8  # scikit-learn's None
     assert np.isfinite(m.bound_) and m.bound_ > 1
 
 

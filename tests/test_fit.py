@@ -62,7 +62,7 @@ def test_refit_out_of_memory_leaves_the_pickle_unchanged(kjv):
     with pytest.raises(MemoryError, match="n_components=100000000"):
         model.fit(kjv[:50])
     assert pickle.dumps(model) == before
-    assert model.components_.shape[0] == 5 and model.doc_topic_prior_ == 0.2
+    assert model.components_.shape[0] == 5 and model.doc_topic_prior_.shape == (5,)
 
 
 def test_interrupted_refit_leaves_the_pickle_unchanged(kjv):

@@ -236,7 +236,9 @@ def fitted_pair(kjv):
     from sklearn_gpulda import GPULatentDirichletAllocation
 
     X = kjv.data[:200]
+    # Fixed priors: the test below checks that a bare matrix gets 1 / K, the estimator's None.
     ours = GPULatentDirichletAllocation(n_components=5, max_iter=10, random_state=0,
+                                        doc_topic_prior=None, topic_word_prior=None,
                                         device="cpu").fit(X)
     theirs = LatentDirichletAllocation(n_components=5, max_iter=3, random_state=0).fit(X)
     return ours, theirs
