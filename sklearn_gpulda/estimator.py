@@ -24,17 +24,9 @@ from . import _fit
 from ._device import resolve_device, to_host
 from ._docstrings import ESTIMATOR_DOC
 from ._fitted import FittedStateMixin, transaction
-from ._priors import resolve_prior
 from ._validation import check_counts
 from ._warnings import warn_caller
 from .backends import algorithm_names, choose_backend, fold_in
-
-#: ``max_iter=None``: sweeps of a batch fit on a GPU, where they take seconds (held-out
-#: likelihood still rose from 800 to 1,600 sweeps at K = 1,000 on the corpora of
-#: doc/performance.md), and passes everywhere else (a batch fit on the CPU engine, online learning).
-DEFAULT_SWEEPS_GPU = 1000
-DEFAULT_ITERATIONS = 100
-
 
 class GPULatentDirichletAllocation(
     FittedStateMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
@@ -154,42 +146,15 @@ class GPULatentDirichletAllocation(
     def _plan(self, device, algorithm, seed, alpha_start=None, beta_start=None, batch=True):
         """The fit loop's :class:`~sklearn_gpulda._fit.Plan` for these parameters (``batch``:
         False for ``partial_fit``, which learns from mini-batches whatever learning_method)."""
-        k = self.n_components
         if algorithm not in ("auto", *algorithm_names()):
             names = ", ".join(repr(a) for a in ("auto", *algorithm_names()))
             raise InvalidParameterError(
                 f"The 'algorithm' parameter of {type(self).__name__} must be one of {names}. "
                 f"Got {algorithm!r} instead."
             )
-        backend = choose_backend(algorithm, k, device)
-        alpha = resolve_prior(self.doc_topic_prior, 1.0 / k, k, "doc_topic_prior")
-        beta = resolve_prior(self.topic_word_prior, 1.0 / k, None, "topic_word_prior")
-        if self.learning_method == "online" or not batch:
-            # Priors are learned from the counts of a whole corpus's chain: online learning holds
-            # only short chains of mini-batches, whose spread-out counts overstate alpha (measured
-            # on KJV: 0.5 to 0.8 learned, and a worse model than 1 / K). They stay where they are.
-            alpha, beta = type(alpha)(alpha.value, False), type(beta)(beta.value, False)
-        if alpha_start is not None:
-            alpha = type(alpha)(alpha_start, alpha.learn)
-        if beta_start is not None:
-            beta = type(beta)(beta_start, beta.learn)
-        max_iter = self.max_iter
-        if max_iter is None:
-            max_iter = DEFAULT_SWEEPS_GPU if (
-                device.kind == "cuda" and self.learning_method == "batch") else DEFAULT_ITERATIONS
-        averaged = self.n_averaged_sweeps
-        if averaged == "auto":
-            averaged = max_iter // 2 if self.learning_method == "batch" else 0
-        return _fit.Plan(
-            backend=backend, device=device, n_topics=k, seed=seed, alpha=alpha, beta=beta,
-            max_iter=max_iter, evaluate_every=self.evaluate_every, perp_tol=self.perp_tol,
-            n_averaged_sweeps=averaged, averaging_is_default=self.n_averaged_sweeps == "auto",
-            prior_burn_in=self.prior_burn_in,
-            prior_update_every=self.prior_update_every, verbose=self.verbose,
-            batch_size=self.batch_size, learning_offset=self.learning_offset,
-            learning_decay=self.learning_decay, n_batch_sweeps=self.n_batch_sweeps,
-            max_doc_update_iter=self.max_doc_update_iter, mean_change_tol=self.mean_change_tol,
-        )
+        backend = choose_backend(algorithm, self.n_components, device)
+        return _fit.plan_for(self, backend, device, seed, alpha_start, beta_start,
+                             batch and self.learning_method == "batch")
 
     def _new_seed(self):
         return int(check_random_state(self.random_state).randint(np.iinfo(np.uint32).max))

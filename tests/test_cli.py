@@ -291,6 +291,17 @@ def test_fit_text_drops_words_of_most_documents_by_default(tmp_path, text_file):
     assert common_word in joblib.load(tmp_path / "kept.joblib")[0].vocabulary_
 
 
+def test_fit_text_warns_of_documents_left_without_words(tmp_path, text_file, capsys):
+    # Two lines whose only words are stop words: after the vectoriser they are empty rows.
+    path = tmp_path / "docs.txt"
+    path.write_text(text_file.read_text() + "the and of\nit was\n")
+    n_lines = len(path.read_text().splitlines())
+    assert cli.main(["fit", str(path), "-k", "2", "--max-iter", "2", "--device", "cpu",
+                     "-o", str(tmp_path / "m.joblib")]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: 2 of {n_lines} documents have no word left" in err
+
+
 def test_fit_text_passes_the_vectoriser_options(tmp_path, text_file, capsys):
     stop = tmp_path / "stop.txt"
     stop.write_text("lord\nunto\n")

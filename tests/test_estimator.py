@@ -413,3 +413,30 @@ def test_explicit_gpu_without_one_says_so(kjv, monkeypatch):
     monkeypatch.setattr(device, "import_cupy", lambda: (None, "CuPy does not import (test)"))
     with pytest.raises(RuntimeError, match="needs CuPy and a CUDA GPU"):
         _lda(n_components=2, device="cuda").fit(kjv.data[:10])
+
+
+# -- scikit-learn's keyword arguments and partial_fit's attributes ---------------------------------
+def test_transform_unnormalised_is_the_posterior_dirichlet_parameter(small_model, kjv):
+    X = kjv.data[300:320]
+    theta = small_model.transform(X)
+    gamma = small_model.transform(X, normalize=False)
+    np.testing.assert_allclose(gamma / gamma.sum(axis=1, keepdims=True), theta, rtol=1e-12)
+    # gamma = alpha + expected counts: each row adds up to the document's length plus sum(alpha).
+    lengths = np.asarray(X.sum(axis=1)).ravel()
+    np.testing.assert_allclose(gamma.sum(axis=1), lengths + small_model.doc_topic_prior_.sum(),
+                               rtol=1e-10)
+
+
+def test_perplexity_takes_sub_sampling_and_ignores_it(small_model, kjv):
+    X = kjv.data[300:340]
+    assert small_model.perplexity(X, sub_sampling=True) == small_model.perplexity(X)
+
+
+def test_partial_fit_sets_bound_time_and_tokens(kjv):
+    X = kjv.data[:200]
+    model = _lda(n_components=4, batch_size=50, total_samples=200).partial_fit(X)
+    assert model.n_tokens_ == X.sum()
+    assert model.fit_time_ > 0
+    # The training perplexity of the last mini-batch's chain: finite, and far below the
+    # vocabulary size a uniform model would score.
+    assert 1 < model.bound_ < X.shape[1]

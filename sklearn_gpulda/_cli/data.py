@@ -10,7 +10,10 @@ on news, words such as "said" otherwise top every topic).
 import argparse
 import gzip
 import re
+import sys
 from pathlib import Path
+
+import numpy as np
 
 from .common import CommandError, one_line
 
@@ -143,4 +146,9 @@ def vectorise(path, options):
         raise CommandError(
             f"cannot vectorise {path} ({len(documents)} documents): {one_line(exc)}; loosen "
             "--min-df, --max-df or --stop-words (e.g. --min-df 1 --max-df 1.0)") from None
+    empty = int(np.count_nonzero(X.getnnz(axis=1) == 0))
+    if empty:
+        # Kept (their rows stay aligned with the lines), but nothing is learned from them.
+        print(f"warning: {empty} of {len(documents)} documents have no word left after the stop "
+              "words and the frequency limits; they take no part in the fit", file=sys.stderr)
     return vectorizer, X
