@@ -34,12 +34,14 @@ from _peer_corpora import CORPORA, CorpusUnavailable, load_corpus  # noqa: E402
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda.metrics import document_completion  # noqa: E402
 
-#: Named estimator parameters. 'half' in n_averaged_sweeps means half of each fit's sweeps.
+#: Named estimator parameters, each stated in full so that a change of the estimator's
+#: defaults does not change what a name measures. 'half' in n_averaged_sweeps means half of
+#: each fit's sweeps. "sklearn" is scikit-learn's defaults (None: 1 / K for both priors).
 CONFIGS = {
-    "sklearn": {},
-    "fixed-0.1-0.01": dict(doc_topic_prior=0.1, topic_word_prior=0.01),
-    "auto-0.01": dict(doc_topic_prior="auto", topic_word_prior=0.01),
-    "auto-auto": dict(doc_topic_prior="auto", topic_word_prior="auto"),
+    "sklearn": dict(doc_topic_prior=None, topic_word_prior=None, n_averaged_sweeps=0),
+    "fixed-0.1-0.01": dict(doc_topic_prior=0.1, topic_word_prior=0.01, n_averaged_sweeps=0),
+    "auto-0.01": dict(doc_topic_prior="auto", topic_word_prior=0.01, n_averaged_sweeps=0),
+    "auto-auto": dict(doc_topic_prior="auto", topic_word_prior="auto", n_averaged_sweeps=0),
     "auto-auto-avg": dict(doc_topic_prior="auto", topic_word_prior="auto",
                           n_averaged_sweeps="half"),
 }

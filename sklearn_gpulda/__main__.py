@@ -31,9 +31,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _add_fit_options(parser, max_iter_default=100):
-    parser.add_argument("--max-iter", type=positive_int, default=max_iter_default, metavar="N",
-                        help="iterations (default: %(default)s)")
+def _add_fit_options(parser):
+    parser.add_argument("--max-iter", type=positive_int, default=None, metavar="N",
+                        help="sweeps (default: the estimator's, 1000 on a GPU, 100 on the CPU)")
     parser.add_argument("--device", type=parse_device, default="auto", metavar="DEVICE",
                         help=_DEVICE_HELP)
     parser.add_argument("--random-state", type=int, default=0, metavar="SEED",

@@ -62,6 +62,15 @@ DEFAULT_SWEEPS_GPU = 1000
 DEFAULT_ITERATIONS = 100
 
 
+def resolve_max_iter(max_iter, device_kind, learning_method="batch"):
+    """``max_iter`` as a number of sweeps: itself, or for ``None`` the default of a fit on a
+    device of ``device_kind`` ('cpu' or 'cuda', resolved) with ``learning_method``."""
+    if max_iter is not None:
+        return max_iter
+    on_gpu = device_kind == "cuda" and learning_method == "batch"
+    return DEFAULT_SWEEPS_GPU if on_gpu else DEFAULT_ITERATIONS
+
+
 def plan_for(params, backend, device, seed, alpha_start=None, beta_start=None, batch=True):
     """The :class:`Plan` of an estimator's parameters.
 
@@ -88,10 +97,7 @@ def plan_for(params, backend, device, seed, alpha_start=None, beta_start=None, b
         beta = _priors.Prior(beta_start, beta.learn)
     if not batch:
         alpha, beta = _priors.Prior(alpha.value, False), _priors.Prior(beta.value, False)
-    max_iter = params.max_iter
-    if max_iter is None:
-        on_gpu = device.kind == "cuda" and params.learning_method == "batch"
-        max_iter = DEFAULT_SWEEPS_GPU if on_gpu else DEFAULT_ITERATIONS
+    max_iter = resolve_max_iter(params.max_iter, device.kind, params.learning_method)
     averaged = params.n_averaged_sweeps
     if averaged == "auto":
         averaged = max_iter // 2 if params.learning_method == "batch" else 0

@@ -277,6 +277,17 @@ def test_fit_text_saves_a_pipeline_for_raw_text(tmp_path, capsys, kjv):
     np.testing.assert_allclose(theta.sum(axis=1), 1.0, rtol=1e-6)
 
 
+def test_fit_without_max_iter_runs_the_estimators_default(tmp_path, text_file, capsys):
+    # No --max-iter: the command leaves max_iter=None to the estimator, which on the CPU engine
+    # means 100 sweeps (1,000 on a GPU); the summary line and the saved model say so.
+    assert cli.main(["fit", str(text_file), "-k", "2", "--device", "cpu",
+                     "-o", str(tmp_path / "m.joblib"), "--top-words", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "2 topics, 100 sweeps, device='cpu'" in out
+    model = joblib.load(tmp_path / "m.joblib")[-1]
+    assert model.max_iter is None and model.n_iter_ == 100
+
+
 def test_fit_text_drops_words_of_most_documents_by_default(tmp_path, text_file):
     common_word = "said"  # in every line of text_file, five times
     assert cli.main(["fit", str(text_file), "-k", "2", "--max-iter", "1", "--device", "cpu",
@@ -524,7 +535,7 @@ def test_fit_progress_falls_back_to_verbose_lines_without_a_callback(monkeypatch
             self.fitted_with_verbose = self.verbose
             return self
 
-    model = commands.fit_model(NoHook(), np.ones((2, 2)), progress=True)
+    model = commands.fit_model(NoHook(), np.ones((2, 2)), progress=True, sweeps=2)
     assert model.fitted_with_verbose == 1
 
 

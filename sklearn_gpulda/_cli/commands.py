@@ -23,8 +23,10 @@ DEMO_TEST_FRACTION = 0.1
 
 # --------------------------------------------------------------------------- shared steps
 
-def fit_model(model, X, progress):
+def fit_model(model, X, progress, sweeps):
     """``model.fit(X)`` with a progress display when asked (None: when stderr is a terminal).
+
+    ``sweeps`` is the number the fit will run (``max_iter`` resolved), the display's total.
 
     The display hears of each sweep through ``fit``'s ``callback`` argument, which costs nothing;
     an estimator without one (a scikit-learn model) falls back to its ``verbose`` lines, which
@@ -37,7 +39,7 @@ def fit_model(model, X, progress):
         progress = has_hook and sys.stderr.isatty()
     try:
         if progress and has_hook:
-            with FitProgress(model.max_iter, float(X.sum())) as display:
+            with FitProgress(sweeps, float(X.sum())) as display:
                 return model.fit(X, callback=display)
         if progress:
             model.set_params(verbose=1)
@@ -92,7 +94,7 @@ def model_vocabulary(saved, vocab_path):
 def run_demo(args):
     from sklearn.model_selection import train_test_split
 
-    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda import GPULatentDirichletAllocation, _device, _fit
     from sklearn_gpulda.datasets import load_kjv_chapters
     from sklearn_gpulda.metrics import document_completion
 
@@ -108,9 +110,10 @@ def run_demo(args):
 
     model = GPULatentDirichletAllocation(n_components=args.n_components, max_iter=args.max_iter,
                                          device=args.device, random_state=args.random_state)
-    print(f"fitting:     {args.n_components} topics, {args.max_iter} iterations, "
+    sweeps = _fit.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
+    print(f"fitting:     {args.n_components} topics, {sweeps} sweeps, "
           f"device={args.device!r} ({device})", flush=True)
-    fit_model(model, X_train, None)
+    fit_model(model, X_train, None, sweeps)
     print_fit_report(model)
     completion = document_completion(X_test, model.components_, model.doc_topic_prior_,
                                      random_state=DEMO_SPLIT_SEED)
@@ -142,7 +145,7 @@ def _save_with_vocabulary(model, X, names):
 
 
 def run_fit(args):
-    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda import GPULatentDirichletAllocation, _device, _fit
 
     if not args.input.is_file():
         raise CommandError(f"input file not found: {args.input}")
@@ -175,9 +178,10 @@ def run_fit(args):
 
     model = GPULatentDirichletAllocation(n_components=args.n_components, max_iter=args.max_iter,
                                          device=args.device, random_state=args.random_state)
-    print(f"fitting:     {args.n_components} topics, {args.max_iter} iterations, "
+    sweeps = _fit.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
+    print(f"fitting:     {args.n_components} topics, {sweeps} sweeps, "
           f"device={args.device!r} ({device})", flush=True)
-    fit_model(model, X, args.progress)
+    fit_model(model, X, args.progress, sweeps)
     print_fit_report(model)
 
     if vectorizer is not None:
