@@ -143,7 +143,7 @@ def test_numpy_parser_across_block_boundaries(kjv, monkeypatch):
     from sklearn_gpulda import datasets
 
     # Tiny blocks force lines to straddle block ends.
-    monkeypatch.setattr(datasets, "_PARSE_BLOCK_BYTES", 97)
+    monkeypatch.setattr(datasets._uci, "_PARSE_BLOCK_BYTES", 97)
     with importlib.resources.as_file(KJV_DIR / "docword.kjv_chapters.txt.gz") as path:
         small_blocks = load_uci_bow(path, engine="numpy")
     assert (small_blocks.data != kjv.data).nnz == 0
@@ -262,9 +262,9 @@ def test_make_lda_corpus_reproducible_across_blocks(monkeypatch):
     from sklearn_gpulda import datasets
 
     # Several generation blocks must still give one consistent corpus.
-    monkeypatch.setattr(datasets, "_BLOCK_TOKENS_MIN", 1000)
-    monkeypatch.setattr(datasets, "_BLOCK_TOKENS_MAX", 1000)
-    monkeypatch.setattr(datasets, "_DIRICHLET_ENTRIES", 500)
+    monkeypatch.setattr(datasets._synthetic, "_BLOCK_TOKENS_MIN", 1000)
+    monkeypatch.setattr(datasets._synthetic, "_BLOCK_TOKENS_MAX", 1000)
+    monkeypatch.setattr(datasets._synthetic, "_DIRICHLET_ENTRIES", 500)
     corpus = make_lda_corpus(n_docs=300, n_words=200, n_topics=4, doc_length=30, random_state=1)
     again = make_lda_corpus(n_docs=300, n_words=200, n_topics=4, doc_length=30, random_state=1)
     assert (corpus.data != again.data).nnz == 0

@@ -66,7 +66,7 @@ def test_log_likelihood_matches_dense_formula(corpus):
 
 def test_log_likelihood_chunks_agree(corpus, monkeypatch):
     whole = log_likelihood(corpus.data, corpus.doc_topic, corpus.topic_word)
-    monkeypatch.setattr(metrics, "_CHUNK_ENTRIES", 50)  # many small chunks
+    monkeypatch.setattr(metrics._likelihood, "_CHUNK_ENTRIES", 50)  # many small chunks
     chunked = log_likelihood(corpus.data, corpus.doc_topic, corpus.topic_word)
     np.testing.assert_allclose(chunked, whole, rtol=1e-12)
 
@@ -166,7 +166,7 @@ def test_document_completion_chunking_and_compaction(corpus, monkeypatch):
     early = document_completion(corpus.data, corpus.topic_word, 0.1, n_iter=200, tol=1e-7,
                                 random_state=0)
     np.testing.assert_allclose(early.per_token, exact.per_token, rtol=1e-5)
-    monkeypatch.setattr(metrics, "_CHUNK_ENTRIES", 64)
+    monkeypatch.setattr(metrics._likelihood, "_CHUNK_ENTRIES", 64)
     small = document_completion(corpus.data, corpus.topic_word, 0.1, n_iter=200, tol=0,
                                 random_state=0)
     np.testing.assert_allclose(small.loglik, exact.loglik, rtol=1e-12)

@@ -22,6 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT / "benchmarks" / "peers.py"
 sys.path.insert(0, str(PEERS.parent))
+import _peer_report  # noqa: E402
+import _peer_results  # noqa: E402
 import _peer_systems  # noqa: E402
 import peers  # noqa: E402
 
@@ -226,11 +228,11 @@ def test_tomotopy_own_priors_learn_alpha_and_report_it():
 def test_extrapolated_seconds_follow_the_last_doubling():
     points = _points((25, 10, -8.0), (50, 30, -7.8))
     # 30 s + (200 - 50) iterations x (30 - 10) s / (50 - 25) iterations.
-    assert peers.extrapolated_seconds(points, 200) == pytest.approx(30 + 150 * 0.8)
+    assert _peer_results.extrapolated_seconds(points, 200) == pytest.approx(30 + 150 * 0.8)
     # One checkpoint: its own average rate, from zero.
-    assert peers.extrapolated_seconds(points[:1], 100) == pytest.approx(10 + 75 * 0.4)
+    assert _peer_results.extrapolated_seconds(points[:1], 100) == pytest.approx(10 + 75 * 0.4)
     with pytest.raises(ValueError, match="reached already"):
-        peers.extrapolated_seconds(points, 50)
+        _peer_results.extrapolated_seconds(points, 50)
 
 
 def _run_result(system, points, converged=False, **extra):
@@ -246,7 +248,7 @@ def _reference_folder(folder, args):
     folder.mkdir()
     ref = _run_result("tomotopy", _points((25, 5, -8.0), (50, 10, -7.7), (100, 20, -7.6),
                                           (200, 40, -7.598)), converged=True)
-    peers._write_outputs(folder, [ref], peers.SYSTEMS, "", plot=False)
+    _peer_report._write_outputs(folder, [ref], _peer_systems.SYSTEMS, "", plot=False)
     env = dict(date="2026-11-20T00:00:00+00:00", cpu="Reference CPU", cores=2, gpu=None,
                args=args)
     (folder / "environment.json").write_text(json.dumps(env))
@@ -258,11 +260,12 @@ SCORING = dict(priors="own", converge=0.005, max_docs=None, max_test_docs=500, e
 
 
 def test_reference_stands_in_for_a_run_stopped_early(tmp_path):
-    reference = peers.load_reference(_reference_folder(tmp_path / "ref", SCORING), [SCORING])
+    folder = _reference_folder(tmp_path / "ref", SCORING)
+    reference = _peer_results.load_reference(folder, [SCORING])
     results = [_run_result("gpulda-cuda", _points((25, 0.5, -7.7), (50, 0.8, -7.59),
                                                   (100, 1.4, -7.589)), converged=True),
                _run_result("tomotopy", _points((25, 2, -8.0), (50, 3, -7.7)))]
-    table = peers._table(results, peers.SYSTEMS, reference)
+    table = _peer_report._table(results, _peer_systems.SYSTEMS, reference)
     row = next(line for line in table.splitlines() if line.startswith("| tomotopy |"))
     # 3 s + (200 - 50) iterations x 1 s / 25 iterations = 9 s.
     assert "| -7.5980 (ref.) | no (budget); reference: yes | 200 (ref.) | est. 9.00 |" in row
@@ -276,7 +279,7 @@ def test_reference_stands_in_for_a_run_stopped_early(tmp_path):
 def test_reference_scored_differently_is_refused(tmp_path):
     folder = _reference_folder(tmp_path / "ref", SCORING)
     with pytest.raises(SystemExit, match="max_test_docs 500 / 2000"):
-        peers.load_reference(folder, [dict(SCORING, max_test_docs=2000)])
+        _peer_results.load_reference(folder, [dict(SCORING, max_test_docs=2000)])
 
 
 def test_table_has_a_line_per_peer():
@@ -289,7 +292,7 @@ def test_table_has_a_line_per_peer():
                            transform_s=float("nan"), transform_docs=None),
                _run_result("tomotopy", _points((25, 3, -7.6), (50, 6, -7.3)), converged=True,
                            transform_docs=1_000)]
-    table = peers._table(results, peers.SYSTEMS)
+    table = _peer_report._table(results, _peer_systems.SYSTEMS)
     assert "Ours: gpulda-cpu." in table
     assert ("- ours reached sklearn-batch's converged LL (-7.7900) in 2.00 s, 4.0 times sooner "
             "than sklearn-batch converged (8.00 s)." in table)
