@@ -190,8 +190,12 @@ def _snapshot(sampler, plan):
     return counts + sampler.beta, public_prior(sampler.alpha, plan.alpha)
 
 
-def _stop(last_bound, bound, perp_tol):
-    return last_bound is not None and abs(last_bound - bound) < perp_tol
+def _stop_reason(last_bound, bound, plan, n_iter, unit):
+    """Why the fit stops after this evaluation (perplexity settled within ``perp_tol``), or None."""
+    if last_bound is None or abs(last_bound - bound) >= plan.perp_tol:
+        return None
+    return (f"perplexity changed by {abs(last_bound - bound):.4g} < perp_tol="
+            f"{plan.perp_tol:g} after {n_iter} {unit}")
 
 
 def fit_batch(plan, X):
@@ -248,10 +252,9 @@ def fit_batch(plan, X):
                           f"log-likelihood/token: {loglik / max(weight, 1):.4f}, "
                           f"perplexity: {bound:.4f}, {rate:.2f} Mtoken/s")
                 if evaluate:
-                    if _stop(last_bound, bound, plan.perp_tol):
-                        history.stop_reason = (
-                            f"perplexity changed by {abs(last_bound - bound):.4g} < perp_tol="
-                            f"{plan.perp_tol:g} after {n_iter} sweeps")
+                    reason = _stop_reason(last_bound, bound, plan, n_iter, "sweeps")
+                    if reason:
+                        history.stop_reason = reason
                         break
                     last_bound = bound
             if plan.callback is not None:
@@ -377,10 +380,9 @@ def fit_online(plan, X):
                     print(f"iteration: {n_iter} of max_iter: {plan.max_iter}, "
                           f"perplexity: {bound:.4f}")
                 if evaluate:
-                    if _stop(last_bound, bound, plan.perp_tol):
-                        history.stop_reason = (
-                            f"perplexity changed by {abs(last_bound - bound):.4g} < perp_tol="
-                            f"{plan.perp_tol:g} after {n_iter} passes")
+                    reason = _stop_reason(last_bound, bound, plan, n_iter, "passes")
+                    if reason:
+                        history.stop_reason = reason
                         break
                     last_bound = bound
         if plan.verbose:

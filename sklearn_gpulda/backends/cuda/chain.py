@@ -75,6 +75,16 @@ class CudaChain:
         unique, n = cp.unique(values[values != 0], return_counts=True)
         return unique.get().astype(np.float64), n.get().astype(np.int64)
 
+    def word_topic_histogram(self):
+        """Distinct non-zero counts of B with their numbers of cells, and the topic totals; B
+        comes word-major from the sampler's ``_word_major_device``."""
+        self._require()
+        with self._dev():
+            B = self._word_major_device()
+            count, n_cells = self._value_counts(B.ravel())
+            totals = B.sum(axis=0, dtype=self._cp.float64).get()
+        return count, n_cells, totals
+
     def release(self):
         """Free the chain's device arrays and return CuPy's cached blocks to the driver."""
         self._sum = None

@@ -243,14 +243,6 @@ class CudaDenseSampler(CudaChain, Sampler):
             keys = (topic.astype(cp.uint64) << 32) | st.A[doc, topic].view(cp.uint32).astype(cp.uint64)
             return self._topic_count_pairs(keys)
 
-    def word_topic_histogram(self):
-        self._require_state()
-        with self._dev():
-            B = self._word_major_device()
-            count, n_cells = self._value_counts(B.ravel())
-            totals = B.sum(axis=0, dtype=self._cp.float64).get()
-        return count, n_cells, totals
-
     def log_likelihood(self):
         """Training log-likelihood of ``doc/algorithm.md``, evaluated in float64 chunk by chunk.
 

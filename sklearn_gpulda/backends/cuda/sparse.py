@@ -289,14 +289,6 @@ class CudaSparseSampler(CudaChain, Sampler):
             keys = cp.concatenate(keys) if keys else cp.zeros(0, dtype=cp.uint64)
             return self._topic_count_pairs(keys)
 
-    def word_topic_histogram(self):
-        self._require()
-        with self._dev():
-            B = self._word_major_device()
-            count, n_cells = self._value_counts(B.ravel())
-            totals = B.sum(axis=0, dtype=self._cp.float64).get()
-        return count, n_cells, totals
-
     def log_likelihood(self):
         self._require()
         cp = self._cp
