@@ -1,6 +1,8 @@
-"""A toy backend for the registry tests: the NumPy sampler's state, with each draw made from the
-exact collapsed conditional in float64 by inverse transform. What adding a backend takes: this
-class (the protocol's methods it changes) and one registry entry."""
+"""A toy backend for the registry tests: the NumPy sampler's state, with each draw made in float64
+by inverse transform from the document side of the conditional (the token's own weight out of
+A; the word side kept simple, from the tables as they stand). It is a different sampler on
+purpose: the tests check that the registry reaches it, not that it matches the oracle. What
+adding a backend takes: this class (the protocol's methods it changes) and one registry entry."""
 
 import numpy as np
 

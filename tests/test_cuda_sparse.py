@@ -373,8 +373,8 @@ def test_batch_statistics(first):
     rng = np.random.default_rng(2)
     components = None if first else rng.gamma(1.0, size=(k, corpus.n_words)) + 0.1
     gpu, ref = _engine(k), _reference(k)
-    stats_gpu, _, ll_gpu = _fit._batch_statistics(_plan(k), gpu, corpus, components, 3, True)
-    stats_ref, _, ll_ref = _fit._batch_statistics(_plan(k), ref, corpus, components, 3, True)
+    stats_gpu, ll_gpu = _fit._batch_statistics(_plan(k), gpu, corpus, components, 3, True)
+    stats_ref, ll_ref = _fit._batch_statistics(_plan(k), ref, corpus, components, 3, True)
     assert stats_gpu.shape == (k, corpus.n_words)
     assert stats_gpu.sum() == pytest.approx(corpus.n_tokens, rel=1e-9)
     # Same random numbers: only draws at rounding boundaries (and what follows from them) differ.
