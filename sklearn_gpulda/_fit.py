@@ -14,6 +14,7 @@ import numpy as np
 from sklearn.utils import gen_batches
 
 from . import _priors
+from ._cadence import Cadence
 from ._corpus import tokens
 from ._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE
 from ._warnings import warn_caller
@@ -160,6 +161,18 @@ class _History:
         return out
 
 
+def _print_sweep(plan, n_iter, n_tokens, cadence, loglik, weight):
+    """verbose's line for one sweep: the mean sampling rate so far, and the likelihood when this
+    sweep was evaluated (:class:`~sklearn_gpulda._cadence.Cadence` says how often)."""
+    sampling = max(cadence.working(), 1e-12)
+    line = (f"iteration: {n_iter} of max_iter: {plan.max_iter}, "
+            f"{n_tokens * n_iter / sampling / 1e6:.2f} Mtoken/s")
+    if loglik is not None:
+        line += (f", log-likelihood/token: {loglik / max(weight, 1):.4f}, "
+                 f"perplexity: {perplexity(loglik, weight):.4f}")
+    print(line)
+
+
 class _PriorSchedule:
     """When and how a batch fit updates the priors it learns."""
 
@@ -221,10 +234,10 @@ def fit_batch(plan, X):
         schedule = _PriorSchedule(plan, corpus)
         average_from = plan.max_iter - min(plan.n_averaged_sweeps, plan.max_iter)
         averaging = plan.n_averaged_sweeps > 0
-        last_bound, n_iter = None, 0
+        last_bound, n_iter, loglik = None, 0, None
         history.stop_reason = f"max_iter={plan.max_iter} sweeps done"
+        cadence = Cadence()
         for i in range(plan.max_iter):
-            tic = time.perf_counter()
             sampler.sweep(i + 1)
             n_iter = i + 1
             if schedule.due(n_iter):
@@ -240,39 +253,42 @@ def fit_batch(plan, X):
                                 RuntimeWarning)
             evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
             loglik = None
-            if evaluate or plan.verbose:
-                loglik = sampler.log_likelihood()
+            if evaluate or (plan.verbose and cadence.due(n_iter)):
+                # Queued sweeps finish first, so that the evaluation's time is its own.
+                sampler.synchronize()
+                loglik = cadence.timed(sampler.log_likelihood)
                 bound = perplexity(loglik, weight)
                 history.add(iteration=n_iter, seconds=time.perf_counter() - start,
                             train_loglik=loglik / max(weight, 1), train_perplexity=bound,
                             alpha_sum=float(sampler.alpha.sum()), beta=sampler.beta)
-                if plan.verbose:
-                    rate = corpus.n_tokens / max(time.perf_counter() - tic, 1e-12) / 1e6
-                    print(f"iteration: {n_iter} of max_iter: {plan.max_iter}, "
-                          f"log-likelihood/token: {loglik / max(weight, 1):.4f}, "
-                          f"perplexity: {bound:.4f}, {rate:.2f} Mtoken/s")
-                if evaluate:
-                    reason = _stop_reason(last_bound, bound, plan, n_iter, "sweeps")
-                    if reason:
-                        history.stop_reason = reason
-                        break
-                    last_bound = bound
+            if plan.verbose:
+                _print_sweep(plan, n_iter, corpus.n_tokens, cadence, loglik, weight)
             if plan.callback is not None:
                 plan.callback(n_iter, dict(
                     max_iter=plan.max_iter, n_tokens=weight, seconds=time.perf_counter() - start,
                     log_likelihood=None if loglik is None else loglik / max(weight, 1),
                     snapshot=lambda: _snapshot(sampler, plan)))
-        if plan.verbose:
-            print(f"stopped: {history.stop_reason}")
+            if evaluate:
+                reason = _stop_reason(last_bound, bound, plan, n_iter, "sweeps")
+                if reason:
+                    history.stop_reason = reason
+                    break
+                last_bound = bound
         sampler.synchronize()
         fit_time = time.perf_counter() - start
+        # The last sweep's likelihood, when it was evaluated, is the model's: bound_ reuses it.
+        final_loglik = sampler.log_likelihood() if loglik is None else loglik
+        if plan.verbose:
+            print(f"stopped: {history.stop_reason}; log-likelihood/token: "
+                  f"{final_loglik / max(weight, 1):.4f}, "
+                  f"perplexity: {perplexity(final_loglik, weight):.4f}")
         components, doc_topic_prior = _snapshot(sampler, plan)
         state = FittedState(
             components=components,
             doc_topic_prior=doc_topic_prior,
             topic_word_prior=float(sampler.beta),
             n_iter=n_iter, n_batch_iter=n_iter + 1,
-            bound=perplexity(sampler.log_likelihood(), weight),
+            bound=perplexity(final_loglik, weight),
             n_tokens=weight, fit_time=fit_time, history=history.as_dict(),
         )
     finally:
@@ -364,6 +380,7 @@ def fit_online(plan, X):
     components, alpha, n_batch_iter = None, plan.alpha.value, 1
     last_bound, n_iter = None, 0
     sampler = plan.sampler()
+    cadence = Cadence()
     try:
         for i in range(plan.max_iter):
             for batch in gen_batches(n_samples, plan.batch_size):
@@ -372,25 +389,27 @@ def fit_online(plan, X):
                 n_batch_iter += 1
             n_iter = i + 1
             evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
-            if evaluate or plan.verbose:
-                bound = held_out_perplexity(plan, X, components, alpha)
+            bound = None
+            if evaluate or (plan.verbose and cadence.due(n_iter)):
+                sampler.synchronize()
+                bound = cadence.timed(lambda: held_out_perplexity(plan, X, components, alpha))
                 history.add(iteration=n_iter, seconds=time.perf_counter() - start,
                             train_perplexity=bound)
-                if plan.verbose:
-                    print(f"iteration: {n_iter} of max_iter: {plan.max_iter}, "
-                          f"perplexity: {bound:.4f}")
-                if evaluate:
-                    reason = _stop_reason(last_bound, bound, plan, n_iter, "passes")
-                    if reason:
-                        history.stop_reason = reason
-                        break
-                    last_bound = bound
-        if plan.verbose:
-            print(f"stopped: {history.stop_reason}")
+            if plan.verbose:
+                line = f"iteration: {n_iter} of max_iter: {plan.max_iter}"
+                print(line if bound is None else f"{line}, perplexity: {bound:.4f}")
             if plan.callback is not None:
                 plan.callback(n_iter, dict(max_iter=plan.max_iter, n_tokens=n_tokens,
                                            seconds=time.perf_counter() - start,
                                            log_likelihood=None))
+            if evaluate:
+                reason = _stop_reason(last_bound, bound, plan, n_iter, "passes")
+                if reason:
+                    history.stop_reason = reason
+                    break
+                last_bound = bound
+        if plan.verbose:
+            print(f"stopped: {history.stop_reason}")
         sampler.synchronize()
     finally:
         sampler.release()

@@ -190,27 +190,45 @@ def test_set_output_pandas(small_model, kjv):
     assert isinstance(out, pd.DataFrame) and list(out.columns) == list(model.get_feature_names_out())
 
 
-def test_verbose_prints_likelihood_and_throughput(kjv):
+def test_verbose_prints_every_sweep_and_the_final_likelihood(kjv):
     buf = io.StringIO()
     with redirect_stdout(buf):
-        _lda(n_components=3, max_iter=2, verbose=1).fit(kjv.data[:50])
+        model = _lda(n_components=3, max_iter=2, verbose=1).fit(kjv.data[:50])
     lines = buf.getvalue().strip().splitlines()
     assert len(lines) == 3
-    assert "log-likelihood/token" in lines[0] and "Mtoken/s" in lines[0]
-    assert lines[2] == "stopped: max_iter=2 sweeps done"
+    assert lines[0].startswith("iteration: 1 of max_iter: 2, ") and "Mtoken/s" in lines[1]
+    # The model's own score closes the output; it is bound_, computed once.
+    assert lines[2].startswith("stopped: max_iter=2 sweeps done; log-likelihood/token: ")
+    assert lines[2].endswith(f"perplexity: {model.bound_:.4f}")
+
+
+def test_verbose_evaluates_only_within_its_share_of_the_time(kjv):
+    # Before any evaluation was timed one is guessed to cost a sweep, so with a 5% share the
+    # first is due at sweep 20; later ones as their measured cost allows (tests/test_cadence.py).
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        model = _lda(n_components=5, max_iter=60, verbose=1).fit(kjv.data[:300])
+    lines = buf.getvalue().strip().splitlines()
+    assert len(lines) == 61
+    scored = [int(line.split()[1]) for line in lines[:-1] if "log-likelihood/token" in line]
+    assert scored and scored[0] >= 19 and len(scored) < 60 - 19
+    np.testing.assert_array_equal(model.history_["iteration"], scored)
 
 
 def test_evaluate_every_stops_early_on_perp_tol(kjv):
     buf = io.StringIO()
+    seen = []
     with redirect_stdout(buf):
-        model = _lda(n_components=3, max_iter=50, evaluate_every=1, perp_tol=1e6,
-                     verbose=1).fit(kjv.data[:50])
+        model = _lda(n_components=3, max_iter=50, evaluate_every=1, perp_tol=1e6, verbose=1,
+                     ).fit(kjv.data[:50], callback=lambda i, info: seen.append(i))
     assert model.n_iter_ == 2
     # The reason is printed under verbose and kept in the history.
     reason = model.history_["stop_reason"]
     assert reason.startswith("perplexity changed by") and "perp_tol=1e+06 after 2 sweeps" in reason
-    assert buf.getvalue().strip().splitlines()[-1] == f"stopped: {reason}"
+    assert buf.getvalue().strip().splitlines()[-1].startswith(f"stopped: {reason}; ")
     np.testing.assert_array_equal(model.history_["iteration"], [1, 2])
+    # The callback hears of every sweep done, the one that stopped the fit included.
+    assert seen == [1, 2]
 
 
 def test_non_integer_counts_are_weighted_tokens(kjv):
