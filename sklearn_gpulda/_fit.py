@@ -47,13 +47,17 @@ class Plan:
     n_batch_sweeps: int = 10
     max_doc_update_iter: int = 100
     mean_change_tol: float = 1e-3
+    #: Threads of a CPU backend (scikit-learn's reading of ``n_jobs``); GPU backends ignore it.
+    n_jobs: object = None
     #: ``callback(iteration, info)`` after every sweep (batch) or pass (online); ``info`` holds
     #: max_iter, n_tokens, seconds and log_likelihood (per token, or None if not evaluated).
     callback: object = None
 
     def sampler(self, alpha=None, beta=None):
+        options = {"n_jobs": self.n_jobs} if self.backend.device_kind == "cpu" else {}
         return self.backend.make(self.n_topics, self.alpha.value if alpha is None else alpha,
-                                 self.beta.value if beta is None else beta, self.seed, self.device)
+                                 self.beta.value if beta is None else beta, self.seed, self.device,
+                                 **options)
 
 
 #: ``max_iter=None``: sweeps of a batch fit on a GPU, where they take seconds (held-out
@@ -110,7 +114,7 @@ def plan_for(params, backend, device, seed, alpha_start=None, beta_start=None, b
         verbose=params.verbose, batch_size=params.batch_size,
         learning_offset=params.learning_offset, learning_decay=params.learning_decay,
         n_batch_sweeps=params.n_batch_sweeps, max_doc_update_iter=params.max_doc_update_iter,
-        mean_change_tol=params.mean_change_tol,
+        mean_change_tol=params.mean_change_tol, n_jobs=params.n_jobs,
     )
 
 

@@ -27,10 +27,12 @@ within rounding of an interval end.
 import numpy as np
 
 from ..base import topic_prior
-from .tables import chunks, own_bhat
+from .tables import own_bhat
+from .threads import ThreadTeam
 
 
-def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha, word_side=None):
+def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha, word_side=None,
+                      team=None):
     """Draw one topic per token from ``p(k) ∝ (A[d,k] - w [k = z] + alpha_k) * Bhat'[v,k]``.
 
     Parameters
@@ -55,6 +57,8 @@ def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha, word_
     word_side : tuple (counts, denom, beta) or None, default=None
         What ``bhat`` came from, for the word side of the own count (:func:`~.tables.own_bhat`);
         None when ``bhat`` is fixed.
+    team : :class:`~.threads.ThreadTeam`, optional
+        Threads to spread the tokens over (one when None); the draws do not depend on it.
 
     Returns
     -------
@@ -85,27 +89,37 @@ def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha, word_
     n_topics = doc_topic.shape[1]
     alpha32 = topic_prior(alpha, n_topics).astype(np.float32)
     out = np.empty(doc.shape[0], dtype=np.int32)
-    for sl in chunks(doc.shape[0], n_topics):
-        n = sl.stop - sl.start
-        rows = np.arange(n)
-        v, z = word[sl], topic[sl]
-        terms = doc_topic[doc[sl]] + alpha32
-        theta_own = terms[rows, z]
-        terms *= bhat[v]
-        # np.cumsum along an axis adds sequentially in float32: the order the kernels use.
-        run = np.cumsum(terms, axis=1, dtype=np.float32)
+
+    def draw(sl):
         w = None if weight is None else np.asarray(weight[sl], dtype=np.float32)
-        b_adj = own_bhat(bhat, word_side, v, z, w)
-        w32 = np.float32(1.0) if w is None else w
-        delta = theta_own * bhat[v, z] - (theta_own - w32) * b_adj
-        before = np.where(z > 0, run[rows, np.maximum(z - 1, 0)], np.float32(0.0))
-        adjusted = np.where(
-            np.arange(n_topics) >= z[:, None],
-            np.maximum(run - delta[:, None], before[:, None]),
-            run,
-        )
-        x = u[sl] * np.maximum(run[:, -1] - delta, np.float32(0.0))
-        # C' is non-decreasing, so the number of C'_k <= x is the index of the first C'_k > x.
-        k = np.count_nonzero(adjusted <= x[:, None], axis=1)
-        out[sl] = np.minimum(k, n_topics - 1)
+        out[sl] = _draw_chunk(doc[sl], word[sl], topic[sl], w, u[sl], doc_topic, bhat, alpha32,
+                              word_side)
+
+    team = ThreadTeam(1) if team is None else team
+    team.map(draw, team.token_chunks(doc.shape[0], n_topics))
     return out
+
+
+def _draw_chunk(d, v, z, w, u, doc_topic, bhat, alpha32, word_side):
+    """:func:`draw_topics_dense` for one chunk of tokens."""
+    n_topics = doc_topic.shape[1]
+    n = d.shape[0]
+    rows = np.arange(n)
+    terms = doc_topic[d] + alpha32
+    theta_own = terms[rows, z]
+    terms *= bhat[v]
+    # np.cumsum along an axis adds sequentially in float32: the order the kernels use.
+    run = np.cumsum(terms, axis=1, dtype=np.float32)
+    b_adj = own_bhat(bhat, word_side, v, z, w)
+    w32 = np.float32(1.0) if w is None else w
+    delta = theta_own * bhat[v, z] - (theta_own - w32) * b_adj
+    before = np.where(z > 0, run[rows, np.maximum(z - 1, 0)], np.float32(0.0))
+    adjusted = np.where(
+        np.arange(n_topics) >= z[:, None],
+        np.maximum(run - delta[:, None], before[:, None]),
+        run,
+    )
+    x = u * np.maximum(run[:, -1] - delta, np.float32(0.0))
+    # C' is non-decreasing, so the number of C'_k <= x is the index of the first C'_k > x.
+    k = np.count_nonzero(adjusted <= x[:, None], axis=1)
+    return np.minimum(k, n_topics - 1)

@@ -14,6 +14,7 @@ from ..base import Sampler
 from .dense_rule import draw_topics_dense
 from .sparse_rule import draw_topics, sparse_mass
 from .tables import WordTables
+from .threads import ThreadTeam, resolve_n_jobs
 
 #: Draw rules of the E-step: 'sparse' is the two-branch rule of ``doc/algorithm.md``, 'dense'
 #: the single running sum of the dense kernels (:mod:`.dense_rule`). Both take the same uniforms.
@@ -34,8 +35,9 @@ def _available_memory():
 
 def host_bytes(n_docs, n_words, n_tokens, n_topics):
     """Host bytes of a chain: A (D x K float32), B, Bhat and the prior's running sums (V x K
-    float32 each), float64 count temporaries of the same shapes, and about 24 bytes per token."""
-    return 12 * n_docs * n_topics + 20 * n_words * n_topics + 24 * n_tokens
+    float32 each), float64 count temporaries of the same shapes, and about 32 bytes per token
+    (the word-major order of the threaded M-step included)."""
+    return 12 * n_docs * n_topics + 20 * n_words * n_topics + 32 * n_tokens
 
 
 def check_host_memory(n_docs, n_words, n_tokens, n_topics):
@@ -89,17 +91,22 @@ class NumpySampler(Sampler):
         As :class:`~sklearn_gpulda.backends.base.Sampler`.
     rule : {'sparse', 'dense'}, default='sparse'
         Draw rule of every E-step (:data:`RULES`); everything else is shared.
+    n_jobs : int or None, default=None
+        Threads, read as scikit-learn reads ``n_jobs`` (:func:`~.threads.resolve_n_jobs`). The
+        chain is the same, bit for bit, whatever the number (:mod:`.threads`).
     """
 
-    def __init__(self, n_topics, alpha, beta, seed, device=CPU, rule="sparse"):
+    def __init__(self, n_topics, alpha, beta, seed, device=CPU, rule="sparse", n_jobs=None):
         super().__init__(n_topics, alpha, beta, seed, device)
         if rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
         self.rule = rule
+        self.team = ThreadTeam(resolve_n_jobs(n_jobs))
         self._clear()
 
     def _clear(self):
         self._z = self._a = self._b = self._tables = self._fixed_bhat = self._sum = None
+        self._by_word = self._word_ptr = None
 
     # -- memory ---------------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
@@ -111,6 +118,12 @@ class NumpySampler(Sampler):
         check_host_memory(corpus.n_docs, corpus.n_words, corpus.n_tokens, self.n_topics)
         self.release()
         self.corpus = corpus
+        if self.team.n_threads > 1:
+            # Tokens of each word in canonical order: B's rows are then counted by word ranges
+            # on separate threads, each cell summing its tokens in the order one thread would.
+            self._by_word = np.argsort(corpus.word, kind="stable")
+            self._word_ptr = np.zeros(corpus.n_words + 1, dtype=np.int64)
+            np.cumsum(np.bincount(corpus.word, minlength=corpus.n_words), out=self._word_ptr[1:])
 
     def _token_index(self):
         return np.arange(self._require().n_tokens, dtype=np.int64)
@@ -128,40 +141,87 @@ class NumpySampler(Sampler):
         self._fixed_bhat = np.ascontiguousarray(
             (comp / comp.sum(axis=1, keepdims=True)).T, dtype=np.float32
         )
-        self._tables = WordTables(self._fixed_bhat, self.alpha)
+        self._tables = WordTables(self._fixed_bhat, self.alpha, team=self.team)
 
     def sweep(self, iteration, stream=_random.STREAM_SAMPLE, sub=0):
         c = self._require()
-        u = _random.token_uniform(self.seed, iteration, stream, self._token_index(), sweep=sub)
+        u = self._uniforms(iteration, stream, sub)
         if self.rule == "dense":
             z = draw_topics_dense(c.doc, c.word, self._z, c.weight, u, self._a, self._tables.bhat,
-                                  self.alpha, self._tables.word_side)
+                                  self.alpha, self._tables.word_side, team=self.team)
         else:
-            z = draw_topics(c.doc, c.word, self._z, c.weight, u, self._a, self._tables)
+            z = draw_topics(c.doc, c.word, self._z, c.weight, u, self._a, self._tables,
+                            team=self.team)
         self._set(z)
+
+    def _uniforms(self, iteration, stream, sub):
+        """Every token's uniform, the chunks computed on the team's threads."""
+        n = self._require().n_tokens
+        u = np.empty(n, dtype=np.float32)
+
+        def fill(sl):
+            t = np.arange(sl.start, sl.stop, dtype=np.int64)
+            u[sl] = _random.token_uniform(self.seed, iteration, stream, t, sweep=sub)
+
+        self.team.map(fill, self.team.token_chunks(n, 1))
+        return u
 
     def _set(self, z):
         """The M-step: A, and B with its tables unless the topic-word side is fixed."""
         c = self._require()
         self._z = z
-        self._a = count_pairs(c.doc, z, c.weight, c.n_docs, self.n_topics).astype(np.float32)
+        self._a = self._doc_topic(z)
         if self._fixed_bhat is None:
-            self._b = count_pairs(c.word, z, c.weight, c.n_words, self.n_topics).astype(np.float32)
+            self._b = self._word_topic(z).astype(np.float32)
             self._priors_changed()
+
+    def _doc_topic(self, z):
+        """A as float32, its rows counted by document ranges on the team's threads (tokens are
+        document-major, so each range is a run of tokens)."""
+        c = self._require()
+        if self.team.n_threads == 1:
+            return count_pairs(c.doc, z, c.weight, c.n_docs, self.n_topics).astype(np.float32)
+        a = np.empty((c.n_docs, self.n_topics), dtype=np.float32)
+
+        def fill(rows):
+            d0, d1 = rows
+            t0, t1 = int(c.doc_ptr[d0]), int(c.doc_ptr[d1])
+            w = None if c.weight is None else c.weight[t0:t1]
+            a[d0:d1] = count_pairs(c.doc[t0:t1] - d0, z[t0:t1], w, d1 - d0, self.n_topics)
+
+        self.team.map(fill, self.team.row_ranges(c.doc_ptr))
+        return a
+
+    def _word_topic(self, z):
+        """B as float64 (V x K), its rows counted by word ranges on the team's threads."""
+        c = self._require()
+        if self.team.n_threads == 1:
+            return count_pairs(c.word, z, c.weight, c.n_words, self.n_topics)
+        b = np.empty((c.n_words, self.n_topics), dtype=np.float64)
+
+        def fill(rows):
+            v0, v1 = rows
+            t = self._by_word[self._word_ptr[v0]:self._word_ptr[v1]]
+            w = None if c.weight is None else c.weight[t]
+            b[v0:v1] = count_pairs(c.word[t] - v0, z[t], w, v1 - v0, self.n_topics)
+
+        self.team.map(fill, self.team.row_ranges(self._word_ptr))
+        return b
 
     def _priors_changed(self):
         if self._fixed_bhat is not None:
-            self._tables = WordTables(self._fixed_bhat, self.alpha)
+            self._tables = WordTables(self._fixed_bhat, self.alpha, team=self.team)
         elif self._b is not None:
             b = self._b.astype(np.float64)
-            self._tables = WordTables.from_counts(b, b.sum(axis=0), self.beta, self.alpha)
+            self._tables = WordTables.from_counts(b, b.sum(axis=0), self.beta, self.alpha,
+                                                  team=self.team)
 
     # -- reading the state ----------------------------------------------------------------------
     def _word_major_counts(self):
-        c = self._require()
+        self._require()
         if self._fixed_bhat is None:
             return self._b.astype(np.float64)
-        return count_pairs(c.word, self._z, c.weight, c.n_words, self.n_topics)
+        return self._word_topic(self._z)
 
     def topics(self):
         return self._z.copy()
@@ -174,7 +234,7 @@ class NumpySampler(Sampler):
 
     def log_likelihood(self):
         c = self._require()
-        s = sparse_mass(c.doc, c.word, self._a, self._tables).astype(np.float64)
+        s = sparse_mass(c.doc, c.word, self._a, self._tables, team=self.team).astype(np.float64)
         q = self._tables.qtotal[c.word].astype(np.float64)
         norm = c.doc_lengths() + self.alpha.sum()
         terms = np.log(s + q) - np.log(norm[c.doc])
@@ -207,3 +267,4 @@ class NumpySampler(Sampler):
     def release(self):
         super().release()
         self._clear()
+        self.team.close()

@@ -2,7 +2,10 @@
 
 import numpy as np
 
-from .tables import chunks
+from .threads import ThreadTeam
+
+#: One thread: what the functions below use when given no team.
+_SERIAL = ThreadTeam(1)
 
 
 def own_removed(doc_topic, doc, topic, weight):
@@ -18,7 +21,7 @@ def own_removed(doc_topic, doc, topic, weight):
     return rows
 
 
-def draw_topics(doc, word, topic, weight, u, doc_topic, tables):
+def draw_topics(doc, word, topic, weight, u, doc_topic, tables, team=None):
     """Draw a new topic for each token from the collapsed conditional of ``doc/algorithm.md``,
     ``p(k) ∝ (A[d,k] - w [k = z] + alpha_k) Bhat'[v,k]``, where ``Bhat'`` is ``Bhat`` with the
     token's own weight taken out of ``B[v, z]`` and ``n_z`` (:func:`~.tables.own_bhat`).
@@ -36,6 +39,8 @@ def draw_topics(doc, word, topic, weight, u, doc_topic, tables):
     doc_topic : ndarray of float32, shape (n_docs, n_topics)
         A, held fixed.
     tables : :class:`~.tables.WordTables`
+    team : :class:`~.threads.ThreadTeam`, optional
+        Threads to spread the tokens over (one when None); the draws do not depend on it.
 
     Returns
     -------
@@ -50,41 +55,52 @@ def draw_topics(doc, word, topic, weight, u, doc_topic, tables):
     Bhat, so the prior branch uses the word's precomputed running sums, lowered from z on by
     ``eps = alpha_z Bhat[v,z] - alpha_z Bhat'[v,z]``.
     """
-    n_topics = doc_topic.shape[1]
+    team = _SERIAL if team is None else team
     out = np.empty(doc.shape[0], dtype=np.int32)
-    alpha32 = tables.alpha32
-    for sl in chunks(doc.shape[0], n_topics):
-        d, v, z = doc[sl], word[sl], topic[sl]
-        own = np.arange(d.shape[0])
-        w = None if weight is None else weight[sl]
-        rows = own_removed(doc_topic, d, z, w)
-        b_adj = tables.own_bhat(v, z, w)
-        bhat = tables.bhat[v]
-        eps = alpha32[z] * bhat[own, z] - alpha32[z] * b_adj
-        bhat[own, z] = b_adj
-        run = np.cumsum(rows * bhat, axis=1, dtype=np.float32)
-        s = run[:, -1]
-        x = u[sl] * (s + np.maximum(tables.qtotal[v] - eps, np.float32(0.0)))
-        sparse = x < s
-        k = np.empty(d.shape[0], dtype=np.int32)
-        # The terms are non-negative, so the running sums never decrease and the number of them
-        # at or below x is the index of the first one above it.
-        k[sparse] = (run[sparse] <= x[sparse, None]).sum(axis=1)
-        dense = ~sparse
-        y = x[dense] - s[dense]
-        lowered = np.arange(n_topics) >= z[dense, None]
-        qcum = tables.qcum[v[dense]] - np.where(lowered, eps[dense, None], np.float32(0.0))
-        k[dense] = np.minimum((qcum <= y[:, None]).sum(axis=1), n_topics - 1)
-        out[sl] = k
+
+    def draw(sl):
+        out[sl] = _draw_chunk(doc[sl], word[sl], topic[sl], None if weight is None else weight[sl],
+                              u[sl], doc_topic, tables)
+
+    team.map(draw, team.token_chunks(doc.shape[0], doc_topic.shape[1]))
     return out
 
 
-def sparse_mass(doc, word, doc_topic, tables):
+def _draw_chunk(d, v, z, w, u, doc_topic, tables):
+    """:func:`draw_topics` for one chunk of tokens (every token independent of the others)."""
+    n_topics = doc_topic.shape[1]
+    alpha32 = tables.alpha32
+    own = np.arange(d.shape[0])
+    rows = own_removed(doc_topic, d, z, w)
+    b_adj = tables.own_bhat(v, z, w)
+    bhat = tables.bhat[v]
+    eps = alpha32[z] * bhat[own, z] - alpha32[z] * b_adj
+    bhat[own, z] = b_adj
+    run = np.cumsum(rows * bhat, axis=1, dtype=np.float32)
+    s = run[:, -1]
+    x = u * (s + np.maximum(tables.qtotal[v] - eps, np.float32(0.0)))
+    sparse = x < s
+    k = np.empty(d.shape[0], dtype=np.int32)
+    # The terms are non-negative, so the running sums never decrease and the number of them
+    # at or below x is the index of the first one above it.
+    k[sparse] = (run[sparse] <= x[sparse, None]).sum(axis=1)
+    dense = ~sparse
+    y = x[dense] - s[dense]
+    lowered = np.arange(n_topics) >= z[dense, None]
+    qcum = tables.qcum[v[dense]] - np.where(lowered, eps[dense, None], np.float32(0.0))
+    k[dense] = np.minimum((qcum <= y[:, None]).sum(axis=1), n_topics - 1)
+    return k
+
+
+def sparse_mass(doc, word, doc_topic, tables, team=None):
     """``S_t = sum_k A[d,k] Bhat[v,k]`` per token (own count included), float32 like the
     sampler: what the training log-likelihood needs."""
-    n_topics = doc_topic.shape[1]
+    team = _SERIAL if team is None else team
     out = np.empty(doc.shape[0], dtype=np.float32)
-    for sl in chunks(doc.shape[0], n_topics):
-        d, v = doc[sl], word[sl]
-        out[sl] = np.cumsum(doc_topic[d] * tables.bhat[v], axis=1, dtype=np.float32)[:, -1]
+
+    def mass(sl):
+        out[sl] = np.cumsum(doc_topic[doc[sl]] * tables.bhat[word[sl]], axis=1,
+                            dtype=np.float32)[:, -1]
+
+    team.map(mass, team.token_chunks(doc.shape[0], doc_topic.shape[1]))
     return out

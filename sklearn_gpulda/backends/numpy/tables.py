@@ -8,11 +8,22 @@ from ..base import topic_prior
 CHUNK_ELEMENTS = 1 << 22
 
 
-def chunks(n, n_topics):
-    """Slices of ``range(n)`` whose (slice x n_topics) temporaries stay near 16 MB."""
-    step = max(1, CHUNK_ELEMENTS // max(1, n_topics))
-    for start in range(0, n, step):
-        yield slice(start, min(n, start + step))
+def _row_blocks(n_rows, team):
+    """(first, end) row ranges of a V x K table for ``team`` (one range without a team)."""
+    if team is None:
+        return [(0, n_rows)]
+    return team.row_ranges(np.arange(n_rows + 1))
+
+
+def _by_rows(team, n_rows, fill):
+    """Call ``fill(r0, r1)`` over row ranges, on ``team``'s threads when given. Every table here
+    is built row by row, so the ranges do not change a value."""
+    blocks = _row_blocks(n_rows, team)
+    if team is None:
+        for r0, r1 in blocks:
+            fill(r0, r1)
+    else:
+        team.map(lambda block: fill(*block), blocks)
 
 
 def own_bhat(bhat, word_side, v, z, w):
@@ -60,13 +71,19 @@ class WordTables:
         What Bhat came from, for :func:`own_bhat`; None for a fixed ``Bhat``.
     """
 
-    def __init__(self, bhat, alpha, word_side=None):
+    def __init__(self, bhat, alpha, word_side=None, team=None):
         self.bhat = np.ascontiguousarray(bhat, dtype=np.float32)
         self.alpha32 = topic_prior(alpha, self.bhat.shape[1]).astype(np.float32)
-        # Products rounded to float32 as the kernels form them; running sums in float64, rounded
-        # once: a float32 running sum over thousands of topics drifts by many ulps, further from
-        # the exact rule than the GPU's tree of partial sums.
-        self.qcum = np.cumsum(self.bhat * self.alpha32, axis=1, dtype=np.float64).astype(np.float32)
+        self.qcum = np.empty_like(self.bhat)
+
+        def fill(r0, r1):
+            # Products rounded to float32 as the kernels form them; running sums in float64,
+            # rounded once: a float32 running sum over thousands of topics drifts by many ulps,
+            # further from the exact rule than the GPU's tree of partial sums.
+            self.qcum[r0:r1] = np.cumsum(self.bhat[r0:r1] * self.alpha32, axis=1,
+                                         dtype=np.float64)
+
+        _by_rows(team, self.bhat.shape[0], fill)
         self.qtotal = np.ascontiguousarray(self.qcum[:, -1])
         self.word_side = word_side
 
@@ -75,12 +92,18 @@ class WordTables:
         return own_bhat(self.bhat, self.word_side, v, z, w)
 
     @classmethod
-    def from_counts(cls, word_topic, topic_totals, beta, alpha):
+    def from_counts(cls, word_topic, topic_totals, beta, alpha, team=None):
         """Eq. (2) of SaberLDA: ``(B + beta) / (n + V beta)``, divided in float64."""
-        n_words = word_topic.shape[0]
-        denom = np.asarray(topic_totals, dtype=np.float64) + n_words * beta
         counts = np.asarray(word_topic)
-        return cls((counts.astype(np.float64) + beta) / denom, alpha, (counts, denom, float(beta)))
+        n_words = counts.shape[0]
+        denom = np.asarray(topic_totals, dtype=np.float64) + n_words * beta
+        bhat = np.empty(counts.shape, dtype=np.float32)
+
+        def fill(r0, r1):
+            bhat[r0:r1] = (counts[r0:r1].astype(np.float64) + beta) / denom
+
+        _by_rows(team, n_words, fill)
+        return cls(bhat, alpha, (counts, denom, float(beta)), team)
 
     @classmethod
     def from_components(cls, components, alpha):

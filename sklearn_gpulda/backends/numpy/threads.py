@@ -1,0 +1,90 @@
+"""Threads of the NumPy backend: one sweep's work spread over ``n_jobs`` cores, same result.
+
+An ESCA sweep draws every token from counts fixed at the start of the sweep, and each token's
+uniform is keyed by its canonical index, so the tokens of a sweep can be cut into chunks and the
+chunks drawn in any order on any thread. The counts are cut by rows instead (documents for A,
+words for B through a word-major permutation of the tokens), so every cell still sums its tokens'
+weights in token order, as one ``bincount`` over the whole corpus does. The model is therefore
+the same, bit for bit, whatever the number of threads; ``tests/test_numpy_threads.py`` checks it.
+
+NumPy releases the GIL inside its array kernels (arithmetic, ``cumsum``, fancy indexing,
+``bincount``), so plain threads share the work without copying the arrays they read.
+"""
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from joblib import effective_n_jobs
+
+from .tables import CHUNK_ELEMENTS
+
+#: Smallest chunk of tokens handed to a thread: below it the hand-off costs more than the work.
+MIN_CHUNK_TOKENS = 2048
+
+#: Chunks per thread and sweep, so that a thread that finishes early takes another.
+CHUNKS_PER_THREAD = 4
+
+
+def resolve_n_jobs(n_jobs):
+    """Number of threads for ``n_jobs`` as scikit-learn reads it: None means 1 unless a
+    ``joblib.parallel_config`` context says otherwise, -1 all cores, -2 all but one."""
+    return max(1, int(effective_n_jobs(n_jobs)))
+
+
+class ThreadTeam:
+    """A pool of threads and the way work is cut for it.
+
+    Parameters
+    ----------
+    n_threads : int
+        Threads to use; 1 runs everything on the calling thread.
+    """
+
+    def __init__(self, n_threads=1):
+        self.n_threads = max(1, int(n_threads))
+        self._pool = None
+
+    def map(self, fn, items):
+        """``[fn(item) for item in items]``, the calls spread over the threads, results in order."""
+        items = list(items)
+        if self.n_threads == 1 or len(items) <= 1:
+            return [fn(item) for item in items]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.n_threads, thread_name_prefix="sklearn-gpulda")
+        return list(self._pool.map(fn, items))
+
+    def token_chunks(self, n_tokens, n_topics):
+        """Slices of ``range(n_tokens)`` for per-token work with (tokens x topics) temporaries.
+
+        One thread takes chunks of up to ``CHUNK_ELEMENTS`` elements (16 MB per float32
+        temporary); several share that bound and cut finer for balance. No result depends on
+        where the cuts fall.
+        """
+        step = max(1, CHUNK_ELEMENTS // (self.n_threads * max(1, n_topics)))
+        if self.n_threads > 1:
+            balanced = math.ceil(n_tokens / (CHUNKS_PER_THREAD * self.n_threads))
+            step = min(step, max(balanced, MIN_CHUNK_TOKENS))
+        return [slice(s, min(n_tokens, s + step)) for s in range(0, n_tokens, step)]
+
+    def row_ranges(self, row_ptr):
+        """Cuts of the rows of a CSR-like index (``row_ptr`` of length n_rows + 1) into about
+        ``CHUNKS_PER_THREAD`` ranges per thread of similar numbers of entries, as (first row,
+        end row) pairs covering every row."""
+        n_rows = len(row_ptr) - 1
+        if self.n_threads == 1 or n_rows <= 1:
+            return [(0, n_rows)]
+        n_parts = min(n_rows, CHUNKS_PER_THREAD * self.n_threads)
+        targets = np.linspace(0, row_ptr[-1], n_parts + 1)[1:-1]
+        cuts = np.unique(np.concatenate(([0], np.searchsorted(row_ptr, targets), [n_rows])))
+        return list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
+
+    def close(self):
+        """Stop the threads (a later :meth:`map` starts them again)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __getstate__(self):
+        # A pool cannot be pickled; a copy starts its own when it first needs one.
+        return {"n_threads": self.n_threads, "_pool": None}

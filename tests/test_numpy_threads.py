@@ -1,0 +1,96 @@
+"""The CPU engine on several threads gives the model of one thread, bit for bit
+(:mod:`sklearn_gpulda.backends.numpy.threads`)."""
+
+import numpy as np
+import pytest
+from joblib import parallel_config
+
+from sklearn_gpulda import GPULatentDirichletAllocation
+from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda.backends.numpy.sampler import NumpySampler
+from sklearn_gpulda.backends.numpy.threads import ThreadTeam, resolve_n_jobs
+from sklearn_gpulda.datasets import load_kjv_chapters
+
+
+@pytest.fixture(scope="module")
+def kjv():
+    return load_kjv_chapters().data[:400]
+
+
+def _fit(X, n_jobs, **kw):
+    kw = {"n_components": 12, "max_iter": 12, "random_state": 3, "device": "cpu", **kw}
+    return GPULatentDirichletAllocation(n_jobs=n_jobs, **kw).fit(X)
+
+
+def _same_model(a, b):
+    np.testing.assert_array_equal(a.components_, b.components_)
+    np.testing.assert_array_equal(a.doc_topic_prior_, b.doc_topic_prior_)
+    assert a.topic_word_prior_ == b.topic_word_prior_
+    assert a.bound_ == b.bound_
+
+
+@pytest.mark.parametrize("algorithm", ["sparse", "dense"])
+def test_batch_fit_does_not_depend_on_n_jobs(kjv, algorithm):
+    # Learned priors and averaging on (the defaults), so every step of the fit loop is covered.
+    one = _fit(kjv, 1, algorithm=algorithm)
+    for n_jobs in (2, 3, -1):
+        _same_model(one, _fit(kjv, n_jobs, algorithm=algorithm))
+
+
+def test_weighted_tokens_do_not_depend_on_n_jobs(kjv):
+    # Fractional counts make every count a float sum, whose value depends on the order of its
+    # terms: the row-wise cuts keep that order.
+    X = kjv.astype(np.float64) * 0.7
+    _same_model(_fit(X, 1), _fit(X, 3))
+
+
+def test_online_learning_does_not_depend_on_n_jobs(kjv):
+    kw = dict(learning_method="online", batch_size=64, max_iter=2)
+    _same_model(_fit(kjv, 1, **kw), _fit(kjv, 4, **kw))
+
+
+def test_chain_state_matches_one_thread_after_every_sweep(kjv):
+    corpus = tokens(kjv.tocsr())
+    chains = [NumpySampler(8, 0.1, 0.05, seed=11, n_jobs=n) for n in (1, 4)]
+    for chain in chains:
+        chain.load(corpus)
+        chain.init_topics()
+    try:
+        for it in range(1, 4):
+            for chain in chains:
+                chain.sweep(it)
+            np.testing.assert_array_equal(chains[0].topics(), chains[1].topics())
+            np.testing.assert_array_equal(chains[0].doc_topic_counts(),
+                                          chains[1].doc_topic_counts())
+            np.testing.assert_array_equal(chains[0].word_topic_counts(),
+                                          chains[1].word_topic_counts())
+            assert chains[0].log_likelihood() == chains[1].log_likelihood()
+    finally:
+        for chain in chains:
+            chain.release()
+
+
+def test_n_jobs_is_read_as_scikit_learn_reads_it():
+    assert resolve_n_jobs(1) == 1
+    assert resolve_n_jobs(None) == 1
+    assert resolve_n_jobs(-1) >= 1
+    with parallel_config(n_jobs=3):
+        assert resolve_n_jobs(None) == 3
+
+
+def test_cuts_cover_every_token_and_row_once():
+    team = ThreadTeam(4)
+    try:
+        for n, k in [(0, 5), (1, 5), (10_000, 7), (123_457, 1000)]:
+            slices = team.token_chunks(n, k)
+            covered = np.concatenate([np.arange(s.start, s.stop) for s in slices] or [[]])
+            np.testing.assert_array_equal(covered, np.arange(n))
+        ptr = np.array([0, 5, 5, 90, 91, 200, 400, 401])
+        ranges = team.row_ranges(ptr)
+        assert ranges[0][0] == 0 and ranges[-1][1] == len(ptr) - 1
+        assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(ranges, ranges[1:]))
+        # The work is spread: more than one range for several threads.
+        assert len(ranges) > 1
+        assert team.map(lambda x: x * x, range(20)) == [x * x for x in range(20)]
+    finally:
+        team.close()
