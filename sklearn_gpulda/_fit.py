@@ -365,7 +365,7 @@ def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler
 def held_out_perplexity(plan, X, components, alpha):
     """Perplexity of ``X`` by the deterministic fold-in (online learning's evaluation)."""
     _, loglik = fold_in(plan.device, X, components, alpha, plan.max_doc_update_iter,
-                        plan.mean_change_tol, return_loglik=True)
+                        plan.mean_change_tol, return_loglik=True, n_jobs=plan.n_jobs)
     return perplexity(loglik.sum(), float(X.sum()))
 
 

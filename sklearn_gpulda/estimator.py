@@ -288,7 +288,8 @@ class GPULatentDirichletAllocation(
         device = self._inference_device()
         X = check_counts(self, X, reset=False, whom=whom, device=device)
         result = fold_in(device, X, self.components_, self.doc_topic_prior_,
-                         self.max_doc_update_iter, self.mean_change_tol, return_loglik)
+                         self.max_doc_update_iter, self.mean_change_tol, return_loglik,
+                         n_jobs=self.n_jobs)
         return X, result
 
     def transform(self, X, *, normalize=True):

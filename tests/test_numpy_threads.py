@@ -94,3 +94,13 @@ def test_cuts_cover_every_token_and_row_once():
         assert team.map(lambda x: x * x, range(20)) == [x * x for x in range(20)]
     finally:
         team.close()
+
+
+def test_transform_and_score_do_not_depend_on_n_jobs(kjv):
+    model = _fit(kjv[:200], 1, max_iter=5)
+    X = kjv[200:]
+    theta = model.transform(X)
+    score = model.score(X)
+    model.set_params(n_jobs=3)
+    np.testing.assert_array_equal(model.transform(X), theta)
+    assert model.score(X) == score

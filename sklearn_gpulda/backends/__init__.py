@@ -139,17 +139,18 @@ def choose_backend(algorithm, n_topics, device):
     return chosen
 
 
-def fold_in(device, X, components, alpha, max_iter, tol, return_loglik=False):
+def fold_in(device, X, components, alpha, max_iter, tol, return_loglik=False, n_jobs=None):
     """The deterministic fold-in of ``doc/algorithm.md`` on ``device``, the same function on
     every backend of a device kind (it reads no sampler's state).
 
     See :func:`sklearn_gpulda.backends.numpy.fold_in` for the parameters; ``device`` is a
-    resolved :class:`~sklearn_gpulda._device.Device`.
+    resolved :class:`~sklearn_gpulda._device.Device`; ``n_jobs`` sets the CPU's threads (a GPU
+    ignores it).
     """
     if device.kind == "cpu":
         from .numpy import fold_in as host_fold_in
 
-        return host_fold_in(X, components, alpha, max_iter, tol, return_loglik)
+        return host_fold_in(X, components, alpha, max_iter, tol, return_loglik, n_jobs)
     from .cuda.infer import fold_in as device_fold_in
 
     return device_fold_in(device, X, components, alpha, max_iter, tol, return_loglik)

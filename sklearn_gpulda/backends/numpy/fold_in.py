@@ -6,9 +6,10 @@ import scipy.sparse as sp
 
 from ..base import topic_prior
 from .tables import CHUNK_ELEMENTS
+from .threads import ThreadTeam, resolve_n_jobs
 
 
-def fold_in(X, components, alpha, max_iter, tol, return_loglik=False):
+def fold_in(X, components, alpha, max_iter, tol, return_loglik=False, n_jobs=None):
     """Deterministic fold-in of ``doc/algorithm.md``, vectorised over documents.
 
     Each document's arithmetic touches only its own rows, and the reductions run in a fixed order
@@ -27,6 +28,9 @@ def fold_in(X, components, alpha, max_iter, tol, return_loglik=False):
         Per-document stop: mean absolute change of theta below ``tol``.
     return_loglik : bool
         Also return each document's log-likelihood under the folded-in theta.
+    n_jobs : int or None, default=None
+        Threads over blocks of documents, read as scikit-learn reads ``n_jobs``; documents are
+        independent, so the result does not depend on it.
 
     Returns
     -------
@@ -44,17 +48,28 @@ def fold_in(X, components, alpha, max_iter, tol, return_loglik=False):
     theta = np.full((n_docs, n_topics), 1.0 / n_topics)
     loglik = np.zeros(n_docs) if return_loglik else None
     indptr = X.indptr
-    # Blocks of whole documents whose gathered phi rows stay within the chunk budget.
-    budget = max(1, CHUNK_ELEMENTS // n_topics)
-    start = 0
+    team = ThreadTeam(resolve_n_jobs(n_jobs))
+    # Blocks of whole documents whose gathered phi rows stay within the chunk budget (shared
+    # by the threads, and cut finer for balance when there are several).
+    budget = max(1, CHUNK_ELEMENTS // (n_topics * team.n_threads))
+    if team.n_threads > 1:
+        budget = min(budget, max(1, -(-int(indptr[-1]) // (4 * team.n_threads))))
+    blocks, start = [], 0
     while start < n_docs:
         stop = int(np.searchsorted(indptr, indptr[start] + budget, side="right")) - 1
         stop = min(max(stop, start + 1), n_docs)
-        _fold_in_block(
-            X[start:stop], phi_t, alpha, max_iter, tol, theta[start:stop],
-            loglik[start:stop] if return_loglik else None,
-        )
+        blocks.append((start, stop))
         start = stop
+
+    def run(block):
+        b0, b1 = block
+        _fold_in_block(X[b0:b1], phi_t, alpha, max_iter, tol, theta[b0:b1],
+                       loglik[b0:b1] if return_loglik else None)
+
+    try:
+        team.map(run, blocks)
+    finally:
+        team.close()
     if return_loglik:
         return theta, loglik
     return theta
