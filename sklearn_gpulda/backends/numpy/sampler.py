@@ -9,6 +9,7 @@ Work is chunked over tokens so that no temporary exceeds a few tens of megabytes
 import numpy as np
 
 from ... import _random
+from ..._corpus import _stable_counting_sort
 from ..._device import CPU
 from ..base import Sampler
 from .dense_rule import draw_topics_dense
@@ -94,6 +95,12 @@ class NumpySampler(Sampler):
     n_jobs : int or None, default=None
         Threads, read as scikit-learn reads ``n_jobs`` (:func:`~.threads.resolve_n_jobs`). The
         chain is the same, bit for bit, whatever the number (:mod:`.threads`).
+
+    Attributes
+    ----------
+    token_offset : int
+        Canonical index of the loaded corpus's first token (0 for a whole corpus). A shard of a
+        larger corpus sets it, so that its tokens draw the numbers they draw in the whole.
     """
 
     def __init__(self, n_topics, alpha, beta, seed, device=CPU, rule="sparse", n_jobs=None):
@@ -102,6 +109,7 @@ class NumpySampler(Sampler):
             raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
         self.rule = rule
         self.team = ThreadTeam(resolve_n_jobs(n_jobs))
+        self.token_offset = 0
         self._clear()
 
     def _clear(self):
@@ -121,12 +129,11 @@ class NumpySampler(Sampler):
         if self.team.n_threads > 1:
             # Tokens of each word in canonical order: B's rows are then counted by word ranges
             # on separate threads, each cell summing its tokens in the order one thread would.
-            self._by_word = np.argsort(corpus.word, kind="stable")
-            self._word_ptr = np.zeros(corpus.n_words + 1, dtype=np.int64)
-            np.cumsum(np.bincount(corpus.word, minlength=corpus.n_words), out=self._word_ptr[1:])
+            self._by_word, self._word_ptr = _stable_counting_sort(corpus.word, corpus.n_words)
 
     def _token_index(self):
-        return np.arange(self._require().n_tokens, dtype=np.int64)
+        n = self._require().n_tokens
+        return np.arange(self.token_offset, self.token_offset + n, dtype=np.int64)
 
     def init_topics(self, iteration=0, stream=_random.STREAM_INIT):
         t = self._token_index()
@@ -160,7 +167,7 @@ class NumpySampler(Sampler):
         u = np.empty(n, dtype=np.float32)
 
         def fill(sl):
-            t = np.arange(sl.start, sl.stop, dtype=np.int64)
+            t = np.arange(sl.start, sl.stop, dtype=np.int64) + self.token_offset
             u[sl] = _random.token_uniform(self.seed, iteration, stream, t, sweep=sub)
 
         self.team.map(fill, self.team.token_chunks(n, 1))
