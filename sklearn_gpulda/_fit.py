@@ -227,9 +227,27 @@ def fit_batch(plan, X):
     -------
     FittedState
     """
-    corpus = tokens(X)
+    return fit_corpus(plan, tokens(X))
+
+
+def fit_corpus(plan, corpus, sampler=None):
+    """:func:`fit_batch` of a corpus already in tokens, on ``sampler`` (the plan's backend's
+    when None; a sampler spread over several processes brings its own).
+
+    Parameters
+    ----------
+    plan : Plan
+    corpus : TokenCorpus, or an object with its ``n_tokens``, ``n_words``, ``total_weight``
+        and ``doc_lengths()`` whose tokens ``sampler`` already holds.
+    sampler : Sampler, optional
+        Released at the end, whether the fit succeeds or not.
+
+    Returns
+    -------
+    FittedState
+    """
     weight = corpus.total_weight
-    sampler = plan.sampler()
+    sampler = plan.sampler() if sampler is None else sampler
     history = _History()
     try:
         start = time.perf_counter()

@@ -1,0 +1,258 @@
+"""``sklearn_gpulda.dask.LatentDirichletAllocation``: the estimator, trained on a Dask cluster."""
+
+import inspect
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import _fit_context, clone
+
+from .. import _fit
+from .._fitted import transaction
+from .._validation import check_counts
+from .._warnings import warn_caller
+from ..estimator import GPULatentDirichletAllocation
+from ._sampler import DaskSampler, ShardedCorpus, WorkerLost
+from ._shard import Shard, block_summary, validated_block
+
+_DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-parallel.
+
+    The documents are split into shards, one or more per worker, and stay on the workers for the
+    whole fit. Every sweep, each shard samples its tokens; the word-topic counts of the shards
+    are summed (integers: the sum does not depend on its order) and sent back. Every token draws
+    the random number it draws in one process, so the model is identical, bit for bit, to
+    :class:`~sklearn_gpulda.GPULatentDirichletAllocation` fitted on the CPU with the same
+    parameters and ``random_state``, whatever the number of workers or shards. Workers run the
+    CPU engine with ``n_jobs`` threads each. Batch learning only.
+
+    Parameters
+    ----------
+    client : distributed.Client, default=None
+        The cluster to train on; None means the current client (``distributed.get_client``).
+    **params
+        Every parameter of :class:`~sklearn_gpulda.GPULatentDirichletAllocation`, with the same
+        meaning; ``device`` must be 'auto' or 'cpu' (the workers' CPU engine) and
+        ``learning_method`` 'batch'.
+
+    Attributes
+    ----------
+    Those of :class:`~sklearn_gpulda.GPULatentDirichletAllocation`; :meth:`to_local` returns
+    that plain estimator, which pickles and transforms without Dask.
+
+    Notes
+    -----
+    Input: a Dask array of row blocks (dense or SciPy sparse chunks; split along rows only, it is
+    rechunked otherwise), or anything the plain estimator takes, which is then split into one
+    block per worker. Per sweep each shard sends its non-zero word-topic cells (at most 12 bytes
+    per token it holds) and receives the corpus's word-topic matrix (4 V K bytes).
+    ``bound_``, the final training perplexity, is summed over shards and may differ from a
+    single-process fit's in the last digits; the model does not.
+
+    Examples
+    --------
+    >>> from distributed import Client, LocalCluster
+    >>> from sklearn_gpulda.dask import LatentDirichletAllocation
+    >>> from sklearn_gpulda.datasets import load_kjv_chapters
+    >>> X = load_kjv_chapters().data[:300]
+    >>> with LocalCluster(n_workers=2, threads_per_worker=1, processes=False) as cluster, \\
+    ...         Client(cluster) as client:
+    ...     lda = LatentDirichletAllocation(n_components=5, max_iter=5, random_state=0,
+    ...                                     client=client).fit(X)
+    >>> lda.to_local().transform(X[:2]).shape
+    (2, 5)
+    """
+
+
+def _is_dask_array(X):
+    return type(X).__module__.startswith("dask.array")
+
+
+class LatentDirichletAllocation(GPULatentDirichletAllocation):
+    __doc__ = _DASK_DOC
+
+    _parameter_constraints: dict = {
+        **GPULatentDirichletAllocation._parameter_constraints,
+        "client": [None, object],
+    }
+
+    def __init__(self, n_components=10, *, client=None, **params):
+        super().__init__(n_components, **params)
+        self.client = client
+
+    @classmethod
+    def _get_param_names(cls):
+        # The constructor forwards the plain estimator's parameters, so its own signature does
+        # not list them: name them all, as get_params and clone need.
+        base = [p for p in inspect.signature(GPULatentDirichletAllocation.__init__).parameters
+                if p != "self"]
+        return sorted(base + ["client"])
+
+    def __sklearn_clone__(self):
+        # clone() deep-copies every parameter, and a client cannot be copied: the copy shares it.
+        params = {k: clone(v, safe=False) for k, v in self.get_params(deep=False).items()
+                  if k != "client"}
+        return type(self)(client=self.client, **params)
+
+    def __getstate__(self):
+        # A client holds sockets and threads; a pickled model does not need one.
+        state = super().__getstate__()
+        state["client"] = None
+        return state
+
+    # -- the cluster ---------------------------------------------------------------------------
+    def _get_client(self):
+        if self.client is not None:
+            return self.client
+        from distributed import get_client
+
+        try:
+            return get_client()
+        except ValueError:
+            raise ValueError(
+                "no Dask client: pass client= or create a distributed.Client first"
+            ) from None
+
+    def _check_dask_params(self):
+        if self.learning_method != "batch":
+            raise ValueError(
+                "learning_method='online' does not run on a Dask cluster; use 'batch', or "
+                "partial_fit of sklearn_gpulda.GPULatentDirichletAllocation over the blocks")
+        if self.device not in ("auto", "cpu"):
+            raise ValueError(
+                f"device={self.device!r}: Dask workers train on their CPU engine in this "
+                "version; use device='cpu' or 'auto'")
+        from .._device import resolve_device
+
+        return resolve_device("cpu")
+
+    def _place(self, client, X, device):
+        """Validated row blocks of ``X`` on the workers, in document order (futures), and the
+        dtype the model takes from ``X``."""
+        if _is_dask_array(X):
+            if X.ndim != 2:
+                raise ValueError(f"X must be 2-d, got a Dask array of shape {X.shape}")
+            self.n_features_in_ = int(X.shape[1])
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+            from dask import delayed
+
+            X = X.rechunk({1: -1}) if len(X.chunks[1]) > 1 else X
+            blocks = [delayed(validated_block)(b, self.n_features_in_)
+                      for b in X.to_delayed()[:, 0]]
+            dtype = np.float32 if X.dtype == np.float32 else np.float64
+            return client.compute(blocks), dtype
+        X = check_counts(self, X, reset=True, whom=f"{type(self).__name__}.fit", device=device)
+        X = sp.csr_matrix(X)
+        n_workers = max(1, len(client.scheduler_info()["workers"]))
+        cuts = np.searchsorted(X.indptr, np.linspace(0, X.indptr[-1], n_workers + 1)[1:-1])
+        cuts = np.unique(np.concatenate(([0], cuts, [X.shape[0]])))
+        parts = [X[r0:r1] for r0, r1 in zip(cuts[:-1], cuts[1:])] or [X]
+        return client.scatter(parts), X.dtype
+
+    # -- fitting -------------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, *, callback=None):
+        """Learn topics from a document-term count matrix on the cluster.
+
+        Parameters
+        ----------
+        X : dask.array.Array, {array-like, sparse matrix} of shape (n_samples, n_features)
+            Document-term counts.
+        y : Ignored
+        callback : callable, default=None
+            As in :meth:`sklearn_gpulda.GPULatentDirichletAllocation.fit`.
+
+        Returns
+        -------
+        self : object
+            If the fit raises (bad input, a lost worker, an interrupt), the estimator is left
+            exactly as it was before the call.
+        """
+        with transaction(self):
+            client = self._get_client()
+            device = self._check_dask_params()
+            blocks, dtype = self._place(client, X, device)
+            sizes = client.gather(client.map(block_summary, blocks))
+            offsets = np.concatenate(([0], np.cumsum([n for _, n in sizes])))[:-1]
+            plan = self._plan(device, self.algorithm, self._new_seed())
+            plan.callback = callback
+            rule = plan.backend.options.get("rule", "sparse")
+            actor_futures = [
+                client.submit(Shard, block, int(offset), plan.n_topics, plan.alpha.value,
+                              plan.beta.value, plan.seed, self.n_jobs, rule, actor=True,
+                              pure=False)
+                for block, offset in zip(blocks, offsets)
+            ]
+            try:
+                shards = client.gather(actor_futures)
+
+                def check_alive():
+                    alive = set(client.scheduler_info()["workers"])
+                    lost = sorted({s._address for s in shards} - alive)
+                    if lost:
+                        raise WorkerLost(
+                            f"Dask worker(s) {', '.join(lost)} holding shards of the corpus were "
+                            "lost during the fit; the estimator was left as it was. Fit again "
+                            "once the cluster is whole.")
+
+                sampler = DaskSampler(shards, plan.n_topics, plan.alpha.value, plan.beta.value,
+                                      plan.seed, device, check_alive)
+                summaries = sampler._all("summary")
+                corpus = ShardedCorpus(self.n_features_in_, summaries)
+                if corpus.n_tokens == 0:
+                    warn_caller("fit: X holds no tokens (every count is zero), so there is "
+                                "nothing to learn from", RuntimeWarning)
+                state = _fit.fit_corpus(plan, corpus, sampler)
+            finally:
+                client.cancel(actor_futures + list(blocks))
+            self._assign(state, dtype, device, plan.backend, plan.seed)
+        return self
+
+    def partial_fit(self, X, y=None):
+        raise NotImplementedError(
+            "partial_fit does not run on a Dask cluster; fit here, or use to_local().partial_fit")
+
+    # -- the fitted model ------------------------------------------------------------------------
+    def to_local(self):
+        """The fitted model as a plain :class:`~sklearn_gpulda.GPULatentDirichletAllocation`
+        (same parameters, same fitted attributes), which pickles and transforms without Dask."""
+        params = {k: v for k, v in self.get_params(deep=False).items() if k != "client"}
+        local = GPULatentDirichletAllocation(**params)
+        local.__dict__.update({k: v for k, v in self.__dict__.items() if k.endswith("_")
+                               or k == "_seed"})
+        return local
+
+    def transform(self, X, *, normalize=True):
+        """As :meth:`sklearn_gpulda.GPULatentDirichletAllocation.transform`; a Dask array is
+        transformed block by block, lazily, and comes back as a Dask array."""
+        if not _is_dask_array(X):
+            return super().transform(X, normalize=normalize)
+        local = self.to_local()
+        X = X.rechunk({1: -1}) if len(X.chunks[1]) > 1 else X
+        dtype = np.float32 if X.dtype == np.float32 else np.float64
+        return X.map_blocks(lambda b: local.transform(b, normalize=normalize), dtype=dtype,
+                            chunks=(X.chunks[0], (self.n_components,)))
+
+    def _block_scores(self, X):
+        """Per-block ``(score, tokens)`` of a Dask array, computed on the cluster."""
+        import dask
+
+        local = self.to_local()
+        X = X.rechunk({1: -1}) if len(X.chunks[1]) > 1 else X
+        parts = [dask.delayed(lambda b: (local.score(b), float(b.sum())))(b)
+                 for b in X.to_delayed()[:, 0]]
+        return dask.compute(*parts)
+
+    def score(self, X, y=None):
+        """As :meth:`sklearn_gpulda.GPULatentDirichletAllocation.score`; for a Dask array the
+        sum of its blocks' scores (a score is a sum over documents)."""
+        if not _is_dask_array(X):
+            return super().score(X)
+        return float(sum(s for s, _ in self._block_scores(X)))
+
+    def perplexity(self, X, sub_sampling=False):
+        """As :meth:`sklearn_gpulda.GPULatentDirichletAllocation.perplexity`, for Dask arrays
+        too."""
+        if not _is_dask_array(X):
+            return super().perplexity(X, sub_sampling=sub_sampling)
+        parts = self._block_scores(X)
+        return _fit.perplexity(sum(s for s, _ in parts), sum(n for _, n in parts))

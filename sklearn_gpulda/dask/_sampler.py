@@ -1,0 +1,164 @@
+"""The driver's side of a fit spread over Dask workers: a :class:`~sklearn_gpulda.backends.base.
+Sampler` whose tokens live in :class:`~._shard.Shard` actors.
+
+The fit loop (:func:`sklearn_gpulda._fit.fit_corpus`) drives it like any sampler. Each E-step
+runs on every shard at once; the shards' parts of the word-topic matrix B are summed here and
+the total is sent back to every shard, which builds the sampling tables from it. Counts of
+integer tokens are integers, whose sums do not depend on their order, and every token draws
+the number it draws in one process, so the chain is the single-process chain, bit for bit,
+whatever the number of workers. The priors are learnt from histograms merged the same way.
+
+Cost per sweep, for S shards, a vocabulary of V words and K topics: each shard sends its non-zero
+cells of B (12 bytes each, at most min(V K, its tokens)) and receives the whole of B (4 V K bytes).
+"""
+
+import asyncio
+
+import numpy as np
+
+from .._random import STREAM_INIT, STREAM_SAMPLE
+from ..backends.base import Sampler
+from ..backends.numpy.sampler import value_counts
+from ._shard import merge_histograms
+
+
+class WorkerLost(RuntimeError):
+    """A worker holding a shard of the corpus went away during a fit."""
+
+
+class ShardedCorpus:
+    """What the fit loop reads of a corpus whose tokens are held by shards.
+
+    Parameters
+    ----------
+    n_words : int
+    summaries : list of (n_tokens, total_weight, doc_lengths)
+        One per shard, in document order.
+    """
+
+    def __init__(self, n_words, summaries):
+        self.n_words = int(n_words)
+        self.n_tokens = int(sum(s[0] for s in summaries))
+        self._lengths = np.concatenate([np.asarray(s[2], dtype=np.float64) for s in summaries])
+        self.n_docs = int(self._lengths.size)
+        # The total of the per-document lengths, summed here in one order whatever the shards.
+        self.total_weight = float(self._lengths.sum())
+
+    def doc_lengths(self):
+        return self._lengths
+
+
+class DaskSampler(Sampler):
+    """A chain whose tokens are spread over Dask actors (see the module's docstring).
+
+    Parameters
+    ----------
+    shards : list of distributed.Actor
+        :class:`~._shard.Shard` actors in document order, their chains made with the same
+        ``n_topics``, priors and seed.
+    n_topics, alpha, beta, seed, device
+        As :class:`~sklearn_gpulda.backends.base.Sampler`.
+    check_alive : callable
+        Raises :class:`WorkerLost` when a worker holding a shard is gone; called while waiting.
+    """
+
+    def __init__(self, shards, n_topics, alpha, beta, seed, device, check_alive):
+        super().__init__(n_topics, alpha, beta, seed, device)
+        self.shards = list(shards)
+        self.check_alive = check_alive
+        self._b = None
+        self._sum = None
+
+    # -- talking to the shards ------------------------------------------------------------------
+    def _all(self, method, *args):
+        """Call ``method`` on every shard at once; their results in shard order."""
+        futures = [getattr(shard, method)(*args) for shard in self.shards]
+        results = []
+        for future in futures:
+            while True:
+                try:
+                    results.append(future.result(timeout=1.0))
+                    break
+                except (TimeoutError, asyncio.TimeoutError):
+                    self.check_alive()
+                except Exception:
+                    # A shard's call failed: say so plainly when it is because its worker died.
+                    self.check_alive()
+                    raise
+        return results
+
+    def _reduce(self, parts):
+        """Sum the shards' parts of B and send the total back to every shard."""
+        corpus = self._require()
+        b = np.zeros(corpus.n_words * self.n_topics, dtype=np.float64)
+        for cells, counts in parts:
+            b[cells] += counts
+        self._b = b.reshape(corpus.n_words, self.n_topics).astype(np.float32)
+        self._all("set_word_topic", self._b)
+
+    # -- the protocol ---------------------------------------------------------------------------
+    def estimate_bytes(self, corpus):
+        need = 8 * corpus.n_words * self.n_topics
+        return need, need
+
+    def load(self, corpus):
+        self.corpus = corpus
+
+    def init_topics(self, iteration=0, stream=STREAM_INIT):
+        if iteration != 0 or stream != STREAM_INIT:
+            raise NotImplementedError("shards draw their initial topics from iteration 0 only")
+        self._reduce(self._all("init_topics"))
+
+    def set_topics(self, topics):
+        raise NotImplementedError("a sharded chain starts from its own initial topics")
+
+    def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
+        if stream != STREAM_SAMPLE or sub:
+            raise NotImplementedError("a sharded chain runs batch sweeps only")
+        self._reduce(self._all("sweep", int(iteration)))
+
+    def fix_topic_word(self, components):
+        raise NotImplementedError("online learning does not run on a Dask cluster")
+
+    def _priors_changed(self):
+        if self.corpus is not None:
+            self._all("set_priors", self._alpha, self.beta)
+
+    def topics(self):
+        return np.concatenate(self._all("topics"))
+
+    def _word_major_counts(self):
+        return self._b.astype(np.float64)
+
+    def word_topic_counts(self):
+        return np.ascontiguousarray(self._word_major_counts().T)
+
+    def doc_topic_counts(self):
+        return np.vstack(self._all("doc_topic_counts"))
+
+    def log_likelihood(self):
+        # Each shard sums its tokens' terms; the sum of the sums may differ from one process's
+        # in the last bits (float addition is not associative). The model does not use it.
+        return float(sum(self._all("log_likelihood")))
+
+    def doc_topic_histogram(self):
+        return merge_histograms(self._all("doc_topic_histogram"))
+
+    def word_topic_histogram(self):
+        b = self._word_major_counts()
+        (count,), n_cells = value_counts(b[b != 0])
+        return count, n_cells, b.sum(axis=0)
+
+    def _accumulate(self):
+        counts = self._word_major_counts()
+        if self._sum is None:
+            self._sum = counts.copy()
+        else:
+            self._sum += counts
+
+    def _accumulated(self, divisor):
+        return np.ascontiguousarray((self._sum / divisor).T)
+
+    def release(self):
+        super().release()
+        self._b = self._sum = None

@@ -1,0 +1,146 @@
+"""What a Dask worker keeps between sweeps: one shard of the corpus and its part of the chain.
+
+A :class:`Shard` lives on a worker as a Dask actor. It holds a contiguous range of the corpus's
+documents as tokens, each token keyed by its canonical index in the whole corpus
+(``token_offset``), so it draws exactly the numbers a single process draws for those tokens.
+After each E-step it counts its tokens' part of the word-topic matrix and hands it back as the
+non-zero cells only; the driver sums the parts and sends the total back, from which every
+shard builds the same sampling tables (:mod:`sklearn_gpulda.dask._sampler`).
+
+Nothing here imports Dask: the class is plain Python, and Dask makes it an actor.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import check_array
+from sklearn.utils.validation import check_non_negative
+
+from .._corpus import tokens
+from ..backends.numpy.sampler import NumpySampler
+
+
+def validated_block(block, n_words):
+    """A row block of the count matrix as a CSR matrix of float64 or float32, with the checks
+    the estimator applies to a whole matrix (numeric, finite, non-negative, ``n_words``
+    columns)."""
+    X = check_array(block, accept_sparse="csr", dtype=[np.float64, np.float32])
+    if X.shape[1] != n_words:
+        raise ValueError(f"a block of X has {X.shape[1]} columns, expected {n_words}")
+    check_non_negative(X, "sklearn_gpulda.dask.LatentDirichletAllocation.fit")
+    return sp.csr_matrix(X)
+
+
+def block_summary(X):
+    """Documents and tokens of a validated block: ``(n_docs, n_tokens)``."""
+    X = sp.csr_matrix(X)
+    data = np.asarray(X.data, dtype=np.float64)
+    return X.shape[0], int(np.ceil(data[data > 0]).sum())
+
+
+class ShardChain(NumpySampler):
+    """The NumPy sampler on a shard: its M-step counts the shard's part of B and waits for the
+    corpus-wide total (:meth:`set_word_topic`) before building the word tables."""
+
+    def _clear(self):
+        super()._clear()
+        self.local_b = None
+
+    def _set(self, z):
+        self._require()
+        self._z = z
+        self._a = self._doc_topic(z)
+        self.local_b = self._word_topic(z)
+
+    def set_word_topic(self, b):
+        """Take the corpus-wide B (float32, V x K) and build the tables from it, as the
+        single-process sampler builds them from its own B."""
+        self._b = b
+        self._priors_changed()
+
+
+class Shard:
+    """One shard's chain on a worker (made by the driver as a Dask actor).
+
+    Parameters
+    ----------
+    block : sparse matrix or ndarray
+        Validated counts of the shard's documents.
+    token_offset : int
+        Canonical index of the shard's first token.
+    n_topics, alpha, beta, seed, n_jobs, rule
+        As :class:`~sklearn_gpulda.backends.numpy.sampler.NumpySampler`.
+    """
+
+    def __init__(self, block, token_offset, n_topics, alpha, beta, seed, n_jobs=None,
+                 rule="sparse"):
+        self.corpus = tokens(sp.csr_matrix(block))
+        self.chain = ShardChain(n_topics, alpha, beta, seed, n_jobs=n_jobs, rule=rule)
+        self.chain.token_offset = int(token_offset)
+        self.chain.load(self.corpus)
+        # Iterations done; None until init_topics. Dask may quietly make an actor anew on
+        # another worker when its worker dies: the check in sweep turns that into an error
+        # instead of a shard that has forgotten its topics.
+        self.iteration = None
+
+    def summary(self):
+        """``(n_tokens, total_weight, doc_lengths)`` of the shard."""
+        c = self.corpus
+        return c.n_tokens, c.total_weight, c.doc_lengths()
+
+    def _local_part(self):
+        b = self.chain.local_b.ravel()
+        cells = np.flatnonzero(b)
+        return cells, b[cells]
+
+    def init_topics(self):
+        """Initial topics; returns the shard's part of B as (cell indices, counts)."""
+        self.chain.init_topics()
+        self.iteration = 0
+        return self._local_part()
+
+    def sweep(self, iteration):
+        """One E-step and the shard's M-step; returns its part of B as :meth:`init_topics`."""
+        if self.iteration != iteration - 1:
+            raise RuntimeError(
+                f"this shard was asked for sweep {iteration} after sweep {self.iteration}: it "
+                "was made anew (its worker was lost), so its chain is gone")
+        self.chain.sweep(iteration)
+        self.iteration = iteration
+        return self._local_part()
+
+    def set_word_topic(self, b):
+        self.chain.set_word_topic(b)
+
+    def set_priors(self, alpha, beta):
+        self.chain.set_priors(alpha=alpha, beta=beta)
+
+    def doc_topic_histogram(self):
+        return self.chain.doc_topic_histogram()
+
+    def log_likelihood(self):
+        return self.chain.log_likelihood()
+
+    def topics(self):
+        return self.chain.topics()
+
+    def doc_topic_counts(self):
+        return self.chain.doc_topic_counts()
+
+    def release(self):
+        self.chain.release()
+
+
+def merge_histograms(parts):
+    """Sum per-shard ``(topic, count, n_docs)`` histograms into the corpus's, with its pairs in
+    the lexicographic order one process gives them (integers: the sums are exact)."""
+    topic = np.concatenate([p[0] for p in parts])
+    count = np.concatenate([p[1] for p in parts])
+    n_docs = np.concatenate([p[2] for p in parts])
+    if topic.size == 0:
+        return topic, count, n_docs
+    order = np.lexsort((count, topic))
+    topic, count, n_docs = topic[order], count[order], n_docs[order]
+    new = np.ones(topic.size, dtype=bool)
+    new[1:] = (topic[1:] != topic[:-1]) | (count[1:] != count[:-1])
+    starts = np.flatnonzero(new)
+    return topic[starts], count[starts], np.add.reduceat(n_docs, starts)

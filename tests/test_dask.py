@@ -1,0 +1,133 @@
+"""Training on a Dask cluster (:mod:`sklearn_gpulda.dask`): the model of one process, bit for bit,
+whatever the number of workers; a lost worker is an error, not a hang or a half-fitted model."""
+
+import os
+import pickle
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+
+from sklearn.base import clone  # noqa: E402
+
+from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
+from sklearn_gpulda.dask import LatentDirichletAllocation, WorkerLost  # noqa: E402
+from sklearn_gpulda.datasets import load_kjv_chapters, load_uci_bow  # noqa: E402
+
+NIPS = Path(__file__).resolve().parents[2] / "shared" / "data" / "nips_tmt" / "docword.nips_tmt.txt.gz"
+
+# 'auto' priors (learnt every 10 sweeps) and averaging of the last half are the defaults, so
+# 25 sweeps cover prior learning twice and 12 averaged sweeps.
+PARAMS = dict(n_components=8, max_iter=25, random_state=0, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def kjv():
+    return load_kjv_chapters().data
+
+
+@pytest.fixture(scope="module")
+def reference(kjv):
+    return GPULatentDirichletAllocation(**PARAMS).fit(kjv)
+
+
+def _cluster(n_workers):
+    cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    return cluster, distributed.Client(cluster)
+
+
+def _same_model(a, b):
+    np.testing.assert_array_equal(a.components_, b.components_)
+    np.testing.assert_array_equal(a.doc_topic_prior_, b.doc_topic_prior_)
+    assert a.topic_word_prior_ == b.topic_word_prior_
+    assert a.n_iter_ == b.n_iter_
+    # The final training perplexity is summed over shards: equal up to rounding only.
+    assert a.bound_ == pytest.approx(b.bound_, rel=1e-12)
+
+
+@pytest.mark.parametrize("n_workers", [1, 2, 3])
+def test_fit_equals_one_process_whatever_the_workers(kjv, reference, n_workers):
+    cluster, client = _cluster(n_workers)
+    with cluster, client:
+        model = LatentDirichletAllocation(client=client, **PARAMS).fit(kjv)
+        _same_model(model, reference)
+        # A Dask array of uneven row blocks: more shards than workers, same model.
+        X = da.from_array(kjv, chunks=((400, 1, 300, kjv.shape[0] - 701), kjv.shape[1]),
+                          asarray=False)
+        from_blocks = LatentDirichletAllocation(client=client, **PARAMS).fit(X)
+        _same_model(from_blocks, reference)
+        # Transform and score of a Dask array, block by block, match the plain model's.
+        np.testing.assert_allclose(from_blocks.transform(X).compute(),
+                                   reference.transform(kjv), rtol=1e-12)
+        assert from_blocks.score(X) == pytest.approx(reference.score(kjv), rel=1e-12)
+        assert from_blocks.perplexity(X) == pytest.approx(reference.perplexity(kjv), rel=1e-12)
+
+
+@pytest.mark.skipif(not NIPS.exists(), reason="needs ../shared/data/nips_tmt")
+def test_nips_sample_equals_one_process():
+    X = load_uci_bow(NIPS).data[:300]
+    params = dict(PARAMS, n_components=20, max_iter=12)
+    one = GPULatentDirichletAllocation(**params).fit(X)
+    cluster, client = _cluster(2)
+    with cluster, client:
+        _same_model(LatentDirichletAllocation(client=client, **params).fit(X), one)
+
+
+def test_lost_worker_is_an_error_and_the_model_stays(kjv):
+    cluster, client = _cluster(2)
+    with cluster, client:
+        model = LatentDirichletAllocation(client=client, **dict(PARAMS, max_iter=3)).fit(kjv)
+        before = model.components_.copy()
+        workers = sorted(client.scheduler_info()["workers"])
+        pid = client.run(os.getpid, workers=[workers[1]])[workers[1]]
+
+        def kill_at_sweep_3(iteration, info):
+            if iteration == 3:
+                os.kill(pid, signal.SIGKILL)
+
+        model.set_params(max_iter=200)
+        with pytest.raises(WorkerLost, match="lost during the fit"):
+            model.fit(kjv, callback=kill_at_sweep_3)
+        # The failed refit left the earlier model as it was.
+        assert model.max_iter == 200 and model.n_iter_ == 3
+        np.testing.assert_array_equal(model.components_, before)
+
+
+def test_plain_model_pickles_and_parameters_clone(kjv, reference):
+    cluster, client = _cluster(1)
+    with cluster, client:
+        model = LatentDirichletAllocation(client=client, **PARAMS).fit(kjv[:200])
+        local = model.to_local()
+        assert type(local) is GPULatentDirichletAllocation
+        np.testing.assert_array_equal(local.components_, model.components_)
+        again = pickle.loads(pickle.dumps(local))
+        np.testing.assert_array_equal(again.transform(kjv[:5]), model.transform(kjv[:5]))
+        twin = clone(model)
+        assert twin.get_params() == model.get_params() and twin.client is client
+        # The distributed estimator pickles too, without its client.
+        assert pickle.loads(pickle.dumps(model)).client is None
+
+
+def test_unsupported_settings_are_clear_errors(kjv):
+    cluster, client = _cluster(1)
+    with cluster, client:
+        with pytest.raises(ValueError, match="learning_method='online'"):
+            LatentDirichletAllocation(client=client, learning_method="online",
+                                      device="cpu").fit(kjv[:50])
+        with pytest.raises(ValueError, match="Dask workers train on their CPU"):
+            LatentDirichletAllocation(client=client, device="cuda").fit(kjv[:50])
+        with pytest.raises(ValueError, match="Negative values in data"):
+            bad = kjv[:50].toarray().astype(float)
+            bad[0, 0] = -1
+            LatentDirichletAllocation(client=client, device="cpu").fit(
+                da.from_array(bad, chunks=(25, bad.shape[1])))
+
+
+def test_without_a_client_the_error_says_what_to_do(kjv):
+    with pytest.raises(ValueError, match="no Dask client"):
+        LatentDirichletAllocation(device="cpu").fit(kjv[:50])
