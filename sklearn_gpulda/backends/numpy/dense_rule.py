@@ -66,7 +66,7 @@ def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha, word_
 
     Notes
     -----
-    Work is chunked over tokens so that the (tokens x topics) temporaries stay near 16 MB each.
+    Work is chunked over tokens so that the (tokens x topics) temporaries stay near 1 MB each.
     The float32 arithmetic is spelled out (no float64 promotion anywhere), because the GPU kernels
     are checked against this function token for token.
     """

@@ -49,9 +49,9 @@ def fold_in(X, components, alpha, max_iter, tol, return_loglik=False, n_jobs=Non
     loglik = np.zeros(n_docs) if return_loglik else None
     indptr = X.indptr
     team = ThreadTeam(resolve_n_jobs(n_jobs))
-    # Blocks of whole documents whose gathered phi rows stay within the chunk budget (shared
-    # by the threads, and cut finer for balance when there are several).
-    budget = max(1, CHUNK_ELEMENTS // (n_topics * team.n_threads))
+    # Blocks of whole documents whose gathered phi rows stay within the chunk budget (cut finer
+    # for balance when there are several threads).
+    budget = max(1, CHUNK_ELEMENTS // n_topics)
     if team.n_threads > 1:
         budget = min(budget, max(1, -(-int(indptr[-1]) // (4 * team.n_threads))))
     blocks, start = [], 0

@@ -4,8 +4,11 @@ import numpy as np
 
 from ..base import topic_prior
 
-# Elements of a (tokens x topics) temporary per chunk; bounds memory at ~16 MB per float32 array.
-CHUNK_ELEMENTS = 1 << 22
+# Elements of a (tokens x topics) temporary per chunk: 1 MB per float32 array, so that a chunk's
+# temporaries stay in the core's cache between the steps of a draw. Measured on KOS (2-core
+# EPYC, one thread, 5 sweeps): 1.6x, 1.4x and 1.3x faster at K = 20, 100 and 1,000 than 16 MB
+# chunks; 256 KB chunks were slower again. Each thread works on chunks of this size.
+CHUNK_ELEMENTS = 1 << 18
 
 
 def _row_blocks(n_rows, team):
