@@ -33,13 +33,11 @@ _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-paral
         meaning; ``device`` must be 'auto' or 'cpu' (the workers' CPU engine) and
         ``learning_method`` 'batch'.
 
-    Attributes
-    ----------
-    Those of :class:`~sklearn_gpulda.GPULatentDirichletAllocation`; :meth:`to_local` returns
-    that plain estimator, which pickles and transforms without Dask.
-
     Notes
     -----
+    The fitted attributes are those of :class:`~sklearn_gpulda.GPULatentDirichletAllocation`;
+    :meth:`to_local` returns that plain estimator, which pickles and transforms without Dask.
+
     Input: a Dask array of row blocks (dense or SciPy sparse chunks; split along rows only, it is
     rechunked otherwise), or anything the plain estimator takes, which is then split into one
     block per worker. Per sweep each shard sends its non-zero word-topic cells (at most 12 bytes
