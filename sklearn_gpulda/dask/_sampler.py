@@ -18,7 +18,7 @@ import numpy as np
 
 from .._random import STREAM_INIT, STREAM_SAMPLE
 from ..backends.base import Sampler
-from ..backends.numpy.sampler import value_counts
+from ..backends.numpy.sampler import HostWordTopic
 from ._shard import merge_histograms
 
 
@@ -48,7 +48,7 @@ class ShardedCorpus:
         return self._lengths
 
 
-class DaskSampler(Sampler):
+class DaskSampler(HostWordTopic, Sampler):
     """A chain whose tokens are spread over Dask actors (see the module's docstring).
 
     Parameters
@@ -143,21 +143,6 @@ class DaskSampler(Sampler):
 
     def doc_topic_histogram(self):
         return merge_histograms(self._all("doc_topic_histogram"))
-
-    def word_topic_histogram(self):
-        b = self._word_major_counts()
-        (count,), n_cells = value_counts(b[b != 0])
-        return count, n_cells, b.sum(axis=0)
-
-    def _accumulate(self):
-        counts = self._word_major_counts()
-        if self._sum is None:
-            self._sum = counts.copy()
-        else:
-            self._sum += counts
-
-    def _accumulated(self, divisor):
-        return np.ascontiguousarray((self._sum / divisor).T)
 
     def release(self):
         super().release()

@@ -16,6 +16,7 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import check_non_negative
 
 from .._corpus import tokens
+from .._random import STREAM_SAMPLE
 from ..backends.numpy.sampler import NumpySampler
 
 
@@ -52,10 +53,23 @@ class ShardChain(NumpySampler):
         self.local_b = self._word_topic(z)
 
     def set_word_topic(self, b):
-        """Take the corpus-wide B (float32, V x K) and build the tables from it, as the
-        single-process sampler builds them from its own B."""
+        """Take the corpus-wide B (float32, V x K); the tables are built from it, as the
+        single-process sampler builds them from its own B, when next needed (so that the
+        reduction's time is the transfer's alone)."""
         self._b = b
-        self._priors_changed()
+        self._tables = None
+
+    def _ensure_tables(self):
+        if self._tables is None:
+            self._priors_changed()
+
+    def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
+        self._ensure_tables()
+        super().sweep(iteration, stream, sub)
+
+    def log_likelihood(self):
+        self._ensure_tables()
+        return super().log_likelihood()
 
 
 class Shard:

@@ -83,7 +83,28 @@ def value_counts(*keys):
     return [k[starts] for k in keys], counts
 
 
-class NumpySampler(Sampler):
+class HostWordTopic:
+    """What a sampler whose word-topic counts are on the host derives from them: the histogram
+    for learning beta, and the running sum for averaging. The class using it provides
+    ``_word_major_counts()`` (B, V x K float64) and keeps ``_sum`` (None at first)."""
+
+    def word_topic_histogram(self):
+        b = self._word_major_counts()
+        (count,), n_cells = value_counts(b[b != 0])
+        return count, n_cells, b.sum(axis=0)
+
+    def _accumulate(self):
+        counts = self._word_major_counts()
+        if self._sum is None:
+            self._sum = counts.copy()
+        else:
+            self._sum += counts
+
+    def _accumulated(self, divisor):
+        return np.ascontiguousarray((self._sum / divisor).T)
+
+
+class NumpySampler(HostWordTopic, Sampler):
     """ESCA on the CPU with NumPy (see :class:`~sklearn_gpulda.backends.base.Sampler`).
 
     Parameters
@@ -254,22 +275,6 @@ class NumpySampler(Sampler):
         (topic, count), n_docs = value_counts(topic.astype(np.int64),
                                               self._a[doc, topic].astype(np.float64))
         return topic, count, n_docs
-
-    def word_topic_histogram(self):
-        b = self._word_major_counts()
-        (count,), n_cells = value_counts(b[b != 0])
-        return count, n_cells, b.sum(axis=0)
-
-    # -- averaging ------------------------------------------------------------------------------
-    def _accumulate(self):
-        counts = self._word_major_counts()
-        if self._sum is None:
-            self._sum = counts.copy()
-        else:
-            self._sum += counts
-
-    def _accumulated(self, divisor):
-        return np.ascontiguousarray((self._sum / divisor).T)
 
     def release(self):
         super().release()
