@@ -64,6 +64,12 @@ def _is_dask_array(X):
     return type(X).__module__.startswith("dask.array")
 
 
+def _signature_with_client():
+    base = inspect.signature(GPULatentDirichletAllocation.__init__)
+    client = inspect.Parameter("client", inspect.Parameter.KEYWORD_ONLY, default=None)
+    return base.replace(parameters=[*base.parameters.values(), client])
+
+
 class LatentDirichletAllocation(GPULatentDirichletAllocation):
     __doc__ = _DASK_DOC
 
@@ -76,13 +82,9 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
         super().__init__(n_components, **params)
         self.client = client
 
-    @classmethod
-    def _get_param_names(cls):
-        # The constructor forwards the plain estimator's parameters, so its own signature does
-        # not list them: name them all, as get_params and clone need.
-        base = [p for p in inspect.signature(GPULatentDirichletAllocation.__init__).parameters
-                if p != "self"]
-        return sorted(base + ["client"])
+    # The constructor forwards the plain estimator's parameters; its signature names them all
+    # (with their defaults), as get_params, clone and the estimator's repr read it.
+    __init__.__signature__ = _signature_with_client()
 
     def __sklearn_clone__(self):
         # clone() deep-copies every parameter, and a client cannot be copied: the copy shares it.
