@@ -52,6 +52,7 @@ STAGES=(
   "bench-end-to-end|540|bench_end_to_end.py: whole fit calls at K = 100, 1000, 10000, 32768"
   "peers|540|benchmarks/run_peers_on_device.sh once per invocation in \$PEERS"
   "ncu|300|Nsight Compute on a sampling and an A-rebuild launch of bench_cuda.py, K = 1000"
+  "cpu-threads|300|bench_cpu_threads.py on the host's cores: 1, 2, 4, 8, 16 threads, K = 20, 100, 1000"
 )
 
 stage_field() {  # stage_field NAME FIELD(1 box, 2 description); empty for an unknown stage
@@ -193,6 +194,13 @@ stage_bench_compare() {
 stage_bench_dense() {
   boxed python3 benchmarks/bench_dense.py --scale 0.25 --reps 2 --budget-s "$(budget 90)" \
     --out "$DIR"
+}
+
+stage_cpu_threads() {
+  # The host's CPU, not the GPU: the CPU engine's Mtoken/s against its threads, and whether the
+  # model stays the same (issue 12 asks for 1 to 16 threads).
+  boxed python3 benchmarks/bench_cpu_threads.py --threads 1 2 4 8 16 --topics 20 100 1000 \
+    --scale 0.01 --sweeps 5 --out "$DIR"
 }
 
 stage_bench_algorithms() {
