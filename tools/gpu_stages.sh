@@ -200,7 +200,7 @@ stage_cpu_threads() {
   # The host's CPU, not the GPU: the CPU engine's Mtoken/s against its threads, and whether the
   # model stays the same (issue 12 asks for 1 to 16 threads).
   boxed python3 benchmarks/bench_cpu_threads.py --threads 1 2 4 8 16 --topics 20 100 1000 \
-    --scale 0.01 --sweeps 5 --out "$DIR"
+    --scale 0.003 --sweeps 4 --out "$DIR"
 }
 
 stage_bench_algorithms() {
