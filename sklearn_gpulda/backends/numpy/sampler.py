@@ -13,13 +13,17 @@ from ..._corpus import _stable_counting_sort
 from ..._device import CPU
 from ..base import Sampler
 from .dense_rule import draw_topics_dense
-from .sparse_rule import draw_topics, sparse_mass
+from .sparse_rule import DocRows, draw_topics, sparse_mass
 from .tables import WordTables
 from .threads import ThreadTeam, resolve_n_jobs
 
 #: Draw rules of the E-step: 'sparse' is the two-branch rule of ``doc/algorithm.md``, 'dense'
 #: the single running sum of the dense kernels (:mod:`.dense_rule`). Both take the same uniforms.
 RULES = ("sparse", "dense")
+
+#: Below this many topics the document branch always runs over dense rows (listing A's
+#: non-zeros costs more than it saves).
+SPARSE_ROWS_MIN_TOPICS = 64
 
 
 def _available_memory():
@@ -179,8 +183,14 @@ class NumpySampler(HostWordTopic, Sampler):
                                   self.alpha, self._tables.word_side, team=self.team)
         else:
             z = draw_topics(c.doc, c.word, self._z, c.weight, u, self._a, self._tables,
-                            team=self.team)
+                            team=self.team, doc_rows=self._doc_rows())
         self._set(z)
+
+    def _doc_rows(self):
+        """A's non-zeros by document when K is large enough for them to pay (else None)."""
+        if self.n_topics < SPARSE_ROWS_MIN_TOPICS:
+            return None
+        return DocRows(self._a)
 
     def _uniforms(self, iteration, stream, sub):
         """Every token's uniform, the chunks computed on the team's threads."""
@@ -262,7 +272,8 @@ class NumpySampler(HostWordTopic, Sampler):
 
     def log_likelihood(self):
         c = self._require()
-        s = sparse_mass(c.doc, c.word, self._a, self._tables, team=self.team).astype(np.float64)
+        s = sparse_mass(c.doc, c.word, self._a, self._tables, team=self.team,
+                        doc_rows=self._doc_rows()).astype(np.float64)
         q = self._tables.qtotal[c.word].astype(np.float64)
         norm = c.doc_lengths() + self.alpha.sum()
         terms = np.log(s + q) - np.log(norm[c.doc])

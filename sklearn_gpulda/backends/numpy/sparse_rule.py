@@ -7,6 +7,35 @@ from .threads import ThreadTeam
 #: One thread: what the functions below use when given no team.
 _SERIAL = ThreadTeam(1)
 
+#: The document branch walks only a document's non-zero topics when the widest document of a
+#: chunk has at most 1 / SPARSE_FACTOR of the K topics; its gathers cost more per entry than a
+#: pass over the dense row, so it pays only well below K.
+SPARSE_FACTOR = 4
+
+
+class DocRows:
+    """The non-zero entries of A by document, topics ascending (CSR), for the document branch
+    at large K: its running sum over a row adds exactly 0.0 at every zero entry, so summing the
+    non-zeros in topic order gives the same float32 sums at the same topics.
+
+    Attributes
+    ----------
+    ptr : ndarray of int64, shape (n_docs + 1,)
+    topic : ndarray of int32
+    value : ndarray of float32
+    """
+
+    def __init__(self, doc_topic):
+        rows, topics = np.nonzero(doc_topic)
+        self.ptr = np.zeros(doc_topic.shape[0] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=doc_topic.shape[0]), out=self.ptr[1:])
+        self.topic = topics.astype(np.int32)
+        self.value = doc_topic[rows, topics]
+
+    def lengths(self, d):
+        """Non-zero topics of the documents ``d``."""
+        return self.ptr[d + 1] - self.ptr[d]
+
 
 def own_removed(doc_topic, doc, topic, weight):
     """``A[d]`` of each token with the token's own weight taken from its current topic.
@@ -21,7 +50,7 @@ def own_removed(doc_topic, doc, topic, weight):
     return rows
 
 
-def draw_topics(doc, word, topic, weight, u, doc_topic, tables, team=None):
+def draw_topics(doc, word, topic, weight, u, doc_topic, tables, team=None, doc_rows=None):
     """Draw a new topic for each token from the collapsed conditional of ``doc/algorithm.md``,
     ``p(k) ∝ (A[d,k] - w [k = z] + alpha_k) Bhat'[v,k]``, where ``Bhat'`` is ``Bhat`` with the
     token's own weight taken out of ``B[v, z]`` and ``n_z`` (:func:`~.tables.own_bhat`).
@@ -41,6 +70,9 @@ def draw_topics(doc, word, topic, weight, u, doc_topic, tables, team=None):
     tables : :class:`~.tables.WordTables`
     team : :class:`~.threads.ThreadTeam`, optional
         Threads to spread the tokens over (one when None); the draws do not depend on it.
+    doc_rows : :class:`DocRows`, optional
+        ``doc_topic``'s non-zeros; given, chunks of short documents walk only those (same
+        draws, less work at large K).
 
     Returns
     -------
@@ -60,30 +92,35 @@ def draw_topics(doc, word, topic, weight, u, doc_topic, tables, team=None):
 
     def draw(sl):
         out[sl] = _draw_chunk(doc[sl], word[sl], topic[sl], None if weight is None else weight[sl],
-                              u[sl], doc_topic, tables)
+                              u[sl], doc_topic, tables, doc_rows)
 
     team.map(draw, team.token_chunks(doc.shape[0], doc_topic.shape[1]))
     return out
 
 
-def _draw_chunk(d, v, z, w, u, doc_topic, tables):
+def _draw_chunk(d, v, z, w, u, doc_topic, tables, doc_rows=None):
     """:func:`draw_topics` for one chunk of tokens (every token independent of the others)."""
     n_topics = doc_topic.shape[1]
     alpha32 = tables.alpha32
     own = np.arange(d.shape[0])
-    rows = own_removed(doc_topic, d, z, w)
     b_adj = tables.own_bhat(v, z, w)
-    bhat = tables.bhat[v]
-    eps = alpha32[z] * bhat[own, z] - alpha32[z] * b_adj
-    bhat[own, z] = b_adj
-    run = np.cumsum(rows * bhat, axis=1, dtype=np.float32)
+    eps = alpha32[z] * tables.bhat[v, z] - alpha32[z] * b_adj
+    topics = None
+    if doc_rows is not None and d.size and SPARSE_FACTOR * doc_rows.lengths(d).max() <= n_topics:
+        topics, run = _document_run_sparse(d, v, z, w, b_adj, doc_rows, tables)
+    else:
+        rows = own_removed(doc_topic, d, z, w)
+        bhat = tables.bhat[v]
+        bhat[own, z] = b_adj
+        run = np.cumsum(rows * bhat, axis=1, dtype=np.float32)
     s = run[:, -1]
     x = u * (s + np.maximum(tables.qtotal[v] - eps, np.float32(0.0)))
     sparse = x < s
     k = np.empty(d.shape[0], dtype=np.int32)
     # The terms are non-negative, so the running sums never decrease and the number of them
     # at or below x is the index of the first one above it.
-    k[sparse] = (run[sparse] <= x[sparse, None]).sum(axis=1)
+    first = (run[sparse] <= x[sparse, None]).sum(axis=1)
+    k[sparse] = first if topics is None else topics[sparse][np.arange(first.size), first]
     dense = ~sparse
     y = x[dense] - s[dense]
     lowered = np.arange(n_topics) >= z[dense, None]
@@ -92,15 +129,52 @@ def _draw_chunk(d, v, z, w, u, doc_topic, tables):
     return k
 
 
-def sparse_mass(doc, word, doc_topic, tables, team=None):
+def _document_run_sparse(d, v, z, w, b_adj, doc_rows, tables):
+    """The document branch's running sums over each token's non-zero topics only.
+
+    Returns the (tokens x width) topics and float32 running sums, width the most non-zero topics
+    of a chunk's document; shorter rows are padded with zero terms, which leave a running sum
+    as it is, so the last column is the row's total. Each term is the dense rule's term for the
+    same topic, formed by the same float32 operations.
+    """
+    own = np.arange(d.shape[0])
+    lengths = doc_rows.lengths(d)
+    width = int(lengths.max())
+    col = np.arange(width)
+    valid = col < lengths[:, None]
+    # Padding reads the row's last entry (any real entry would do: its term is zeroed).
+    pos = doc_rows.ptr[d][:, None] + np.minimum(col, lengths[:, None] - 1)
+    topics = doc_rows.topic[pos]
+    values = np.where(valid, doc_rows.value[pos], np.float32(0.0))
+    # The token's own topic is always among its document's non-zeros: A counts the token.
+    mine = np.argmax(valid & (topics == z[:, None]), axis=1)
+    values[own, mine] -= np.float32(1.0) if w is None else w
+    np.maximum(values, 0, out=values)
+    bhat = tables.bhat[v[:, None], topics]
+    bhat[own, mine] = b_adj
+    return topics, np.cumsum(values * bhat, axis=1, dtype=np.float32)
+
+
+def sparse_mass(doc, word, doc_topic, tables, team=None, doc_rows=None):
     """``S_t = sum_k A[d,k] Bhat[v,k]`` per token (own count included), float32 like the
-    sampler: what the training log-likelihood needs."""
+    sampler: what the training log-likelihood needs. With ``doc_rows``, chunks of short
+    documents sum over A's non-zeros only, in topic order: the same float32 sums."""
     team = _SERIAL if team is None else team
+    n_topics = doc_topic.shape[1]
     out = np.empty(doc.shape[0], dtype=np.float32)
 
     def mass(sl):
-        out[sl] = np.cumsum(doc_topic[doc[sl]] * tables.bhat[word[sl]], axis=1,
-                            dtype=np.float32)[:, -1]
+        d, v = doc[sl], word[sl]
+        if doc_rows is not None and d.size and SPARSE_FACTOR * doc_rows.lengths(d).max() <= n_topics:
+            lengths = doc_rows.lengths(d)
+            col = np.arange(int(lengths.max()))
+            valid = col < lengths[:, None]
+            pos = doc_rows.ptr[d][:, None] + np.minimum(col, lengths[:, None] - 1)
+            values = np.where(valid, doc_rows.value[pos], np.float32(0.0))
+            terms = values * tables.bhat[v[:, None], doc_rows.topic[pos]]
+        else:
+            terms = doc_topic[d] * tables.bhat[v]
+        out[sl] = np.cumsum(terms, axis=1, dtype=np.float32)[:, -1]
 
-    team.map(mass, team.token_chunks(doc.shape[0], doc_topic.shape[1]))
+    team.map(mass, team.token_chunks(doc.shape[0], n_topics))
     return out
