@@ -20,7 +20,7 @@ from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from . import _fit
+from . import _fit, _fit_online
 from ._device import resolve_device, to_host
 from ._docstrings import ESTIMATOR_DOC
 from ._fitted import FittedStateMixin, transaction
@@ -213,7 +213,7 @@ class GPULatentDirichletAllocation(
             self._warn_if_empty(X, "fit")
             plan = self._plan(device, self.algorithm, self._new_seed())
             plan.callback = callback
-            fit = _fit.fit_online if self.learning_method == "online" else _fit.fit_batch
+            fit = _fit_online.fit_online if self.learning_method == "online" else _fit.fit_batch
             self._assign(fit(plan, X), X.dtype, device, plan.backend, plan.seed)
         return self
 
@@ -264,7 +264,7 @@ class GPULatentDirichletAllocation(
             loglik, n_tokens = float("nan"), 0.0
             try:
                 for batch in gen_batches(X.shape[0], self.batch_size):
-                    components, alpha, loglik = _fit.online_step(
+                    components, alpha, loglik = _fit_online.online_step(
                         plan, X[batch], components, alpha, n_batch_iter, self.total_samples,
                         sampler=sampler, want_loglik=True)
                     n_tokens = float(X[batch].sum())

@@ -14,7 +14,7 @@ from _engine_checks import (
     check_counts_every_sweep, check_same_seed_same_model, check_weighted_counts, initialised)
 from _stats import merged_chisquare
 
-from sklearn_gpulda import GPULatentDirichletAllocation, _fit, _random
+from sklearn_gpulda import GPULatentDirichletAllocation, _fit, _fit_online, _random
 from sklearn_gpulda._corpus import tokens_from_counts
 from sklearn_gpulda._device import CPU, Device
 from sklearn_gpulda._priors import Prior
@@ -41,7 +41,7 @@ def choose_algorithm(algorithm, n_topics, device):
 def _statistics(sampler, corpus, components, n_sweeps, iteration):
     plan = _fit.Plan(backend=None, device=None, n_topics=sampler.n_topics, seed=SEED,
                      alpha=Prior(ALPHA, False), beta=Prior(BETA, False), n_batch_sweeps=n_sweeps)
-    return _fit._batch_statistics(plan, sampler, corpus, components, iteration, False)[0]
+    return _fit_online._batch_statistics(plan, sampler, corpus, components, iteration, False)[0]
 
 ALPHA, BETA, SEED = 0.1, 0.01, 4321
 

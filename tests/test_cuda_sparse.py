@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 import _gpu_probes
-from sklearn_gpulda import _fit, _random
+from sklearn_gpulda import _fit, _fit_online, _random
 from sklearn_gpulda._corpus import frequency_relabel, pdow_chunks, tokens_from_counts
 from sklearn_gpulda._device import CPU, Device
 from sklearn_gpulda._priors import Prior
@@ -373,8 +373,8 @@ def test_batch_statistics(first):
     rng = np.random.default_rng(2)
     components = None if first else rng.gamma(1.0, size=(k, corpus.n_words)) + 0.1
     gpu, ref = _engine(k), _reference(k)
-    stats_gpu, ll_gpu = _fit._batch_statistics(_plan(k), gpu, corpus, components, 3, True)
-    stats_ref, ll_ref = _fit._batch_statistics(_plan(k), ref, corpus, components, 3, True)
+    stats_gpu, ll_gpu = _fit_online._batch_statistics(_plan(k), gpu, corpus, components, 3, True)
+    stats_ref, ll_ref = _fit_online._batch_statistics(_plan(k), ref, corpus, components, 3, True)
     assert stats_gpu.shape == (k, corpus.n_words)
     assert stats_gpu.sum() == pytest.approx(corpus.n_tokens, rel=1e-9)
     # Same random numbers: only draws at rounding boundaries (and what follows from them) differ.

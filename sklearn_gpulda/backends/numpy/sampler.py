@@ -206,7 +206,7 @@ class NumpySampler(HostWordTopic, Sampler):
 
     def _set(self, z):
         """The M-step: A, and B with its tables unless the topic-word side is fixed."""
-        c = self._require()
+        self._require()
         self._z = z
         self._a = self._doc_topic(z)
         if self._fixed_bhat is None:

@@ -1,0 +1,145 @@
+"""Online learning (``learning_method='online'`` and ``partial_fit``): mini-batches whose word-topic
+statistics, from short chains with the topics held fixed, are blended into the model
+(``doc/algorithm.md``, mini-batch learning). The shared pieces (Plan, FittedState, the history
+and the stopping rule) are :mod:`sklearn_gpulda._fit`'s.
+"""
+
+import time
+
+import numpy as np
+from sklearn.utils import gen_batches
+
+from ._cadence import Cadence
+from ._corpus import tokens
+from ._fit import FittedState, _History, _stop_reason, perplexity, public_prior
+from ._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE
+from .backends import fold_in
+
+
+def _batch_statistics(plan, sampler, corpus, components, iteration, want_loglik):
+    """Word-topic statistics of one mini-batch (``doc/algorithm.md``, mini-batch learning), and
+    the training log-likelihood of the batch's last state when asked (else NaN)."""
+    first = components is None
+    sampler.load(corpus)
+    if not first:
+        sampler.fix_topic_word(components)
+    sampler.init_topics(iteration, STREAM_BATCH_INIT)
+    keep_from = plan.n_batch_sweeps - (plan.n_batch_sweeps + 1) // 2
+    for s in range(plan.n_batch_sweeps):
+        sampler.sweep(iteration, STREAM_BATCH_SAMPLE, s)
+        if not first and s >= keep_from:
+            sampler.accumulate_word_topic()
+    stats = sampler.word_topic_counts() if first else sampler.mean_word_topic()
+    loglik = sampler.log_likelihood() if want_loglik else float("nan")
+    return stats, loglik
+
+
+def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler=None,
+                want_loglik=False):
+    """One mini-batch of online learning.
+
+    Parameters
+    ----------
+    plan : Plan
+    X : validated counts of the batch
+    components : ndarray of shape (n_topics, n_words) or None
+        The model so far; None for the very first batch.
+    alpha : float or ndarray
+        The document-topic prior (held as it is: online learning learns no prior).
+    n_batch_iter : int
+        Number of this batch (keys its random numbers, sets its learning rate).
+    total_samples : float
+        Documents the corpus is assumed to hold.
+    sampler : Sampler, optional
+        Reused across batches (each batch is loaded anew); made and released here if None.
+    want_loglik : bool, default=False
+        Also compute the training log-likelihood of the batch's last state.
+
+    Returns
+    -------
+    components : ndarray of float64
+    alpha : float or ndarray
+    loglik : float
+        NaN unless ``want_loglik``.
+    """
+    own = sampler is None
+    sampler = plan.sampler(alpha=alpha) if own else sampler
+    try:
+        sampler.set_priors(alpha=alpha)
+        stats, loglik = _batch_statistics(plan, sampler, tokens(X), components, n_batch_iter,
+                                          want_loglik)
+    finally:
+        if own:
+            sampler.release()
+    beta = plan.beta.value
+    rho = (plan.learning_offset + n_batch_iter) ** (-plan.learning_decay)
+    target = beta + (total_samples / max(X.shape[0], 1)) * stats
+    new = target if components is None else (1.0 - rho) * np.asarray(components, np.float64) + rho * target
+    return new, alpha, loglik
+
+
+def held_out_perplexity(plan, X, components, alpha):
+    """Perplexity of ``X`` by the deterministic fold-in (online learning's evaluation)."""
+    _, loglik = fold_in(plan.device, X, components, alpha, plan.max_doc_update_iter,
+                        plan.mean_change_tol, return_loglik=True, n_jobs=plan.n_jobs)
+    return perplexity(loglik.sum(), float(X.sum()))
+
+
+def fit_online(plan, X):
+    """Online learning: ``max_iter`` passes of mini-batches of ``batch_size`` documents.
+
+    Returns
+    -------
+    FittedState
+    """
+    n_samples = X.shape[0]
+    start = time.perf_counter()
+    n_tokens = float(X.sum())
+    history = _History()
+    history.stop_reason = f"max_iter={plan.max_iter} passes done"
+    components, alpha, n_batch_iter = None, plan.alpha.value, 1
+    last_bound, n_iter = None, 0
+    sampler = plan.sampler()
+    cadence = Cadence()
+    try:
+        for i in range(plan.max_iter):
+            for batch in gen_batches(n_samples, plan.batch_size):
+                components, alpha, _ = online_step(plan, X[batch], components, alpha,
+                                                   n_batch_iter, n_samples, sampler=sampler)
+                n_batch_iter += 1
+            n_iter = i + 1
+            evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
+            bound = None
+            if evaluate or (plan.verbose and cadence.due(n_iter)):
+                sampler.synchronize()
+                bound = cadence.timed(lambda: held_out_perplexity(plan, X, components, alpha))
+                history.add(iteration=n_iter, seconds=time.perf_counter() - start,
+                            train_perplexity=bound)
+            if plan.verbose:
+                line = f"iteration: {n_iter} of max_iter: {plan.max_iter}"
+                print(line if bound is None else f"{line}, perplexity: {bound:.4f}")
+            if plan.callback is not None:
+                plan.callback(n_iter, dict(max_iter=plan.max_iter, n_tokens=n_tokens,
+                                           seconds=time.perf_counter() - start,
+                                           log_likelihood=None))
+            if evaluate:
+                reason = _stop_reason(last_bound, bound, plan, n_iter, "passes")
+                if reason:
+                    history.stop_reason = reason
+                    break
+                last_bound = bound
+        if plan.verbose:
+            print(f"stopped: {history.stop_reason}")
+        sampler.synchronize()
+    finally:
+        sampler.release()
+    fit_time = time.perf_counter() - start
+    if components is None:
+        # max_iter=0: no batch was seen; topics stay at the prior.
+        components = np.full((plan.n_topics, X.shape[1]), plan.beta.value)
+    return FittedState(
+        components=components, doc_topic_prior=public_prior(alpha, plan.alpha),
+        topic_word_prior=float(plan.beta.value), n_iter=n_iter, n_batch_iter=n_batch_iter,
+        bound=held_out_perplexity(plan, X, components, alpha), n_tokens=n_tokens,
+        fit_time=fit_time, history=history.as_dict(),
+    )
