@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 from sklearn_gpulda._cli import bench, commands, data
-from sklearn_gpulda._cli.common import CommandError, non_negative_int, parse_device, positive_int
+from sklearn_gpulda._cli.common import (CommandError, n_jobs, non_negative_int, parse_device,
+                                        positive_int)
 
 _DEVICE_HELP = "auto, cpu, cuda or cuda:N, as the estimator's device (default: %(default)s)"
 
@@ -38,6 +39,9 @@ def _add_fit_options(parser):
                         help=_DEVICE_HELP)
     parser.add_argument("--random-state", type=int, default=0, metavar="SEED",
                         help="seed of the sampler (default: %(default)s)")
+    parser.add_argument("--n-jobs", type=n_jobs, default=-1, metavar="N",
+                        help="CPU threads of the CPU engine, -1 for every core; the model does "
+                             "not depend on it (default: %(default)s)")
 
 
 def _add_text_options(parser):

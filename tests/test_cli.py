@@ -256,6 +256,22 @@ def test_fit_uci_without_vocab_names_words_by_id(tmp_path, capsys, kjv):
     assert isinstance(joblib.load(tmp_path / "m.joblib"), GPULatentDirichletAllocation)
 
 
+def test_fit_n_jobs_uses_threads_and_keeps_the_model(tmp_path, capsys, kjv):
+    docword = tmp_path / "docword.kjv.txt"
+    write_uci(docword, kjv.data[:80])
+    models = {}
+    for n in ("1", "2", "-1"):
+        out = tmp_path / f"m{n}.joblib"
+        assert cli.main(["fit", str(docword), "-k", "4", "--max-iter", "3", "--device", "cpu",
+                         "--n-jobs", n, "-o", str(out)]) == 0
+        models[n] = joblib.load(out)
+    assert models["2"].n_jobs == 2 and models["-1"].n_jobs == -1
+    for n in ("2", "-1"):
+        np.testing.assert_array_equal(models[n].components_, models["1"].components_)
+    assert_user_error(run_cli("fit", docword, "-k", "2", "--n-jobs", "0", cwd=tmp_path),
+                      "--n-jobs: must not be 0")
+
+
 def test_fit_text_saves_a_pipeline_for_raw_text(tmp_path, capsys, kjv):
     lines = chapters_as_text(kjv, range(0, 1189, 40))
     docs = tmp_path / "chapters.txt"

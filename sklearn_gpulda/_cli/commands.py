@@ -109,7 +109,8 @@ def run_demo(args):
           f"(seed {DEMO_SPLIT_SEED})")
 
     model = GPULatentDirichletAllocation(n_components=args.n_components, max_iter=args.max_iter,
-                                         device=args.device, random_state=args.random_state)
+                                         device=args.device, random_state=args.random_state,
+                                         n_jobs=args.n_jobs)
     sweeps = _fit.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
     print(f"fitting:     {args.n_components} topics, {sweeps} sweeps, "
           f"device={args.device!r} ({device})", flush=True)
@@ -177,7 +178,8 @@ def run_fit(args):
     print(f"corpus:      {X.shape[0]} documents x {X.shape[1]} words, {X.sum():,.0f} tokens")
 
     model = GPULatentDirichletAllocation(n_components=args.n_components, max_iter=args.max_iter,
-                                         device=args.device, random_state=args.random_state)
+                                         device=args.device, random_state=args.random_state,
+                                         n_jobs=args.n_jobs)
     sweeps = _fit.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
     print(f"fitting:     {args.n_components} topics, {sweeps} sweeps, "
           f"device={args.device!r} ({device})", flush=True)

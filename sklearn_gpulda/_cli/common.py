@@ -33,6 +33,18 @@ def positive_int(text):
     return value
 
 
+def n_jobs(text):
+    """A thread count as scikit-learn reads ``n_jobs``: a positive number, or -1 for every core
+    (-2 all but one, and so on); 0 is an error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("must not be 0 (use -1 for every core)")
+    return value
+
+
 def parse_device(text):
     """``text`` if it is a valid ``device``, else a usage error.
 
