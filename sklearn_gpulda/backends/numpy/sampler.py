@@ -40,9 +40,9 @@ def _available_memory():
 
 def host_bytes(n_docs, n_words, n_tokens, n_topics):
     """Host bytes of a chain: A (D x K float32), B, Bhat and the prior's running sums (V x K
-    float32 each), float64 count temporaries of the same shapes, and about 32 bytes per token
-    (the word-major order of the threaded M-step included)."""
-    return 12 * n_docs * n_topics + 20 * n_words * n_topics + 32 * n_tokens
+    float32 each), float64 count temporaries of the same shapes, and about 56 bytes per token
+    (the word-major order of the threaded M-step and the listing of A's non-zeros included)."""
+    return 12 * n_docs * n_topics + 20 * n_words * n_topics + 56 * n_tokens
 
 
 def check_host_memory(n_docs, n_words, n_tokens, n_topics):
