@@ -144,13 +144,15 @@ def _document_run_sparse(d, v, z, w, b_adj, doc_rows, tables):
     valid = col < lengths[:, None]
     # Padding reads the row's last entry (any real entry would do: its term is zeroed).
     pos = doc_rows.ptr[d][:, None] + np.minimum(col, lengths[:, None] - 1)
-    topics = doc_rows.topic[pos]
-    values = np.where(valid, doc_rows.value[pos], np.float32(0.0))
+    topics = doc_rows.topic.take(pos)
+    values = np.where(valid, doc_rows.value.take(pos), np.float32(0.0))
     # The token's own topic is always among its document's non-zeros: A counts the token.
     mine = np.argmax(valid & (topics == z[:, None]), axis=1)
     values[own, mine] -= np.float32(1.0) if w is None else w
     np.maximum(values, 0, out=values)
-    bhat = tables.bhat[v[:, None], topics]
+    # Flat takes: much faster than a two-dimensional fancy index of the same cells.
+    n_topics = tables.bhat.shape[1]
+    bhat = tables.bhat.ravel().take(v.astype(np.int64)[:, None] * n_topics + topics)
     bhat[own, mine] = b_adj
     return topics, np.cumsum(values * bhat, axis=1, dtype=np.float32)
 
@@ -170,8 +172,9 @@ def sparse_mass(doc, word, doc_topic, tables, team=None, doc_rows=None):
             col = np.arange(int(lengths.max()))
             valid = col < lengths[:, None]
             pos = doc_rows.ptr[d][:, None] + np.minimum(col, lengths[:, None] - 1)
-            values = np.where(valid, doc_rows.value[pos], np.float32(0.0))
-            terms = values * tables.bhat[v[:, None], doc_rows.topic[pos]]
+            values = np.where(valid, doc_rows.value.take(pos), np.float32(0.0))
+            cells = v.astype(np.int64)[:, None] * n_topics + doc_rows.topic.take(pos)
+            terms = values * tables.bhat.ravel().take(cells)
         else:
             terms = doc_topic[d] * tables.bhat[v]
         out[sl] = np.cumsum(terms, axis=1, dtype=np.float32)[:, -1]
