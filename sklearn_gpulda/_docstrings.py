@@ -68,8 +68,8 @@ ESTIMATOR_DOC = """Latent Dirichlet Allocation trained by sparsity-aware ESCA sa
     verbose : int, default=0
         When positive, print a line per iteration with the mean throughput so far, and at the
         end why the fit stopped and the final training log-likelihood. The likelihood of
-        intermediate iterations is printed only where computing it costs at most 5% of the fit's
-        time (on the CPU engine it costs about one sweep, so about one sweep in 20), and at
+        intermediate iterations is printed only where computing it costs at most 3% of the fit's
+        time (on the CPU engine it costs about one sweep, so about one sweep in 33), and at
         every ``evaluate_every`` iterations.
     random_state : int, RandomState instance or None, default=None
         Seeds the counter-based generator; an int gives the same model on the same hardware.
