@@ -152,6 +152,17 @@ class _History:
     def __init__(self):
         self.rows = []
         self.stop_reason = ""
+        self._last_bound = None
+
+    def settled(self, bound, plan, n_iter, unit):
+        """``evaluate_every``'s stopping rule: True, with ``stop_reason`` set, when the
+        perplexity moved by less than ``perp_tol`` since the previous call."""
+        last, self._last_bound = self._last_bound, bound
+        if last is None or abs(last - bound) >= plan.perp_tol:
+            return False
+        self.stop_reason = (f"perplexity changed by {abs(last - bound):.4g} < perp_tol="
+                            f"{plan.perp_tol:g} after {n_iter} {unit}")
+        return True
 
     def add(self, **row):
         self.rows.append(row)
@@ -205,14 +216,6 @@ def _snapshot(sampler, plan):
     return counts + sampler.beta, public_prior(sampler.alpha, plan.alpha)
 
 
-def _stop_reason(last_bound, bound, plan, n_iter, unit):
-    """Why the fit stops after this evaluation (perplexity settled within ``perp_tol``), or None."""
-    if last_bound is None or abs(last_bound - bound) >= plan.perp_tol:
-        return None
-    return (f"perplexity changed by {abs(last_bound - bound):.4g} < perp_tol="
-            f"{plan.perp_tol:g} after {n_iter} {unit}")
-
-
 def fit_batch(plan, X):
     """Batch learning: every token is sampled in each of up to ``max_iter`` sweeps.
 
@@ -254,7 +257,7 @@ def fit_corpus(plan, corpus, sampler=None):
         schedule = _PriorSchedule(plan, corpus)
         average_from = plan.max_iter - min(plan.n_averaged_sweeps, plan.max_iter)
         averaging = plan.n_averaged_sweeps > 0
-        last_bound, n_iter, loglik = None, 0, None
+        n_iter, loglik = 0, None
         history.stop_reason = f"max_iter={plan.max_iter} sweeps done"
         cadence = Cadence()
         for i in range(plan.max_iter):
@@ -288,12 +291,8 @@ def fit_corpus(plan, corpus, sampler=None):
                     max_iter=plan.max_iter, n_tokens=weight, seconds=time.perf_counter() - start,
                     log_likelihood=None if loglik is None else loglik / max(weight, 1),
                     snapshot=lambda: _snapshot(sampler, plan)))
-            if evaluate:
-                reason = _stop_reason(last_bound, bound, plan, n_iter, "sweeps")
-                if reason:
-                    history.stop_reason = reason
-                    break
-                last_bound = bound
+            if evaluate and history.settled(bound, plan, n_iter, "sweeps"):
+                break
         sampler.synchronize()
         fit_time = time.perf_counter() - start
         # The last sweep's likelihood, when it was evaluated, is the model's: bound_ reuses it.

@@ -11,7 +11,7 @@ from sklearn.utils import gen_batches
 
 from ._cadence import Cadence
 from ._corpus import tokens
-from ._fit import FittedState, _History, _stop_reason, perplexity, public_prior
+from ._fit import FittedState, _History, perplexity, public_prior
 from ._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE
 from .backends import fold_in
 
@@ -98,7 +98,7 @@ def fit_online(plan, X):
     history = _History()
     history.stop_reason = f"max_iter={plan.max_iter} passes done"
     components, alpha, n_batch_iter = None, plan.alpha.value, 1
-    last_bound, n_iter = None, 0
+    n_iter, bound = 0, None
     sampler = plan.sampler()
     cadence = Cadence()
     try:
@@ -122,12 +122,8 @@ def fit_online(plan, X):
                 plan.callback(n_iter, dict(max_iter=plan.max_iter, n_tokens=n_tokens,
                                            seconds=time.perf_counter() - start,
                                            log_likelihood=None))
-            if evaluate:
-                reason = _stop_reason(last_bound, bound, plan, n_iter, "passes")
-                if reason:
-                    history.stop_reason = reason
-                    break
-                last_bound = bound
+            if evaluate and history.settled(bound, plan, n_iter, "passes"):
+                break
         if plan.verbose:
             print(f"stopped: {history.stop_reason}")
         sampler.synchronize()
@@ -140,6 +136,8 @@ def fit_online(plan, X):
     return FittedState(
         components=components, doc_topic_prior=public_prior(alpha, plan.alpha),
         topic_word_prior=float(plan.beta.value), n_iter=n_iter, n_batch_iter=n_batch_iter,
-        bound=held_out_perplexity(plan, X, components, alpha), n_tokens=n_tokens,
+        # The last pass's evaluation, when it had one, is the model's: not computed twice.
+        bound=held_out_perplexity(plan, X, components, alpha) if bound is None else bound,
+        n_tokens=n_tokens,
         fit_time=fit_time, history=history.as_dict(),
     )
