@@ -14,7 +14,7 @@ import pytest
 from sklearn_gpulda import _random
 from sklearn_gpulda._corpus import tokens_from_counts
 from sklearn_gpulda.backends.cuda.sample_dense import VARIANTS, document_order
-from sklearn_gpulda.backends.numpy import tables
+from sklearn_gpulda.backends.numpy import tables, threads
 from sklearn_gpulda.backends.numpy.dense_rule import draw_topics_dense
 from sklearn_gpulda.backends.numpy.sampler import count_pairs
 
@@ -157,7 +157,10 @@ def test_dense_rule_does_not_depend_on_chunking(monkeypatch):
     z = rng.integers(n_topics, size=n)
     u = _random.token_uniform(SEED, ITERATION, _random.STREAM_SAMPLE, np.arange(n))
     whole = draw_topics_dense(doc, word, z, None, u, A, bhat, 0.2)
-    monkeypatch.setattr(tables, "CHUNK_ELEMENTS", 7 * n_topics)
+    # Chunks of 7 tokens (the defaults make this input one chunk).
+    monkeypatch.setattr(threads, "CHUNK_ELEMENTS", 7 * n_topics)
+    monkeypatch.setattr(threads, "MIN_CHUNK_TOKENS", 1)
+    assert len(threads.ThreadTeam(1).token_chunks(n, n_topics)) == -(-n // 7)
     np.testing.assert_array_equal(draw_topics_dense(doc, word, z, None, u, A, bhat, 0.2), whole)
 
 

@@ -5,8 +5,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..base import topic_prior
-from .tables import CHUNK_ELEMENTS
-from .threads import ThreadTeam, resolve_n_jobs
+from .threads import CHUNK_ELEMENTS, ThreadTeam, resolve_n_jobs
 
 
 def fold_in(X, components, alpha, max_iter, tol, return_loglik=False, n_jobs=None):

@@ -140,6 +140,7 @@ class NumpySampler(HostWordTopic, Sampler):
     def _clear(self):
         self._z = self._a = self._b = self._tables = self._fixed_bhat = self._sum = None
         self._by_word = self._word_ptr = None
+        self._rows = None  # (the A they list, DocRows), made once per A
 
     # -- memory ---------------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
@@ -190,7 +191,10 @@ class NumpySampler(HostWordTopic, Sampler):
         """A's non-zeros by document when K is large enough for them to pay (else None)."""
         if self.n_topics < SPARSE_ROWS_MIN_TOPICS:
             return None
-        return DocRows(self._a)
+        # Listed once per M-step, for the next sweep and any likelihood in between.
+        if self._rows is None or self._rows[0] is not self._a:
+            self._rows = (self._a, DocRows(self._a))
+        return self._rows[1]
 
     def _uniforms(self, iteration, stream, sub):
         """Every token's uniform, the chunks computed on the team's threads."""
@@ -217,8 +221,6 @@ class NumpySampler(HostWordTopic, Sampler):
         """A as float32, its rows counted by document ranges on the team's threads (tokens are
         document-major, so each range is a run of tokens)."""
         c = self._require()
-        if self.team.n_threads == 1:
-            return count_pairs(c.doc, z, c.weight, c.n_docs, self.n_topics).astype(np.float32)
         a = np.empty((c.n_docs, self.n_topics), dtype=np.float32)
 
         def fill(rows):
@@ -234,6 +236,7 @@ class NumpySampler(HostWordTopic, Sampler):
         """B as float64 (V x K), its rows counted by word ranges on the team's threads."""
         c = self._require()
         if self.team.n_threads == 1:
+            # One range: no need for the word-major order (load makes it only for threads).
             return count_pairs(c.word, z, c.weight, c.n_words, self.n_topics)
         b = np.empty((c.n_words, self.n_topics), dtype=np.float64)
 

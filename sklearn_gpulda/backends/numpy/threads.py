@@ -17,7 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from joblib import effective_n_jobs
 
-from .tables import CHUNK_ELEMENTS
+#: Elements of a (tokens x topics) temporary per chunk: 1 MB per float32 array, so that a chunk's
+#: temporaries stay in the core's cache between the steps of a draw. Measured on KOS (2-core
+#: EPYC, one thread, 5 sweeps): 1.6x, 1.4x and 1.3x faster at K = 20, 100 and 1,000 than 16 MB
+#: chunks; 256 KB chunks were slower again. Each thread works on chunks of this size.
+CHUNK_ELEMENTS = 1 << 18
 
 #: Fewest tokens in a chunk (unless that would pass MAX_CHUNK_ELEMENTS): a draw makes some thirty
 #: NumPy calls per chunk, and with fewer tokens their fixed cost, and with threads their turns at
