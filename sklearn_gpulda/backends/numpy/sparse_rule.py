@@ -36,6 +36,28 @@ class DocRows:
         """Non-zero topics of the documents ``d``."""
         return self.ptr[d + 1] - self.ptr[d]
 
+    def pays(self, d, n_topics):
+        """Whether a chunk of tokens of documents ``d`` should walk these lists rather than
+        dense rows of ``n_topics``."""
+        return d.size > 0 and SPARSE_FACTOR * self.lengths(d).max() <= n_topics
+
+    def padded(self, d, v, bhat):
+        """Each token's document's non-zeros, one row per token, padded to the chunk's widest.
+
+        Returns ``topics`` (int32), ``values`` (A's entries, 0.0 in the padding), ``bhat`` (the
+        token's word's Bhat at those topics) and ``valid`` (False in the padding), each of shape
+        (tokens, width). Padding repeats a row's last topic; its zero value makes its term 0.
+        """
+        lengths = self.lengths(d)
+        col = np.arange(int(lengths.max()))
+        valid = col < lengths[:, None]
+        pos = self.ptr[d][:, None] + np.minimum(col, lengths[:, None] - 1)
+        topics = self.topic.take(pos)
+        values = np.where(valid, self.value.take(pos), np.float32(0.0))
+        # Flat takes: much faster than a two-dimensional fancy index of the same cells.
+        cells = v.astype(np.int64)[:, None] * bhat.shape[1] + topics
+        return topics, values, bhat.ravel().take(cells), valid
+
 
 def own_removed(doc_topic, doc, topic, weight):
     """``A[d]`` of each token with the token's own weight taken from its current topic.
@@ -106,7 +128,7 @@ def _draw_chunk(d, v, z, w, u, doc_topic, tables, doc_rows=None):
     b_adj = tables.own_bhat(v, z, w)
     eps = alpha32[z] * tables.bhat[v, z] - alpha32[z] * b_adj
     topics = None
-    if doc_rows is not None and d.size and SPARSE_FACTOR * doc_rows.lengths(d).max() <= n_topics:
+    if doc_rows is not None and doc_rows.pays(d, n_topics):
         topics, run = _document_run_sparse(d, v, z, w, b_adj, doc_rows, tables)
     else:
         rows = own_removed(doc_topic, d, z, w)
@@ -138,21 +160,11 @@ def _document_run_sparse(d, v, z, w, b_adj, doc_rows, tables):
     same topic, formed by the same float32 operations.
     """
     own = np.arange(d.shape[0])
-    lengths = doc_rows.lengths(d)
-    width = int(lengths.max())
-    col = np.arange(width)
-    valid = col < lengths[:, None]
-    # Padding reads the row's last entry (any real entry would do: its term is zeroed).
-    pos = doc_rows.ptr[d][:, None] + np.minimum(col, lengths[:, None] - 1)
-    topics = doc_rows.topic.take(pos)
-    values = np.where(valid, doc_rows.value.take(pos), np.float32(0.0))
+    topics, values, bhat, valid = doc_rows.padded(d, v, tables.bhat)
     # The token's own topic is always among its document's non-zeros: A counts the token.
     mine = np.argmax(valid & (topics == z[:, None]), axis=1)
     values[own, mine] -= np.float32(1.0) if w is None else w
     np.maximum(values, 0, out=values)
-    # Flat takes: much faster than a two-dimensional fancy index of the same cells.
-    n_topics = tables.bhat.shape[1]
-    bhat = tables.bhat.ravel().take(v.astype(np.int64)[:, None] * n_topics + topics)
     bhat[own, mine] = b_adj
     return topics, np.cumsum(values * bhat, axis=1, dtype=np.float32)
 
@@ -167,14 +179,9 @@ def sparse_mass(doc, word, doc_topic, tables, team=None, doc_rows=None):
 
     def mass(sl):
         d, v = doc[sl], word[sl]
-        if doc_rows is not None and d.size and SPARSE_FACTOR * doc_rows.lengths(d).max() <= n_topics:
-            lengths = doc_rows.lengths(d)
-            col = np.arange(int(lengths.max()))
-            valid = col < lengths[:, None]
-            pos = doc_rows.ptr[d][:, None] + np.minimum(col, lengths[:, None] - 1)
-            values = np.where(valid, doc_rows.value.take(pos), np.float32(0.0))
-            cells = v.astype(np.int64)[:, None] * n_topics + doc_rows.topic.take(pos)
-            terms = values * tables.bhat.ravel().take(cells)
+        if doc_rows is not None and doc_rows.pays(d, n_topics):
+            _, values, bhat, _ = doc_rows.padded(d, v, tables.bhat)
+            terms = values * bhat
         else:
             terms = doc_topic[d] * tables.bhat[v]
         out[sl] = np.cumsum(terms, axis=1, dtype=np.float32)[:, -1]
