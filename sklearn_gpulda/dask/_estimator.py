@@ -7,12 +7,13 @@ import scipy.sparse as sp
 from sklearn.base import _fit_context, clone
 
 from .. import _fit
+from .._device import resolve_device
 from .._fitted import transaction
 from .._validation import check_counts
 from .._warnings import warn_caller
 from ..estimator import GPULatentDirichletAllocation
 from ._sampler import DaskSampler, ShardedCorpus, WorkerLost
-from ._shard import Shard, block_summary, validated_block
+from ._shard import Shard, validated_block
 
 _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-parallel.
 
@@ -120,8 +121,6 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
             raise ValueError(
                 f"device={self.device!r}: Dask workers train on their CPU engine in this "
                 "version; use device='cpu' or 'auto'")
-        from .._device import resolve_device
-
         return resolve_device("cpu")
 
     def _place(self, client, X, device):
@@ -171,16 +170,13 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
             client = self._get_client()
             device = self._check_dask_params()
             blocks, dtype = self._place(client, X, device)
-            sizes = client.gather(client.map(block_summary, blocks))
-            offsets = np.concatenate(([0], np.cumsum([n for _, n in sizes])))[:-1]
             plan = self._plan(device, self.algorithm, self._new_seed())
             plan.callback = callback
             rule = plan.backend.options.get("rule", "sparse")
             actor_futures = [
-                client.submit(Shard, block, int(offset), plan.n_topics, plan.alpha.value,
-                              plan.beta.value, plan.seed, self.n_jobs, rule, actor=True,
-                              pure=False)
-                for block, offset in zip(blocks, offsets)
+                client.submit(Shard, block, plan.n_topics, plan.alpha.value, plan.beta.value,
+                              plan.seed, self.n_jobs, rule, actor=True, pure=False)
+                for block in blocks
             ]
             try:
                 shards = client.gather(actor_futures)
@@ -196,7 +192,10 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
 
                 sampler = DaskSampler(shards, plan.n_topics, plan.alpha.value, plan.beta.value,
                                       plan.seed, device, check_alive)
-                summaries = sampler._all("summary")
+                summaries = sampler.call_all("summary")
+                offsets = np.cumsum([0] + [n_tokens for n_tokens, _, _ in summaries])[:-1]
+                for shard, offset in zip(shards, offsets):
+                    shard.set_token_offset(int(offset)).result()
                 corpus = ShardedCorpus(self.n_features_in_, summaries)
                 if corpus.n_tokens == 0:
                     warn_caller("fit: X holds no tokens (every count is zero), so there is "

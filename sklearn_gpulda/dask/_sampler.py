@@ -70,7 +70,7 @@ class DaskSampler(HostWordTopic, Sampler):
         self._sum = None
 
     # -- talking to the shards ------------------------------------------------------------------
-    def _all(self, method, *args):
+    def call_all(self, method, *args):
         """Call ``method`` on every shard at once; their results in shard order."""
         futures = [getattr(shard, method)(*args) for shard in self.shards]
         results = []
@@ -94,7 +94,7 @@ class DaskSampler(HostWordTopic, Sampler):
         for cells, counts in parts:
             b[cells] += counts
         self._b = b.reshape(corpus.n_words, self.n_topics).astype(np.float32)
-        self._all("set_word_topic", self._b)
+        self.call_all("set_word_topic", self._b)
 
     # -- the protocol ---------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
@@ -107,7 +107,7 @@ class DaskSampler(HostWordTopic, Sampler):
     def init_topics(self, iteration=0, stream=STREAM_INIT):
         if iteration != 0 or stream != STREAM_INIT:
             raise NotImplementedError("shards draw their initial topics from iteration 0 only")
-        self._reduce(self._all("init_topics"))
+        self._reduce(self.call_all("init_topics"))
 
     def set_topics(self, topics):
         raise NotImplementedError("a sharded chain starts from its own initial topics")
@@ -115,17 +115,17 @@ class DaskSampler(HostWordTopic, Sampler):
     def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
         if stream != STREAM_SAMPLE or sub:
             raise NotImplementedError("a sharded chain runs batch sweeps only")
-        self._reduce(self._all("sweep", int(iteration)))
+        self._reduce(self.call_all("sweep", int(iteration)))
 
     def fix_topic_word(self, components):
         raise NotImplementedError("online learning does not run on a Dask cluster")
 
     def _priors_changed(self):
         if self.corpus is not None:
-            self._all("set_priors", self._alpha, self.beta)
+            self.call_all("set_priors", self._alpha, self.beta)
 
     def topics(self):
-        return np.concatenate(self._all("topics"))
+        return np.concatenate(self.call_all("topics"))
 
     def _word_major_counts(self):
         return self._b.astype(np.float64)
@@ -134,15 +134,15 @@ class DaskSampler(HostWordTopic, Sampler):
         return np.ascontiguousarray(self._word_major_counts().T)
 
     def doc_topic_counts(self):
-        return np.vstack(self._all("doc_topic_counts"))
+        return np.vstack(self.call_all("doc_topic_counts"))
 
     def log_likelihood(self):
         # Each shard sums its tokens' terms; the sum of the sums may differ from one process's
         # in the last bits (float addition is not associative). The model does not use it.
-        return float(sum(self._all("log_likelihood")))
+        return float(sum(self.call_all("log_likelihood")))
 
     def doc_topic_histogram(self):
-        return merge_histograms(self._all("doc_topic_histogram"))
+        return merge_histograms(self.call_all("doc_topic_histogram"))
 
     def release(self):
         super().release()

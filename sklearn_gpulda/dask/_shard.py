@@ -31,13 +31,6 @@ def validated_block(block, n_words):
     return sp.csr_matrix(X)
 
 
-def block_summary(X):
-    """Documents and tokens of a validated block: ``(n_docs, n_tokens)``."""
-    X = sp.csr_matrix(X)
-    data = np.asarray(X.data, dtype=np.float64)
-    return X.shape[0], int(np.ceil(data[data > 0]).sum())
-
-
 class ShardChain(NumpySampler):
     """The NumPy sampler on a shard: its M-step counts the shard's part of B and waits for the
     corpus-wide total (:meth:`set_word_topic`) before building the word tables."""
@@ -79,17 +72,13 @@ class Shard:
     ----------
     block : sparse matrix or ndarray
         Validated counts of the shard's documents.
-    token_offset : int
-        Canonical index of the shard's first token.
     n_topics, alpha, beta, seed, n_jobs, rule
         As :class:`~sklearn_gpulda.backends.numpy.sampler.NumpySampler`.
     """
 
-    def __init__(self, block, token_offset, n_topics, alpha, beta, seed, n_jobs=None,
-                 rule="sparse"):
+    def __init__(self, block, n_topics, alpha, beta, seed, n_jobs=None, rule="sparse"):
         self.corpus = tokens(sp.csr_matrix(block))
         self.chain = ShardChain(n_topics, alpha, beta, seed, n_jobs=n_jobs, rule=rule)
-        self.chain.token_offset = int(token_offset)
         self.chain.load(self.corpus)
         # Iterations done; None until init_topics. Dask may quietly make an actor anew on
         # another worker when its worker dies: the check in sweep turns that into an error
@@ -100,6 +89,11 @@ class Shard:
         """``(n_tokens, total_weight, doc_lengths)`` of the shard."""
         c = self.corpus
         return c.n_tokens, c.total_weight, c.doc_lengths()
+
+    def set_token_offset(self, offset):
+        """Canonical index of the shard's first token, known once every shard has counted its
+        tokens; before :meth:`init_topics`."""
+        self.chain.token_offset = int(offset)
 
     def _local_part(self):
         b = self.chain.local_b.ravel()
