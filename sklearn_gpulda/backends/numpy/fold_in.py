@@ -5,7 +5,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..base import topic_prior
-from .threads import CHUNK_ELEMENTS, ThreadTeam, resolve_n_jobs
+from .threads import CHUNK_ELEMENTS, CHUNKS_PER_THREAD, ThreadTeam, resolve_n_jobs
 
 
 def fold_in(X, components, alpha, max_iter, tol, return_loglik=False, n_jobs=None):
@@ -52,7 +52,7 @@ def fold_in(X, components, alpha, max_iter, tol, return_loglik=False, n_jobs=Non
     # for balance when there are several threads).
     budget = max(1, CHUNK_ELEMENTS // n_topics)
     if team.n_threads > 1:
-        budget = min(budget, max(1, -(-int(indptr[-1]) // (4 * team.n_threads))))
+        budget = min(budget, max(1, -(-int(indptr[-1]) // (CHUNKS_PER_THREAD * team.n_threads))))
     blocks, start = [], 0
     while start < n_docs:
         stop = int(np.searchsorted(indptr, indptr[start] + budget, side="right")) - 1

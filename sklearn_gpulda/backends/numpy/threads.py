@@ -95,7 +95,3 @@ class ThreadTeam:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-
-    def __getstate__(self):
-        # A pool cannot be pickled; a copy starts its own when it first needs one.
-        return {"n_threads": self.n_threads, "_pool": None}
