@@ -49,6 +49,7 @@ from _bench_common import ALPHA_HELP, DevicePeak, alpha_for  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda._device import describe_device, resolve_device  # noqa: E402
+from sklearn_gpulda._stages import recording  # noqa: E402
 from sklearn_gpulda.datasets import make_lda_corpus  # noqa: E402
 
 DEFAULT_TOPICS = [100, 1000, 10000, 32768]
@@ -60,15 +61,37 @@ def nytimes_counts(scale):
     return X[:, np.flatnonzero(X.getnnz(axis=0))].tocsr()
 
 
+def make_estimator(n_topics, n_sweeps, device, alpha):
+    options = {} if alpha is None else {"doc_topic_prior": alpha}
+    return GPULatentDirichletAllocation(n_components=n_topics, max_iter=n_sweeps, random_state=0,
+                                        device=device, **options)
+
+
 def timed_fit(X, n_topics, n_sweeps, device, alpha, track_peak):
     """Wall seconds of one fit from the outside, its ``fit_time_``, and the device peak in bytes."""
-    lda = GPULatentDirichletAllocation(n_components=n_topics, max_iter=n_sweeps, random_state=0,
-                                       device=device, doc_topic_prior=alpha)
+    lda = make_estimator(n_topics, n_sweeps, device, alpha)
     with DevicePeak(track_peak) as peak:
         tic = time.perf_counter()
         lda.fit(X)
         wall = time.perf_counter() - tic
     return wall, lda.fit_time_, peak.peak
+
+
+def stage_seconds(X, n_topics, n_sweeps, device, alpha):
+    """Seconds of each stage of one fit (``sklearn_gpulda._stages``), with the device drained at
+    every stage boundary so that queued work is charged where it was queued; a separate fit, as
+    the draining slows it a little."""
+    sync = None
+    if device.kind == "cuda":
+        import cupy
+
+        sync = cupy.cuda.Device(device.index).synchronize
+    lda = make_estimator(n_topics, n_sweeps, str(device), alpha)
+    tic = time.perf_counter()
+    with recording(sync) as seconds:
+        lda.fit(X)
+    seconds["whole fit"] = time.perf_counter() - tic
+    return seconds
 
 
 def measure_point(X, n_tokens, n_topics, sweeps, device, alpha_spec, warmup_docs):
@@ -82,6 +105,7 @@ def measure_point(X, n_tokens, n_topics, sweeps, device, alpha_spec, warmup_docs
     wall1, _, _ = timed_fit(X, n_topics, n1, str(device), alpha, False)
     wall2, inside2, peak = timed_fit(X, n_topics, n2, str(device), alpha, on_gpu)
     per_sweep = (wall2 - wall1) / (n2 - n1)
+    stages = stage_seconds(X, n_topics, n2, device, alpha)
     return dict(
         K=n_topics, alpha=alpha_spec or "default", warmup_s=warmup, sweeps=[n1, n2],
         wall_s=[wall1, wall2], fixed_s=wall1 - n1 * per_sweep, per_sweep_ms=per_sweep * 1e3,
@@ -89,6 +113,7 @@ def measure_point(X, n_tokens, n_topics, sweeps, device, alpha_spec, warmup_docs
         outside_fit_time_s=wall2 - inside2,
         peak_gb=peak / 1e9 if on_gpu else None,
         peak_bytes_per_token=peak / n_tokens if on_gpu else None,
+        stages_s=stages,
     )
 
 
@@ -99,8 +124,25 @@ def point_line(p):
         f"  K={p['K']:6d}: fixed {p['fixed_s']:6.2f} s, {p['per_sweep_ms']:8.2f} ms/sweep "
         f"({p['mtok_s']:8.1f} Mtoken/s), outside fit_time_ {p['outside_fit_time_s']:5.2f} s"
         f"{peak}; fits of {p['sweeps'][0]}/{p['sweeps'][1]} sweeps "
-        f"{p['wall_s'][0]:.2f}/{p['wall_s'][1]:.2f} s, warm-up {p['warmup_s']:.1f} s"
+        f"{p['wall_s'][0]:.2f}/{p['wall_s'][1]:.2f} s, warm-up {p['warmup_s']:.1f} s\n"
+        + stage_lines(p["stages_s"], p["sweeps"][1])
     )
+
+
+def stage_lines(seconds, n_sweeps):
+    """The stages of a fit of ``n_sweeps`` sweeps, largest first; sub-stages ("load: ...")
+    indented under their stage and not added again into "outside the sweeps"."""
+    top = {k: v for k, v in seconds.items() if ":" not in k and k != "whole fit"}
+    outside = sum(v for k, v in top.items() if k != "sweeps")
+    lines = [f"    stages of a {n_sweeps}-sweep fit (device drained between stages): whole fit "
+             f"{seconds['whole fit']:.3f} s, outside the sweeps {outside:.3f} s, untimed "
+             f"{seconds['whole fit'] - sum(top.values()):.3f} s"]
+    for name, value in sorted(top.items(), key=lambda kv: -kv[1]):
+        lines.append(f"      {name:<18} {value:7.3f} s")
+        for sub, sv in sorted(seconds.items(), key=lambda kv: -kv[1]):
+            if sub.startswith(name + ": "):
+                lines.append(f"        {sub[len(name) + 2:]:<16} {sv:7.3f} s")
+    return "\n".join(lines)
 
 
 def main(argv=None):
@@ -113,7 +155,7 @@ def main(argv=None):
     ap.add_argument("--sweeps", type=int, nargs=2, default=[10, 110], metavar=("N1", "N2"),
                     help="the two sweep counts (default 10 110)")
     ap.add_argument("--alpha", default=None,
-                    help=ALPHA_HELP + " (default: the estimator's, 1/K)")
+                    help=ALPHA_HELP + " (default: the estimator's, 'auto')")
     ap.add_argument("--device", default="cuda", help="the estimator's device (default cuda)")
     ap.add_argument("--warmup-docs", type=int, default=2000,
                     help="documents of the warm-up fit (default 2000)")

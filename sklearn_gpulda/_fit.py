@@ -16,6 +16,7 @@ import numpy as np
 from . import _priors
 from ._cadence import Cadence
 from ._corpus import tokens
+from ._stages import stage
 from ._warnings import warn_caller
 
 
@@ -228,7 +229,9 @@ def fit_batch(plan, X):
     -------
     FittedState
     """
-    return fit_corpus(plan, tokens(X))
+    with stage("tokens"):
+        corpus = tokens(X)
+    return fit_corpus(plan, corpus)
 
 
 def fit_corpus(plan, corpus, sampler=None):
@@ -252,56 +255,23 @@ def fit_corpus(plan, corpus, sampler=None):
     history = _History()
     try:
         start = time.perf_counter()
-        sampler.load(corpus)
-        sampler.init_topics()
-        schedule = _PriorSchedule(plan, corpus)
-        average_from = plan.max_iter - min(plan.n_averaged_sweeps, plan.max_iter)
-        averaging = plan.n_averaged_sweeps > 0
-        n_iter, loglik = 0, None
-        history.stop_reason = f"max_iter={plan.max_iter} sweeps done"
-        cadence = Cadence()
-        for i in range(plan.max_iter):
-            sampler.sweep(i + 1)
-            n_iter = i + 1
-            if schedule.due(n_iter):
-                schedule.update(sampler)
-            if averaging and i >= average_from:
-                try:
-                    sampler.accumulate_word_topic()
-                except MemoryError as exc:
-                    if not plan.averaging_is_default:
-                        raise
-                    averaging = False
-                    warn_caller(f"the fit goes on without averaging the last sweeps: {exc}",
-                                RuntimeWarning)
-            evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
-            loglik = None
-            if evaluate or (plan.verbose and cadence.due(n_iter)):
-                # Queued sweeps finish first, so that the evaluation's time is its own.
-                sampler.synchronize()
-                loglik = cadence.timed(sampler.log_likelihood)
-                bound = perplexity(loglik, weight)
-                history.add(iteration=n_iter, seconds=time.perf_counter() - start,
-                            train_loglik=loglik / max(weight, 1), train_perplexity=bound,
-                            alpha_sum=float(sampler.alpha.sum()), beta=sampler.beta)
-            if plan.verbose:
-                _print_sweep(plan, n_iter, corpus.n_tokens, cadence, loglik, weight)
-            if plan.callback is not None:
-                plan.callback(n_iter, dict(
-                    max_iter=plan.max_iter, n_tokens=weight, seconds=time.perf_counter() - start,
-                    log_likelihood=None if loglik is None else loglik / max(weight, 1),
-                    snapshot=lambda: _snapshot(sampler, plan)))
-            if evaluate and history.settled(bound, plan, n_iter, "sweeps"):
-                break
+        with stage("load"):
+            sampler.load(corpus)
+        with stage("init"):
+            sampler.init_topics()
+        with stage("sweeps"):
+            n_iter, loglik = _sweeps(plan, corpus, sampler, history, start)
         sampler.synchronize()
         fit_time = time.perf_counter() - start
         # The last sweep's likelihood, when it was evaluated, is the model's: bound_ reuses it.
-        final_loglik = sampler.log_likelihood() if loglik is None else loglik
+        with stage("final likelihood"):
+            final_loglik = sampler.log_likelihood() if loglik is None else loglik
         if plan.verbose:
             print(f"stopped: {history.stop_reason}; log-likelihood/token: "
                   f"{final_loglik / max(weight, 1):.4f}, "
                   f"perplexity: {perplexity(final_loglik, weight):.4f}")
-        components, doc_topic_prior = _snapshot(sampler, plan)
+        with stage("model out"):
+            components, doc_topic_prior = _snapshot(sampler, plan)
         state = FittedState(
             components=components,
             doc_topic_prior=doc_topic_prior,
@@ -313,3 +283,55 @@ def fit_corpus(plan, corpus, sampler=None):
     finally:
         sampler.release()
     return state
+
+
+def _sweeps(plan, corpus, sampler, history, start):
+    """The sweeps of a batch fit, with the prior updates, averaging, evaluations, progress and
+    stopping between them; returns the sweeps done and the last sweep's log-likelihood (None
+    when it was not evaluated)."""
+    weight = corpus.total_weight
+    schedule = _PriorSchedule(plan, corpus)
+    average_from = plan.max_iter - min(plan.n_averaged_sweeps, plan.max_iter)
+    averaging = plan.n_averaged_sweeps > 0
+    n_iter, loglik = 0, None
+    history.stop_reason = f"max_iter={plan.max_iter} sweeps done"
+    cadence = Cadence()
+    for i in range(plan.max_iter):
+        with stage("sweeps: sampling"):
+            sampler.sweep(i + 1)
+        n_iter = i + 1
+        if schedule.due(n_iter):
+            with stage("sweeps: prior updates"):
+                schedule.update(sampler)
+        if averaging and i >= average_from:
+            try:
+                with stage("sweeps: averaging"):
+                    sampler.accumulate_word_topic()
+            except MemoryError as exc:
+                if not plan.averaging_is_default:
+                    raise
+                averaging = False
+                warn_caller(f"the fit goes on without averaging the last sweeps: {exc}",
+                            RuntimeWarning)
+        evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
+        loglik = None
+        if evaluate or (plan.verbose and cadence.due(n_iter)):
+            # Queued sweeps finish first, so that the evaluation's time is its own.
+            sampler.synchronize()
+            with stage("sweeps: evaluation"):
+                loglik = cadence.timed(sampler.log_likelihood)
+            bound = perplexity(loglik, weight)
+            history.add(iteration=n_iter, seconds=time.perf_counter() - start,
+                        train_loglik=loglik / max(weight, 1), train_perplexity=bound,
+                        alpha_sum=float(sampler.alpha.sum()), beta=sampler.beta)
+        if plan.verbose:
+            _print_sweep(plan, n_iter, corpus.n_tokens, cadence, loglik, weight)
+        if plan.callback is not None:
+            plan.callback(n_iter, dict(
+                max_iter=plan.max_iter, n_tokens=weight, seconds=time.perf_counter() - start,
+                log_likelihood=None if loglik is None else loglik / max(weight, 1),
+                snapshot=lambda: _snapshot(sampler, plan)))
+        if evaluate and history.settled(bound, plan, n_iter, "sweeps"):
+            break
+    return n_iter, loglik
+

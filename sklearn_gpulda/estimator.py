@@ -24,6 +24,7 @@ from . import _fit, _fit_online
 from ._device import resolve_device, to_host
 from ._docstrings import ESTIMATOR_DOC
 from ._fitted import FittedStateMixin, transaction
+from ._stages import stage
 from ._validation import check_counts
 from ._warnings import warn_caller
 from .backends import algorithm_names, choose_backend, fold_in
@@ -208,13 +209,16 @@ class GPULatentDirichletAllocation(
         """
         with transaction(self):
             device = self._fit_device()
-            X = check_counts(self, X, reset=True, whom="GPULatentDirichletAllocation.fit",
-                             device=device)
-            self._warn_if_empty(X, "fit")
+            with stage("validate"):
+                X = check_counts(self, X, reset=True, whom="GPULatentDirichletAllocation.fit",
+                                 device=device)
+                self._warn_if_empty(X, "fit")
             plan = self._plan(device, self.algorithm, self._new_seed())
             plan.callback = callback
             fit = _fit_online.fit_online if self.learning_method == "online" else _fit.fit_batch
-            self._assign(fit(plan, X), X.dtype, device, plan.backend, plan.seed)
+            state = fit(plan, X)
+            with stage("assign"):
+                self._assign(state, X.dtype, device, plan.backend, plan.seed)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..._corpus import frequency_relabel
 from ..._random import STREAM_INIT, STREAM_SAMPLE
+from ..._stages import stage
 from ..base import Sampler
 from . import counts, sample_sparse
 from .chain import CudaChain
@@ -125,12 +126,14 @@ class CudaSparseSampler(CudaChain, Sampler):
         with self._dev():
             self.release()
             self._check_memory(corpus)
-            self.new_of_old, self.old_of_new = frequency_relabel(corpus.word_frequencies())
-            self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
-                                       self.max_chunk_tokens)
-            # Drop the layout's sort scratch before the large table, so the pool's peak is the
-            # larger of the two phases rather than their sum.
-            cp.get_default_memory_pool().free_all_blocks()
+            with stage("load: relabel"):
+                self.new_of_old, self.old_of_new = frequency_relabel(corpus.word_frequencies())
+            with stage("load: layout"):
+                self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
+                                           self.max_chunk_tokens)
+                # Drop the layout's sort scratch before the large table, so the pool's peak is
+                # the larger of the two phases rather than their sum.
+                cp.get_default_memory_pool().free_all_blocks()
             k, v = self.n_topics, corpus.n_words
             self.words = WordSide(
                 n_topics=k, n_words=v, B=cp.zeros((v, k), dtype=cp.float32),
