@@ -14,8 +14,11 @@ compiling) the kernels is not counted. Then::
     fixed cost     = wall(n1) - n1 * time per sweep
     Mtoken/s       = tokens / time per sweep
 
-The fixed cost is everything a fit does besides its sweeps: validation, the token arrays, upload
-and layout, the initial topics, copying the topics back, the final likelihood. Also printed: the
+The fixed cost is everything a fit does besides its sweeps: validation and upload, the layout,
+the initial topics, the final likelihood, copying the model back. A third fit of n2 sweeps is
+timed stage by stage (``sklearn_gpulda._stages``, the device drained at each boundary), with the
+device bytes in use at the end of each stage: that is where the fixed cost and the memory go.
+Also printed: the
 part of the longer fit outside ``fit_time_`` (the estimator's own clock around layout, initial
 topics and sweeps), and the device peak: the high-water mark of bytes in use in CuPy's memory
 pool during the longer fit, seen by a memory hook at every allocation, in GB and in bytes per
@@ -77,21 +80,27 @@ def timed_fit(X, n_topics, n_sweeps, device, alpha, track_peak):
     return wall, lda.fit_time_, peak.peak
 
 
-def stage_seconds(X, n_topics, n_sweeps, device, alpha):
+def stage_log(X, n_topics, n_sweeps, device, alpha):
     """Seconds of each stage of one fit (``sklearn_gpulda._stages``), with the device drained at
-    every stage boundary so that queued work is charged where it was queued; a separate fit, as
-    the draining slows it a little."""
-    sync = None
+    every stage boundary so that queued work is charged where it was queued, and the bytes in
+    use in CuPy's pool at the end of each; a separate fit, as the draining slows it a little.
+
+    Returns
+    -------
+    seconds, in_use : dict
+    """
+    sync = in_use = None
     if device.kind == "cuda":
         import cupy
 
         sync = cupy.cuda.Device(device.index).synchronize
+        in_use = cupy.get_default_memory_pool().used_bytes
     lda = make_estimator(n_topics, n_sweeps, str(device), alpha)
     tic = time.perf_counter()
-    with recording(sync) as seconds:
+    with recording(sync, in_use) as log:
         lda.fit(X)
-    seconds["whole fit"] = time.perf_counter() - tic
-    return seconds
+    log.seconds["whole fit"] = time.perf_counter() - tic
+    return log.seconds, log.in_use
 
 
 def measure_point(X, n_tokens, n_topics, sweeps, device, alpha_spec, warmup_docs):
@@ -105,15 +114,16 @@ def measure_point(X, n_tokens, n_topics, sweeps, device, alpha_spec, warmup_docs
     wall1, _, _ = timed_fit(X, n_topics, n1, str(device), alpha, False)
     wall2, inside2, peak = timed_fit(X, n_topics, n2, str(device), alpha, on_gpu)
     per_sweep = (wall2 - wall1) / (n2 - n1)
-    stages = stage_seconds(X, n_topics, n2, device, alpha)
+    stages, in_use = stage_log(X, n_topics, n2, device, alpha)
     return dict(
-        K=n_topics, alpha=alpha_spec or "default", warmup_s=warmup, sweeps=[n1, n2],
+        K=n_topics, n_tokens=n_tokens, alpha=alpha_spec or "default", warmup_s=warmup, sweeps=[n1, n2],
         wall_s=[wall1, wall2], fixed_s=wall1 - n1 * per_sweep, per_sweep_ms=per_sweep * 1e3,
         mtok_s=n_tokens / per_sweep / 1e6 if per_sweep > 0 else float("nan"),
         outside_fit_time_s=wall2 - inside2,
         peak_gb=peak / 1e9 if on_gpu else None,
         peak_bytes_per_token=peak / n_tokens if on_gpu else None,
         stages_s=stages,
+        stage_in_use_bytes=in_use,
     )
 
 
@@ -125,23 +135,31 @@ def point_line(p):
         f"({p['mtok_s']:8.1f} Mtoken/s), outside fit_time_ {p['outside_fit_time_s']:5.2f} s"
         f"{peak}; fits of {p['sweeps'][0]}/{p['sweeps'][1]} sweeps "
         f"{p['wall_s'][0]:.2f}/{p['wall_s'][1]:.2f} s, warm-up {p['warmup_s']:.1f} s\n"
-        + stage_lines(p["stages_s"], p["sweeps"][1])
+        + stage_lines(p["stages_s"], p["sweeps"][1], p["stage_in_use_bytes"], p["n_tokens"])
     )
 
 
-def stage_lines(seconds, n_sweeps):
-    """The stages of a fit of ``n_sweeps`` sweeps, largest first; sub-stages ("load: ...")
-    indented under their stage and not added again into "outside the sweeps"."""
+def stage_lines(seconds, n_sweeps, in_use, n_tokens):
+    """The stages of a fit of ``n_sweeps`` sweeps, largest first, with the device bytes in use
+    at the end of each (per token too); sub-stages ("load: ...") indented under their stage and
+    not added again into "outside the sweeps"."""
     top = {k: v for k, v in seconds.items() if ":" not in k and k != "whole fit"}
     outside = sum(v for k, v in top.items() if k != "sweeps")
     lines = [f"    stages of a {n_sweeps}-sweep fit (device drained between stages): whole fit "
              f"{seconds['whole fit']:.3f} s, outside the sweeps {outside:.3f} s, untimed "
              f"{seconds['whole fit'] - sum(top.values()):.3f} s"]
+
+    def line(indent, name, value, key):
+        text = f"{' ' * indent}{name:<{24 - indent}} {value:7.3f} s"
+        if key in in_use:
+            text += f"   {in_use[key] / 1e9:6.2f} GB in use after ({in_use[key] / n_tokens:5.1f} B/token)"
+        return text
+
     for name, value in sorted(top.items(), key=lambda kv: -kv[1]):
-        lines.append(f"      {name:<18} {value:7.3f} s")
+        lines.append(line(6, name, value, name))
         for sub, sv in sorted(seconds.items(), key=lambda kv: -kv[1]):
             if sub.startswith(name + ": "):
-                lines.append(f"        {sub[len(name) + 2:]:<16} {sv:7.3f} s")
+                lines.append(line(8, sub[len(name) + 2:], sv, sub))
     return "\n".join(lines)
 
 

@@ -398,3 +398,62 @@ extern "C" __global__ void column_partials(const float* __restrict__ B, int n_ro
   for (int v = v0; v < v1; ++v) acc += static_cast<double>(B[static_cast<size_t>(v) * n_topics + k]);
   partial[static_cast<size_t>(blockIdx.y) * n_topics + k] = acc;
 }
+
+// ---------------------------------------------------------------------------------------------
+// value_histogram: how many entries of a float array hold each integer value 1 .. n_bins - 1
+// (the beta histogram of B); every other non-zero entry (a larger or a fractional value) is
+// appended to the overflow list, in no particular order.
+// Launch: grid any (grid-strided), block any, shared memory n_bins * 4 bytes.
+// [in] values (n floats, non-negative); [in/out] table (n_bins uint64, zeroed by the caller, bin
+// 0 unused), n_overflow (1 uint64, zeroed); [out] overflow[0 .. min(n_overflow, capacity)).
+// NumPy: v = values[values != 0]; small = (v < n_bins) & (v == floor(v));
+//        table = bincount(v[small]); overflow = v[~small].
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void value_histogram(const float* __restrict__ values, long long n, int n_bins,
+                                           unsigned long long* __restrict__ table, float* __restrict__ overflow,
+                                           unsigned long long* __restrict__ n_overflow, long long capacity) {
+  extern __shared__ unsigned int bins[];
+  for (int i = threadIdx.x; i < n_bins; i += blockDim.x) bins[i] = 0u;
+  __syncthreads();
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float x = values[i];
+    if (x == 0.0f) continue;
+    if (x < static_cast<float>(n_bins) && x == floorf(x)) {
+      atomicAdd(&bins[static_cast<int>(x)], 1u);
+    } else {
+      const unsigned long long slot = atomicAdd(n_overflow, 1ull);
+      if (slot < static_cast<unsigned long long>(capacity)) overflow[slot] = x;
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < n_bins; i += blockDim.x) {
+    if (bins[i]) atomicAdd(&table[i], static_cast<unsigned long long>(bins[i]));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// key_histogram: the alpha histogram from A's keys ((topic << 32) | float bits of the count, as
+// a_entry_keys makes them): table[topic * n_bins + c] counts the keys of an integer count c in
+// 1 .. n_bins - 1; every other key is appended to the overflow list, in no particular order.
+// Launch: grid any (grid-strided), block any, no shared memory.
+// [in] keys (n uint64); [in/out] table (n_topics x n_bins uint64, zeroed by the caller),
+// n_overflow (1 uint64, zeroed); [out] overflow[0 .. min(n_overflow, capacity)).
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void key_histogram(const unsigned long long* __restrict__ keys, long long n, int n_bins,
+                                         unsigned long long* __restrict__ table,
+                                         unsigned long long* __restrict__ overflow,
+                                         unsigned long long* __restrict__ n_overflow, long long capacity) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const unsigned long long key = keys[i];
+    const float x = __uint_as_float(static_cast<unsigned>(key & 0xFFFFFFFFull));
+    if (x < static_cast<float>(n_bins) && x == floorf(x)) {
+      const unsigned long long topic = key >> 32;
+      atomicAdd(&table[topic * static_cast<unsigned long long>(n_bins) + static_cast<int>(x)], 1ull);
+    } else {
+      const unsigned long long slot = atomicAdd(n_overflow, 1ull);
+      if (slot < static_cast<unsigned long long>(capacity)) overflow[slot] = key;
+    }
+  }
+}

@@ -17,56 +17,135 @@ import numpy as np
 import scipy.sparse as sp
 
 
-@dataclass
 class TokenCorpus:
-    """Tokens of a corpus in canonical (document-major) order.
+    """Tokens of a corpus in canonical (document-major) order, kept as the counts they expand
+    from.
+
+    Non-zero ``j`` of the canonical CSR counts stands for ``reps[j] = ceil(count)`` consecutive
+    tokens starting at canonical index ``nz_ptr[j]``, each of weight ``count / reps[j]``. Only
+    these per-non-zero arrays are held, on the host or on a GPU as the counts were; the per-token
+    arrays :attr:`doc`, :attr:`word` and :attr:`weight` are expanded there on first use. The
+    sparse CUDA engine never asks for them: it lays its tokens out from the counts a piece at a
+    time (``backends/cuda/layout.py``), so a corpus never exists on the device as token arrays.
+
+    Parameters
+    ----------
+    n_docs, n_words : int
+        Shape of the count matrix.
+    indptr : int array of shape (n_docs + 1,)
+    indices : int array of shape (nnz,)
+        Canonical CSR structure: sorted column indices, no duplicates. Explicit zeros may stay:
+        they expand to no tokens.
+    data : real array of shape (nnz,)
+        Non-negative finite counts (validated by the caller). Not kept: what is kept is derived.
 
     Attributes
     ----------
-    n_docs, n_words : int
-        Shape of the count matrix the tokens came from.
-    doc_ptr : ndarray of int64, shape (n_docs + 1,)
+    doc_ptr : ndarray of int64, shape (n_docs + 1,), on the host
         Tokens of document ``d`` are ``doc_ptr[d]:doc_ptr[d + 1]``.
-    doc : ndarray of int32, shape (n_tokens,)
-        Document of each token.
-    word : ndarray of int32, shape (n_tokens,)
-        Vocabulary id of each token (the input's column).
-    weight : ndarray of float32 of shape (n_tokens,), or None
-        ``count / ceil(count)`` of the non-zero the token came from; None when every count is an
-        integer (all weights 1).
+    nz_ptr : int64 array of shape (nnz + 1,)
+        First token of each non-zero, where the counts lie.
+    nz_weight : float32 array of shape (nnz,), or None
+        ``count / ceil(count)`` of each non-zero; None when every count is an integer.
     """
 
-    n_docs: int
-    n_words: int
-    doc_ptr: np.ndarray
-    doc: np.ndarray
-    word: np.ndarray
-    weight: object = None
+    def __init__(self, n_docs, n_words, indptr, indices, data):
+        xp = _module(data)
+        self.n_docs, self.n_words = int(n_docs), int(n_words)
+        self.indptr = indptr.astype(xp.int64, copy=False)
+        self.indices = indices.astype(xp.int32, copy=False)
+        if data.dtype.kind in "biu":
+            # Integer counts are their own token counts: skip the float round trip.
+            reps = data.astype(xp.int64, copy=False)
+            integral = True
+        else:
+            reps = xp.ceil(data).astype(xp.int64)
+            integral = bool((reps == data).all())
+        self.nz_ptr = xp.zeros(reps.shape[0] + 1, dtype=xp.int64)
+        xp.cumsum(reps, out=self.nz_ptr[1:])
+        #: Every count is an integer (every token weighs 1).
+        self.integral = integral
+        self.nz_weight = None
+        if not integral:
+            safe = xp.maximum(reps, 1)  # an explicit zero has no tokens to weigh
+            self.nz_weight = (data.astype(xp.float64) / safe).astype(xp.float32)
+        self.doc_ptr = _host(self.nz_ptr[self.indptr])
+        self.n_tokens = int(self.doc_ptr[-1])
+        if integral:
+            self._doc_lengths = np.diff(self.doc_ptr).astype(np.float64)
+        else:
+            # A document's weighted length is the sum of its counts.
+            cum = xp.zeros(data.shape[0] + 1, dtype=xp.float64)
+            xp.cumsum(data, out=cum[1:])
+            self._doc_lengths = _host(xp.diff(cum[self.indptr]))
+        self._tokens = None
 
     @property
-    def n_tokens(self):
-        return int(self.doc.shape[0])
+    def on_device(self):
+        """Whether the counts lie on a GPU (CuPy arrays)."""
+        return _on_device(self.nz_ptr)
 
     @property
     def total_weight(self):
         """Sum of token weights: the number of tokens for integer counts."""
-        if self.weight is None:
-            return float(self.n_tokens)
-        return float(self.weight.sum(dtype=np.float64))
+        return float(self._doc_lengths.sum())
 
     def doc_lengths(self):
         """Weighted length of each document, float64 of shape (n_docs,), on the host."""
-        if self.weight is None:
-            return np.diff(self.doc_ptr).astype(np.float64)
-        return _host(_bincount(self.doc, self.weight, self.n_docs))
+        return self._doc_lengths
+
+    def nz_reps(self):
+        """Tokens of each non-zero (int64, where the counts lie)."""
+        return self.nz_ptr[1:] - self.nz_ptr[:-1]
 
     def word_frequencies(self):
         """Weighted number of tokens of each word, float64 of shape (n_words,), on the host."""
-        return _host(_bincount(self.word, self.weight, self.n_words)).astype(np.float64)
+        xp = _module(self.nz_ptr)
+        weights = self.nz_reps().astype(xp.float64)
+        if self.nz_weight is not None:
+            weights *= self.nz_weight
+        return _host(_bincount(self.indices, weights, self.n_words)).astype(np.float64)
+
+    # -- the token arrays, expanded on first use ----------------------------------------------
+    @property
+    def doc(self):
+        """Document of each token: int32 of shape (n_tokens,), where the counts lie."""
+        return self._token_arrays()[0]
+
+    @property
+    def word(self):
+        """Vocabulary id of each token (the input's column): int32 of shape (n_tokens,)."""
+        return self._token_arrays()[1]
+
+    @property
+    def weight(self):
+        """Weight of each token (float32), or None when every count is an integer."""
+        return self._token_arrays()[2]
+
+    def release_counts(self):
+        """Drop the per-non-zero arrays, keeping the shape, ``doc_ptr``, the lengths and any
+        token arrays already made (an engine that reads those keeps them): for a fit whose
+        sampler has laid its tokens out. Token arrays not made by then cannot be made after."""
+        self.indices = self.nz_ptr = self.nz_weight = self.indptr = None
+
+    def _token_arrays(self):
+        if self._tokens is None:
+            if self.nz_ptr is None:
+                raise RuntimeError("the corpus's counts were released before its tokens were made")
+            self._tokens = expand_nonzeros(self, 0, int(self.indices.shape[0]))
+        return self._tokens
+
+
+def _module(a):
+    if _on_device(a):
+        import cupy
+
+        return cupy
+    return np
 
 
 def _on_device(a):
-    """True for CuPy arrays: a corpus made from device input keeps its token arrays there."""
+    """True for CuPy arrays: a corpus made from device input keeps its arrays there."""
     return type(a).__module__.startswith("cupy")
 
 
@@ -75,92 +154,64 @@ def _host(a):
 
 
 def _bincount(index, weights, length):
-    if _on_device(index):
-        import cupy
+    return _module(index).bincount(index, weights=weights, minlength=length)
 
-        return cupy.bincount(index, weights=weights, minlength=length)
-    return np.bincount(index, weights=weights, minlength=length)
+
+def expand_nonzeros(corpus, j0, j1):
+    """The tokens of non-zeros ``j0:j1`` of ``corpus`` (canonical tokens
+    ``nz_ptr[j0]:nz_ptr[j1]``) as arrays, where its counts lie.
+
+    Returns
+    -------
+    doc, word : int32 arrays
+    weight : float32 array, or None for integer counts
+    """
+    xp = _module(corpus.nz_ptr)
+    ptr = corpus.nz_ptr[j0 : j1 + 1]
+    if xp is np:
+        reps = np.diff(ptr)
+        if j0 == 0 and j1 == corpus.indices.shape[0]:
+            # The whole corpus: one id per document (not per non-zero) is much cheaper.
+            doc = np.repeat(np.arange(corpus.n_docs, dtype=np.int32), np.diff(corpus.doc_ptr))
+        else:
+            rows = np.searchsorted(corpus.indptr[1:], np.arange(j0, j1), side="right")
+            doc = np.repeat(rows.astype(np.int32), reps)
+        word = np.repeat(corpus.indices[j0:j1], reps)
+        weight = None if corpus.nz_weight is None else np.repeat(corpus.nz_weight[j0:j1], reps)
+        return doc, word, weight
+    # The device has no repeat-by-array: each token finds its non-zero by binary search on the
+    # offsets, and the non-zero its document the same way.
+    token = xp.arange(int(ptr[0]), int(ptr[-1]), dtype=xp.int64)
+    nz = xp.searchsorted(ptr[1:], token, side="right") + j0
+    del token
+    doc = xp.searchsorted(corpus.indptr[1:], nz, side="right").astype(xp.int32)
+    word = corpus.indices[nz]
+    weight = None if corpus.nz_weight is None else corpus.nz_weight[nz]
+    return doc, word, weight
 
 
 def tokens(X):
-    """:class:`TokenCorpus` of validated counts, made where the counts lie (host or device)."""
+    """:class:`TokenCorpus` of validated counts, kept where the counts lie (host or device).
+
+    Parameters
+    ----------
+    X : SciPy sparse matrix or ndarray, or cupyx.scipy.sparse.csr_matrix (canonical)
+        Non-negative finite counts. Non-integer counts become weighted tokens.
+    """
     if _on_device(X):
-        return tokens_from_device_counts(X)
-    return tokens_from_counts(X)
+        # Canonical already (check_device_counts).
+        return TokenCorpus(X.shape[0], X.shape[1], X.indptr, X.indices, X.data)
+    X = sp.csr_matrix(X)
+    if not X.has_canonical_format:
+        # Duplicate entries of a non-canonical matrix are one count, not separate tokens.
+        X = X.copy()
+        X.sum_duplicates()
+    return TokenCorpus(X.shape[0], X.shape[1], X.indptr, X.indices, X.data)
 
 
 def tokens_from_counts(X):
-    """Expand a non-negative count matrix into a :class:`TokenCorpus`.
-
-    Parameters
-    ----------
-    X : sparse matrix or ndarray of shape (n_docs, n_words)
-        Non-negative counts (validated by the caller). Non-integer counts become weighted tokens.
-
-    Returns
-    -------
-    corpus : TokenCorpus
-    """
-    X = sp.csr_matrix(X, copy=True)
-    # Duplicate entries of a non-canonical matrix are one count, not separate weighted tokens.
-    X.sum_duplicates()
-    X.eliminate_zeros()
-    n_docs, n_words = X.shape
-    if np.issubdtype(X.data.dtype, np.integer):
-        # Integer counts are their own token counts: skip the float round trip.
-        reps = X.data.astype(np.int64, copy=False)
-        integral = True
-    else:
-        data = np.asarray(X.data, dtype=np.float64)
-        reps = np.ceil(data).astype(np.int64)
-        integral = np.array_equal(reps, data)
-    # Token offsets of every non-zero; a document's tokens start where its first non-zero's do.
-    nz_ptr = np.zeros(X.nnz + 1, dtype=np.int64)
-    np.cumsum(reps, out=nz_ptr[1:])
-    doc_ptr = nz_ptr[X.indptr]
-    # Repeating one id per document (not per non-zero) is much cheaper at 100 M tokens.
-    doc = np.repeat(np.arange(n_docs, dtype=np.int32), np.diff(doc_ptr))
-    word = np.repeat(X.indices.astype(np.int32, copy=False), reps)
-    weight = None
-    if not integral:
-        weight = np.repeat((data / reps).astype(np.float32), reps)
-    return TokenCorpus(n_docs, n_words, doc_ptr, doc, word, weight)
-
-
-def tokens_from_device_counts(X):
-    """Device twin of :func:`~sklearn_gpulda._corpus.tokens_from_counts`.
-
-    Parameters
-    ----------
-    X : cupyx.scipy.sparse.csr_matrix
-        Canonical counts from :func:`check_device_counts`.
-
-    Returns
-    -------
-    corpus : TokenCorpus
-        ``doc``, ``word`` and ``weight`` are CuPy arrays; ``doc_ptr`` is on the host.
-    """
-    import cupy
-
-    n_docs, n_words = X.shape
-    data = X.data.astype(cupy.float64)
-    reps = cupy.ceil(data).astype(cupy.int64)
-    integral = bool((reps == data).all())
-    nz_ptr = cupy.zeros(X.nnz + 1, dtype=cupy.int64)
-    cupy.cumsum(reps, out=nz_ptr[1:])
-    doc_ptr_d = nz_ptr[X.indptr.astype(cupy.int64)]
-    n_tokens = int(nz_ptr[-1])
-    token = cupy.arange(n_tokens, dtype=cupy.int64)
-    # Each token's non-zero and document by binary search over the running offsets: the device
-    # has no repeat-by-array, and a search per token is cheap next to one sampling iteration.
-    nz_of_token = cupy.searchsorted(nz_ptr[1:], token, side="right")
-    doc = (cupy.searchsorted(doc_ptr_d[1:], token, side="right")).astype(cupy.int32)
-    del token
-    word = X.indices.astype(cupy.int32)[nz_of_token]
-    weight = None
-    if not integral:
-        weight = (data / reps).astype(cupy.float32)[nz_of_token]
-    return TokenCorpus(n_docs, n_words, doc_ptr_d.get(), doc, word, weight)
+    """Host :class:`TokenCorpus` of a non-negative count matrix (see :func:`tokens`)."""
+    return tokens(X)
 
 
 def _stable_counting_sort(keys, n_keys, offset=0):

@@ -48,6 +48,8 @@ class Plan:
     mean_change_tol: float = 1e-3
     #: Threads of a CPU backend (scikit-learn's reading of ``n_jobs``); GPU backends ignore it.
     n_jobs: object = None
+    #: dtype of ``components_`` (scikit-learn's rule: float32 for float32 input, else float64).
+    components_dtype: object = np.float64
     #: ``callback(iteration, info)`` after every sweep (batch) or pass (online); ``info`` holds
     #: max_iter, n_tokens, seconds and log_likelihood (per token, or None if not evaluated).
     callback: object = None
@@ -213,8 +215,8 @@ class _PriorSchedule:
 
 def _snapshot(sampler, plan):
     """The model as a fit stopped now would give it: ``(components, doc_topic_prior)``."""
-    counts = sampler.mean_word_topic() if sampler.n_accumulated else sampler.word_topic_counts()
-    return counts + sampler.beta, public_prior(sampler.alpha, plan.alpha)
+    components = sampler.topic_word_components(plan.components_dtype)
+    return components, public_prior(sampler.alpha, plan.alpha)
 
 
 def fit_batch(plan, X):
@@ -234,7 +236,7 @@ def fit_batch(plan, X):
     return fit_corpus(plan, corpus)
 
 
-def fit_corpus(plan, corpus, sampler=None):
+def fit_corpus(plan, corpus, sampler=None, release_counts=False):
     """:func:`fit_batch` of a corpus already in tokens, on ``sampler`` (the plan's backend's
     when None; a sampler spread over several processes brings its own).
 
@@ -245,6 +247,10 @@ def fit_corpus(plan, corpus, sampler=None):
         and ``doc_lengths()`` whose tokens ``sampler`` already holds.
     sampler : Sampler, optional
         Released at the end, whether the fit succeeds or not.
+    release_counts : bool, default=False
+        The corpus is the fit's own: once the sampler has laid its tokens out, drop the
+        corpus's arrays (:meth:`~sklearn_gpulda._corpus.TokenCorpus.release_counts`), so that
+        their memory is free for the sampling.
 
     Returns
     -------
@@ -257,6 +263,8 @@ def fit_corpus(plan, corpus, sampler=None):
         start = time.perf_counter()
         with stage("load"):
             sampler.load(corpus)
+            if release_counts:
+                corpus.release_counts()
         with stage("init"):
             sampler.init_topics()
         with stage("sweeps"):

@@ -8,48 +8,63 @@ that waits. Draining the queue costs a little, which is why it happens only whil
 
 Usage::
 
-    with recording(sync=cupy.cuda.Device(0).synchronize) as seconds:
+    pool = cupy.get_default_memory_pool()
+    with recording(sync=cupy.cuda.Device(0).synchronize, in_use=pool.used_bytes) as log:
         lda.fit(X)
-    print(seconds)   # {'validate': 0.21, 'tokens': 0.43, ...}
+    log.seconds    # {'validate': 0.21, 'tokens': 0.43, ...}
+    log.in_use     # bytes in use at the end of each stage (the last time it ran)
 """
 
 import time
 from contextlib import contextmanager
 
-_active = None  # (seconds dict, sync callable) while recording
+_active = None  # the StageLog being recorded into, if any
+
+
+class StageLog:
+    """What :func:`recording` collects: ``seconds`` per stage (added up over repeats) and
+    ``in_use``, the bytes its ``in_use`` callable reported at the end of each stage."""
+
+    def __init__(self, sync, in_use):
+        self.sync = sync or (lambda: None)
+        self.measure = in_use
+        self.seconds = {}
+        self.in_use = {}
 
 
 @contextmanager
-def recording(sync=None):
-    """Record the stages run inside the block; yields the dict of seconds per stage name.
+def recording(sync=None, in_use=None):
+    """Record the stages run inside the block; yields the :class:`StageLog`.
 
     Parameters
     ----------
     sync : callable, optional
         Called at both ends of every stage (e.g. a CUDA device's ``synchronize``).
+    in_use : callable, optional
+        Returns the bytes in use (e.g. a CuPy memory pool's ``used_bytes``).
     """
     global _active
     previous = _active
-    seconds = {}
-    _active = (seconds, sync or (lambda: None))
+    log = _active = StageLog(sync, in_use)
     try:
-        yield seconds
+        yield log
     finally:
         _active = previous
 
 
 @contextmanager
 def stage(name):
-    """Charge the block's wall time to ``name`` (added up over repeats) while recording."""
-    active = _active
-    if active is None:
+    """Charge the block's wall time to ``name`` while recording."""
+    log = _active
+    if log is None:
         yield
         return
-    seconds, sync = active
-    sync()
+    log.sync()
     tic = time.perf_counter()
     try:
         yield
     finally:
-        sync()
-        seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - tic
+        log.sync()
+        log.seconds[name] = log.seconds.get(name, 0.0) + time.perf_counter() - tic
+        if log.measure is not None:
+            log.in_use[name] = int(log.measure())

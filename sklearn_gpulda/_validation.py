@@ -7,12 +7,13 @@ host. CuPy is imported only when such input arrives.
 """
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils.validation import check_non_negative, validate_data
 
 from ._device import is_device_array, to_host
 
 
-def check_counts(estimator, X, reset, whom, device):
+def check_counts(estimator, X, reset, whom, device, upload=False):
     """Validate a document-term count matrix for ``estimator``.
 
     Parameters
@@ -25,6 +26,9 @@ def check_counts(estimator, X, reset, whom, device):
         Method name used in the negative-values message.
     device : sklearn_gpulda._device.Device
         Where the work runs: device input stays on a GPU, and goes to the host for the CPU.
+    upload : bool, default=False
+        For a GPU ``device``: copy host counts to it as CSR, as they are, and check their values
+        there (see :func:`upload_counts`).
 
     Returns
     -------
@@ -34,13 +38,48 @@ def check_counts(estimator, X, reset, whom, device):
         if device.kind == "cuda":
             return check_device_counts(estimator, X, reset, whom)
         X = to_host(X)
+    elif upload and device.kind == "cuda":
+        return upload_counts(estimator, X, reset, whom, device)
     X = validate_data(estimator, X, reset=reset, accept_sparse="csr",
                       dtype=[np.float64, np.float32])
     check_non_negative(X, whom)
     return X
 
 
-def check_device_counts(estimator, X, reset, whom):
+def upload_counts(estimator, X, reset, whom, device):
+    """Host counts to a GPU for a fit there: validated as :func:`check_counts` would, with the
+    work split so that the host touches the values as little as possible.
+
+    The host checks the shape and records the features, converting nothing it need not; the CSR
+    arrays are copied to the device as they are (integer counts as integers), and the checks of
+    values (NaN, infinity, negative), the conversion to float and the canonical form happen there,
+    where a pass over 100 M counts takes microseconds instead of a tenth of a second each.
+    Non-numeric input goes through scikit-learn's own conversion first, for its errors.
+    """
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    X = validate_data(estimator, X, reset=reset, accept_sparse="csr", dtype=None,
+                      ensure_all_finite=False)
+    if X.dtype.kind not in "biuf":
+        X = validate_data(estimator, X, reset=False, accept_sparse="csr",
+                          dtype=[np.float64, np.float32])
+    if not sp.issparse(X):
+        X = sp.csr_matrix(X)
+    with cupy.cuda.Device(device.index):
+        data = cupy.asarray(X.data)
+        if data.dtype.kind in "biu":
+            # Integer counts travel as they are and become float64 here (cupyx sparse holds
+            # floats only), as scikit-learn would make them on the host.
+            data = data.astype(cupy.float64)
+        # The structure as int32 (cuSPARSE's and the kernels' index type).
+        X_d = csp.csr_matrix(
+            (data, cupy.asarray(X.indices.astype(np.int32, copy=False)),
+             cupy.asarray(X.indptr)), shape=X.shape)
+        return check_device_counts(estimator, X_d, reset=False, whom=whom, record_features=False)
+
+
+def check_device_counts(estimator, X, reset, whom, record_features=True):
     """Validate device counts as ``validate_data`` plus ``check_non_negative`` would.
 
     Parameters
@@ -52,6 +91,8 @@ def check_device_counts(estimator, X, reset, whom):
         First call of a fit: record the number of features instead of checking it.
     whom : str
         Method name used in the negative-values message.
+    record_features : bool, default=True
+        Whether to record or check ``n_features_in_`` here (False when the host has already).
 
     Returns
     -------
@@ -84,18 +125,19 @@ def check_device_counts(estimator, X, reset, whom):
         )
     dtype = cupy.float32 if X.dtype == cupy.float32 else cupy.float64
     values = X.data if csp.issparse(X) else X
-    if values.size:
+    if values.size and values.dtype.kind == "f":
         if bool(cupy.isnan(values).any()):
             raise ValueError("Input X contains NaN.")
         if bool(cupy.isinf(values).any()):
             raise ValueError(f"Input X contains infinity or a value too large for {np.dtype(dtype)!r}.")
+    if values.size and values.dtype.kind in "if":
         if bool((values < 0).any()):
             raise ValueError(f"Negative values in data passed to {whom}")
-    if reset:
+    if record_features and reset:
         estimator.n_features_in_ = n_features
         if hasattr(estimator, "feature_names_in_"):
             del estimator.feature_names_in_
-    elif n_features != estimator.n_features_in_:
+    elif record_features and n_features != estimator.n_features_in_:
         raise ValueError(
             f"X has {n_features} features, but {type(estimator).__name__} is expecting "
             f"{estimator.n_features_in_} features as input."

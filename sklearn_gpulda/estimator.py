@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _fit, _fit_online
 from ._device import resolve_device, to_host
 from ._docstrings import ESTIMATOR_DOC
+from ._corpus import tokens
 from ._fitted import FittedStateMixin, transaction
 from ._stages import stage
 from ._validation import check_counts
@@ -209,16 +210,25 @@ class GPULatentDirichletAllocation(
         """
         with transaction(self):
             device = self._fit_device()
+            batch = self.learning_method == "batch"
             with stage("validate"):
+                # A batch fit on a GPU reads the counts there only: they go up as they are.
                 X = check_counts(self, X, reset=True, whom="GPULatentDirichletAllocation.fit",
-                                 device=device)
+                                 device=device, upload=batch)
                 self._warn_if_empty(X, "fit")
             plan = self._plan(device, self.algorithm, self._new_seed())
             plan.callback = callback
-            fit = _fit_online.fit_online if self.learning_method == "online" else _fit.fit_batch
-            state = fit(plan, X)
+            dtype = plan.components_dtype = X.dtype
+            if batch:
+                with stage("tokens"):
+                    corpus = tokens(X)
+                # The corpus holds what the fit reads: the counts' copy on the device can go.
+                del X
+                state = _fit.fit_corpus(plan, corpus, release_counts=True)
+            else:
+                state = _fit_online.fit_online(plan, X)
             with stage("assign"):
-                self._assign(state, X.dtype, device, plan.backend, plan.seed)
+                self._assign(state, dtype, device, plan.backend, plan.seed)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)

@@ -236,3 +236,88 @@ def test_segmented_csr_rejects_bad_sizes(kjv):
     for dpb, width in ((0, 10), (10, 0)):
         with pytest.raises(ValueError, match="positive"):
             segmented_csr(corpus, new_of_old, dpb, width)
+
+
+# --------------------------------------------------------------------------------------------------
+# The corpus as counts; the device layout's build, run with NumPy standing in for CuPy
+# --------------------------------------------------------------------------------------------------
+
+
+def _explicit_zeros_and_duplicates(X):
+    """The same counts as a non-canonical CSR matrix: every fifth row's entries split in two
+    halves stored apart, an explicit zero beside every tenth entry, columns unsorted."""
+    coo = sp.coo_matrix(X)
+    vals = coo.data.astype(np.float64)
+    split = (coo.row % 5) == 0
+    vals = np.where(split, vals / 2, vals)
+    zero = np.arange(coo.nnz) % 10 == 0
+    rows = np.concatenate([coo.row, coo.row[split], coo.row[zero]])
+    cols = np.concatenate([coo.col, coo.col[split], (coo.col[zero] + 1) % X.shape[1]])
+    data = np.concatenate([vals, vals[split], np.zeros(zero.sum())])
+    order = np.argsort(rows, kind="stable")  # rows in order, columns as they come
+    indptr = np.r_[0, np.cumsum(np.bincount(rows, minlength=X.shape[0]))]
+    return sp.csr_matrix((data[order], cols[order], indptr), shape=X.shape)
+
+
+def test_counts_expand_lazily_to_the_canonical_tokens(kjv):
+    X = kjv[:300]
+    corpus = tokens_from_counts(X)
+    assert corpus._tokens is None  # nothing per token made until asked for
+    reps = np.asarray(X.data, dtype=np.int64)
+    np.testing.assert_array_equal(corpus.word, np.repeat(X.indices, reps))
+    np.testing.assert_array_equal(corpus.doc, np.repeat(np.arange(300), np.diff(corpus.doc_ptr)))
+    np.testing.assert_array_equal(corpus.doc_ptr, np.r_[0, np.cumsum(X.sum(axis=1).A1)])
+    np.testing.assert_array_equal(corpus.word_frequencies(), X.sum(axis=0).A1)
+    assert corpus.integral and corpus.total_weight == X.sum()
+
+
+def test_duplicates_add_up_and_explicit_zeros_make_no_tokens(kjv):
+    X = kjv[:200].astype(np.float64)
+    messy = _explicit_zeros_and_duplicates(X)
+    assert not messy.has_canonical_format
+    clean, corpus = tokens_from_counts(X), tokens_from_counts(messy)
+    assert corpus.n_tokens == clean.n_tokens
+    np.testing.assert_array_equal(corpus.doc_ptr, clean.doc_ptr)
+    np.testing.assert_array_equal(corpus.word, clean.word)
+    np.testing.assert_array_equal(corpus.doc, clean.doc)
+    np.testing.assert_array_equal(corpus.word_frequencies(), clean.word_frequencies())
+
+
+def test_released_counts_keep_what_was_made(kjv):
+    corpus = tokens_from_counts(kjv[:50])
+    word = corpus.word
+    corpus.release_counts()
+    assert corpus.word is word and corpus.n_tokens == word.size
+    other = tokens_from_counts(kjv[:50])
+    other.release_counts()
+    assert other.doc_lengths().sum() == corpus.n_tokens
+    with pytest.raises(RuntimeError, match="released"):
+        other.word
+
+
+@pytest.mark.parametrize("fractional", [False, True])
+@pytest.mark.parametrize("max_chunk, piece", [(None, 1 << 23), (None, 777), (3000, 500),
+                                              (3000, 1)])
+def test_device_layout_build_in_pieces_is_the_pdow_order(kjv, fractional, max_chunk, piece):
+    # backends/cuda/layout.py builds each chunk a piece of documents at a time; whatever the
+    # piece size, the result must be the single sort of pdow_chunks. Its array calls are the
+    # NumPy API, so NumPy runs it here and CuPy on the GPU.
+    from sklearn_gpulda.backends.cuda.layout import build_chunks
+
+    X = kjv[:300].astype(np.float64)
+    if fractional:
+        X.data *= 0.7
+    corpus = tokens_from_counts(X)
+    new_of_old, _ = frequency_relabel(corpus.word_frequencies())
+    chunks = build_chunks(np, corpus, new_of_old, 50, max_chunk, piece)
+    reference = pdow_chunks(corpus, new_of_old, max_chunk or corpus.n_tokens)
+    assert len(chunks) == len(reference) > (1 if max_chunk else 0)
+    for ref, ch in zip(reference, chunks):
+        assert (ch.d0, ch.d1) == (ref.doc_begin, ref.doc_end)
+        np.testing.assert_array_equal(ch.tok.astype(np.int64) + ch.t0, ref.token)
+        np.testing.assert_array_equal(ch.doc, corpus.doc[ref.token] - ch.d0)
+        if fractional:
+            np.testing.assert_array_equal(ch.weight, corpus.weight[ch.t0:ch.t1])
+        else:
+            assert ch.weight is None
+        assert ch.z is None  # the chain's state comes later (allocate_state)

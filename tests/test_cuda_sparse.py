@@ -6,7 +6,7 @@ import scipy.sparse as sp
 
 import _gpu_probes
 from sklearn_gpulda import _fit, _fit_online, _random
-from sklearn_gpulda._corpus import frequency_relabel, pdow_chunks, tokens_from_counts
+from sklearn_gpulda._corpus import frequency_relabel, pdow_chunks, tokens, tokens_from_counts
 from sklearn_gpulda._device import CPU, Device
 from sklearn_gpulda._priors import Prior
 from sklearn_gpulda.backends.numpy import NumpySampler, fold_in
@@ -96,17 +96,28 @@ def test_initial_topics_equal_numpy_engine():
     eng.release()
 
 
-def test_device_layout_is_the_host_pdow_order():
-    # The device builds PDOW on its own; pdow_chunks is its host reference.
-    corpus = _corpus()
+@pytest.mark.parametrize("piece_tokens", [None, 700])
+@pytest.mark.parametrize("on_device", [False, True])
+def test_device_layout_is_the_host_pdow_order(monkeypatch, piece_tokens, on_device):
+    # The device builds PDOW on its own, from host or device counts, a piece of documents at a
+    # time; pdow_chunks is its host reference.
+    import cupyx.scipy.sparse as csp
+
+    from sklearn_gpulda.backends.cuda import layout
+
+    if piece_tokens:
+        monkeypatch.setattr(layout.build_chunks, "__defaults__", (piece_tokens,))
+    X = _lda_counts(120, 400, 8, 80, seed=3, long_docs=2)
+    corpus = tokens_from_counts(X)
     eng = _engine(11, max_chunk_tokens=3000)
-    eng.load(corpus)
+    eng.load(tokens(csp.csr_matrix(X)) if on_device else corpus)
     new_of_old, _ = frequency_relabel(corpus.word_frequencies())
     host = pdow_chunks(corpus, new_of_old, 3000)
-    assert len(host) == len(eng.chunks)
+    assert len(host) == len(eng.chunks) > 1
     for ref, ch in zip(host, eng.chunks):
         assert (ref.doc_begin, ref.doc_end) == (ch.d0, ch.d1)
         np.testing.assert_array_equal(ch.tok.get().astype(np.int64) + ch.t0, ref.token)
+        np.testing.assert_array_equal(ch.doc.get(), corpus.doc[ref.token] - ch.d0)
     eng.release()
 
 
@@ -329,6 +340,35 @@ def test_histograms_and_running_sum_equal_numpy_engine():
         sampler.accumulate_word_topic()
         sampler.accumulate_word_topic()
     np.testing.assert_array_equal(eng.mean_word_topic(), ref.mean_word_topic())
+    eng.release()
+
+
+@pytest.mark.parametrize("bins", [None, 4])
+@pytest.mark.parametrize("fractional", [False, True])
+def test_binned_histograms_equal_sorted_ones(monkeypatch, bins, fractional):
+    # Integer counts are binned by kernels and only the rest sorted (counts.value_histogram,
+    # key_histogram); with 4 bins most values go the overflow way, and fractional counts take
+    # the sort alone. Every way must give the pairs the plain sort gives, in its order.
+    import cupy as cp
+
+    from sklearn_gpulda.backends.cuda import counts
+
+    if bins:
+        monkeypatch.setattr(counts, "VALUE_BINS", bins)
+        monkeypatch.setattr(counts, "KEY_BINS", bins)
+    corpus = tokens_from_counts(_lda_counts(120, 400, 8, 80, seed=3, long_docs=2,
+                                            fractional=fractional))
+    eng = initialised(_engine(13, max_chunk_tokens=2500), corpus)
+    eng.sweep(1)
+    keys = cp.concatenate([eng._chunk_keys(ch) for ch in eng.chunks])
+    for got, want in zip(eng.doc_topic_histogram(), eng._topic_count_pairs(keys)):
+        np.testing.assert_array_equal(got, want)
+    B = eng._word_major_device()
+    value, n_cells = cp.unique(B[B != 0], return_counts=True)
+    count, cells, totals = eng.word_topic_histogram()
+    np.testing.assert_array_equal(count, value.get().astype(np.float64))
+    np.testing.assert_array_equal(cells, n_cells.get())
+    assert count.max() >= (bins or 1) and cells.sum() == int((B != 0).sum())
     eng.release()
 
 

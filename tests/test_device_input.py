@@ -6,7 +6,7 @@ import scipy.sparse as sp
 
 import sklearn_gpulda._corpus as corpus_module
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._corpus import tokens_from_counts
+from sklearn_gpulda._corpus import tokens
 from sklearn_gpulda.datasets import load_kjv_chapters
 
 pytestmark = pytest.mark.gpu
@@ -23,27 +23,29 @@ def _device_sparse(X):
     return csp.csr_matrix(X)
 
 
-def _no_host_tokens(monkeypatch):
-    """Fail the test if device input is tokenised on the host."""
+def _no_token_arrays(monkeypatch):
+    """Fail the test if anything expands the counts into per-token arrays (host or device):
+    the sparse CUDA engine lays its tokens out from the counts."""
 
-    def refuse(X):
-        raise AssertionError("device input went through the host token conversion")
+    def refuse(*args):
+        raise AssertionError("the counts were expanded into token arrays")
 
-    monkeypatch.setattr(corpus_module, "tokens_from_counts", refuse)
+    monkeypatch.setattr(corpus_module, "expand_nonzeros", refuse)
 
 
 @pytest.mark.parametrize("fractional", [False, True])
 def test_device_tokens_equal_host_tokens(kjv, fractional):
-    from sklearn_gpulda._corpus import tokens_from_device_counts
-
     X = kjv[:200].copy()
     if fractional:
         X.data = X.data * 0.75
-    host = tokens_from_counts(X)
-    dev = tokens_from_device_counts(_device_sparse(X))
+    host = tokens(X)
+    dev = tokens(_device_sparse(X))
+    assert dev.on_device and not host.on_device
     np.testing.assert_array_equal(dev.doc_ptr, host.doc_ptr)
     np.testing.assert_array_equal(dev.doc.get(), host.doc)
     np.testing.assert_array_equal(dev.word.get(), host.word)
+    np.testing.assert_array_equal(dev.doc_lengths(), host.doc_lengths())
+    np.testing.assert_array_equal(dev.word_frequencies(), host.word_frequencies())
     if fractional:
         np.testing.assert_array_equal(dev.weight.get(), host.weight)
     else:
@@ -52,8 +54,8 @@ def test_device_tokens_equal_host_tokens(kjv, fractional):
 
 def test_fit_on_device_input_equals_fit_on_host_input(kjv, monkeypatch):
     X = kjv[:400]
+    _no_token_arrays(monkeypatch)
     host = GPULatentDirichletAllocation(12, max_iter=10, random_state=3, device="cuda").fit(X)
-    _no_host_tokens(monkeypatch)
     dev = GPULatentDirichletAllocation(12, max_iter=10, random_state=3, device="cuda").fit(
         _device_sparse(X)
     )
@@ -79,7 +81,7 @@ def test_online_fit_on_device_input(kjv, monkeypatch):
     host = GPULatentDirichletAllocation(
         6, learning_method="online", max_iter=2, batch_size=100, random_state=1, device="cuda"
     ).fit(X)
-    _no_host_tokens(monkeypatch)
+    _no_token_arrays(monkeypatch)
     dev = GPULatentDirichletAllocation(
         6, learning_method="online", max_iter=2, batch_size=100, random_state=1, device="cuda"
     ).fit(_device_sparse(X))
@@ -110,3 +112,36 @@ def test_device_input_on_cpu_engine_is_copied_to_the_host(kjv):
     dev = GPULatentDirichletAllocation(4, max_iter=3, random_state=0, device="cpu").fit(_device_sparse(X))
     np.testing.assert_array_equal(dev.components_, host.components_)
     assert sp.issparse(X)
+
+
+def test_host_counts_are_checked_on_the_device_and_fit_as_device_counts(kjv, monkeypatch):
+    # A batch fit on a GPU copies host counts up as they are (integers as integers) and checks
+    # their values there; the model is the one device input gives.
+    import sklearn_gpulda._validation as validation
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("host counts were checked on the host")
+
+    X = sp.csr_matrix(kjv[:300].astype(np.int64))
+    dev = GPULatentDirichletAllocation(9, max_iter=8, random_state=5, device="cuda").fit(
+        _device_sparse(X.astype(np.float64)))
+    monkeypatch.setattr(validation, "check_non_negative", refuse)
+    host = GPULatentDirichletAllocation(9, max_iter=8, random_state=5, device="cuda").fit(X)
+    np.testing.assert_array_equal(host.components_, dev.components_)
+    assert host.components_.dtype == np.float64
+    bad = X.astype(np.float64)
+    bad.data[7] = -1.0
+    with pytest.raises(ValueError, match="Negative values in data passed to"):
+        GPULatentDirichletAllocation(9, max_iter=2, device="cuda").fit(bad)
+    bad.data[7] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        GPULatentDirichletAllocation(9, max_iter=2, device="cuda").fit(bad)
+
+
+def test_float32_counts_give_float32_components_of_the_same_model(kjv):
+    X = kjv[:300]
+    wide = GPULatentDirichletAllocation(9, max_iter=8, random_state=5, device="cuda").fit(X)
+    narrow = GPULatentDirichletAllocation(9, max_iter=8, random_state=5, device="cuda").fit(
+        X.astype(np.float32))
+    assert narrow.components_.dtype == np.float32
+    np.testing.assert_array_equal(narrow.components_, wide.components_.astype(np.float32))

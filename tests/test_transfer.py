@@ -36,3 +36,17 @@ def test_fewer_rows_than_table_and_empty():
     np.testing.assert_array_equal(topic_major_to_host(np, counts, rows), counts[rows].T)
     empty = topic_major_to_host(np, counts, np.zeros(0, dtype=np.int64))
     assert empty.shape == (3, 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_prior_added_after_division_then_converted(dtype):
+    # components_ as the fit loop used to make it on the host: float64 mean, plus beta, then
+    # scikit-learn's dtype; blocks of two topics so several blocks land in place.
+    rng = np.random.default_rng(2)
+    counts = rng.integers(0, 1000, size=(17, 5)).astype(np.float64)
+    rows = rng.permutation(17)
+    out = topic_major_to_host(np, counts, rows, divisor=7, add=0.01, dtype=dtype,
+                              block_bytes=8 * 17 * 2)
+    expected = ((counts[rows] / 7).T + 0.01).astype(dtype)
+    assert out.dtype == dtype and out.flags.c_contiguous
+    np.testing.assert_array_equal(out, expected)

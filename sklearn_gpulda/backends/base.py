@@ -189,6 +189,14 @@ class Sampler(abc.ABC):
             raise RuntimeError("no word-topic counts were accumulated")
         return self._accumulated(self.n_accumulated)
 
+    def topic_word_components(self, dtype=np.float64):
+        """What ``components_`` of a fit stopped now would be: the averaged word-topic counts
+        when any were accumulated, else the current ones, plus beta; a host array of shape
+        (n_topics, n_words) and ``dtype`` (the arithmetic in float64)."""
+        counts = self.mean_word_topic() if self.n_accumulated else self.word_topic_counts()
+        # A new array: with one topic or word the counts can be a view of the chain's own.
+        return (counts + self.beta).astype(dtype, copy=False)
+
     @abc.abstractmethod
     def _accumulate(self):
         """Add the current word-topic counts to the running sum (allocated at the first call)."""

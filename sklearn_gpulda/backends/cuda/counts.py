@@ -100,3 +100,41 @@ def a_entry_keys(chunk, key_off, keys, n_sm):
         [(chunk.a_row, np.int32), (chunk.a_ent, chunk.ent_dtype), (key_off, np.int64),
          (chunk.n_docs, "i32"), (keys, np.uint64)],
     )
+
+
+#: Integer values 1 .. VALUE_BINS - 1 of B are counted in a shared-memory table per block.
+VALUE_BINS = 4096
+#: Integer counts 1 .. KEY_BINS - 1 of A are counted in a (K, KEY_BINS) table.
+KEY_BINS = 64
+
+
+def value_histogram(values, n_bins, capacity, n_sm):
+    """Device ``(table, overflow, n_overflow)``: ``table[c]`` entries of ``values`` (float32)
+    equal the integer c in 1 .. n_bins - 1; the other non-zero values are listed in
+    ``overflow[:n_overflow]`` when ``n_overflow <= capacity`` (``cuda/counts.cu``)."""
+    import cupy as cp
+
+    flat = values.ravel()
+    table = cp.zeros(n_bins, dtype=cp.uint64)
+    overflow = cp.empty(max(1, capacity), dtype=cp.float32)
+    n_overflow = cp.zeros(1, dtype=cp.uint64)
+    if flat.size:
+        _kernels.launch(
+            STEM, "value_histogram", min(-(-flat.size // 256), n_sm * 8), 256,
+            [(flat, np.float32), (flat.size, "i64"), (n_bins, "i32"), (table, np.uint64),
+             (overflow, np.float32), (n_overflow, np.uint64), (capacity, "i64")],
+            shared_mem=n_bins * 4,
+        )
+    return table, overflow, int(n_overflow.get()[0])
+
+
+def key_histogram(keys, table, overflow, n_overflow, n_sm):
+    """Add A's keys (``a_entry_keys``) to ``table`` (K x n_bins uint64): integer counts below
+    n_bins there, the other keys appended to ``overflow`` (its size is the capacity) through the
+    device counter ``n_overflow``."""
+    if keys.size:
+        _kernels.launch(
+            STEM, "key_histogram", min(-(-keys.size // 256), n_sm * 8), 256,
+            [(keys, np.uint64), (keys.size, "i64"), (table.shape[1], "i32"), (table, np.uint64),
+             (overflow, np.uint64), (n_overflow, np.uint64), (overflow.size, "i64")],
+        )

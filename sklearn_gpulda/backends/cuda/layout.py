@@ -40,8 +40,34 @@ def chunk_ranges(corpus, max_chunk_tokens):
     return ranges
 
 
+#: Tokens laid out at a time while building a chunk: the build's scratch (about 80 bytes per
+#: token of a piece: offsets, keys, the sort's buffers) is bounded by this, not by the corpus.
+BUILD_PIECE_TOKENS = 1 << 23
+
+
+class CountsOnDevice:
+    """The per-non-zero arrays of a :class:`~sklearn_gpulda._corpus.TokenCorpus` on the device,
+    words relabelled: what the layout is built from (uploaded when the corpus is on the host).
+    """
+
+    def __init__(self, cp, corpus, new_of_old):
+        self.indptr = _host(corpus.indptr).astype(np.int64, copy=False)
+        self.indptr_d = cp.asarray(corpus.indptr, dtype=cp.int64)
+        self.nz_ptr = cp.asarray(corpus.nz_ptr)
+        self.word = cp.asarray(new_of_old)[cp.asarray(corpus.indices)]
+        self.nz_weight = None if corpus.nz_weight is None else cp.asarray(corpus.nz_weight)
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
 class Chunk:
     """Device arrays of one PDOW chunk (documents ``d0:d1``, canonical tokens ``t0:t1``).
+
+    The token layout is built in :meth:`__init__`; the chain's state (topics, A) is allocated by
+    :meth:`allocate_state` when topics are first set, so that a fit can free its copy of the
+    counts in between and the two never take memory at the same time.
 
     Parameters
     ----------
@@ -49,31 +75,19 @@ class Chunk:
         CuPy.
     corpus : TokenCorpus
     d0, d1 : int
-    new_of_old_d, doc_d, word_d, weight_d : cupy.ndarray
-        The word relabelling and the corpus's token arrays, on the device (weight may be None).
+    counts : CountsOnDevice
     n_topics : int
+    piece_tokens : int
+        Tokens laid out at a time (:data:`BUILD_PIECE_TOKENS`).
     """
 
-    def __init__(self, cp, corpus, d0, d1, new_of_old_d, doc_d, word_d, weight_d, n_topics):
+    def __init__(self, cp, corpus, d0, d1, counts, n_topics, piece_tokens=BUILD_PIECE_TOKENS):
         self.d0, self.d1 = int(d0), int(d1)
         self.t0, self.t1 = int(corpus.doc_ptr[d0]), int(corpus.doc_ptr[d1])
         n = self.n_tokens = self.t1 - self.t0
         self.n_docs = self.d1 - self.d0
-        relabelled = new_of_old_d[word_d[self.t0 : self.t1]]
-        # Word-major, canonical order inside a word; unique keys make the order independent of
-        # the sort's stability.
-        key = (relabelled.astype(cp.int64) << 32) | cp.arange(n, dtype=cp.int64)
-        order = cp.argsort(key)
-        del key
-        self.tok = order.astype(cp.uint32)
-        del order
-        self.doc = (doc_d[self.t0 : self.t1][self.tok] - self.d0).astype(cp.int32)
-        word_count = cp.bincount(relabelled, minlength=corpus.n_words).get()
-        del relabelled
-        self.weight = (
-            None if weight_d is None else cp.ascontiguousarray(weight_d[self.t0 : self.t1])
-        )
         doc_ptr = corpus.doc_ptr[self.d0 : self.d1 + 1] - self.t0
+        word_count = self._lay_out(cp, corpus, counts, doc_ptr, piece_tokens)
         doc_len = np.diff(doc_ptr).astype(np.int32)
         self.doc_off = cp.asarray(doc_ptr[:-1].astype(np.int32))
         # A row's slots: the document's tokens plus the lane-segment layout's padding (entry.cuh).
@@ -93,18 +107,83 @@ class Chunk:
         self.doc_norm = None
         self.items, self.n_batches = self._items(cp, word_count)
         tdt = topic_dtype(n_topics)
+        self.topic_dtype = tdt
         self.suffix = "u16" if tdt == np.uint16 else "i32"
-        self.z = cp.empty(n, dtype=tdt)
-        self.z_can = cp.empty(n, dtype=tdt)
         # Packed entries (cuda/entry.cuh) when every count of A fits 16 bits as an integer.
-        self.packed = weight_d is None and (doc_len.max(initial=0) < 65536) and n_topics <= 65536
+        self.packed = self.weight is None and (doc_len.max(initial=0) < 65536) and n_topics <= 65536
+        self.ent_dtype = np.uint32 if self.packed else np.int32
+        self.fmt = "packed" if self.packed else "wide"
+        self.z = self.z_can = self.a_ent = self.a_row = None
+
+    def _lay_out(self, cp, corpus, counts, doc_ptr, piece_tokens):
+        """``tok`` (canonical index minus t0, word-major, canonical inside a word), ``doc`` of
+        each, and ``weight`` in canonical order, a piece of documents at a time.
+
+        The chunk's word counts fix where each word's tokens go; each piece's tokens are sorted
+        by (word, canonical index) and appended after the earlier pieces' tokens of their word.
+        Pieces come in canonical order, so the result is the single sort of the whole chunk.
+
+        Returns
+        -------
+        word_count : ndarray of int64, shape (n_words,), on the host
+        """
+        n, v = self.n_tokens, corpus.n_words
+        j0, j1 = int(counts.indptr[self.d0]), int(counts.indptr[self.d1])
+        reps = (counts.nz_ptr[j0 + 1 : j1 + 1] - counts.nz_ptr[j0:j1]).astype(cp.float64)
+        word_count = cp.bincount(counts.word[j0:j1], weights=reps, minlength=v).astype(cp.int64)
+        del reps
+        cursor = cp.zeros(v, dtype=cp.int64)  # where the next piece's tokens of each word go
+        if v > 1:
+            cp.cumsum(word_count[:-1], out=cursor[1:])
+        self.tok = cp.empty(n, dtype=cp.uint32)
+        self.doc = cp.empty(n, dtype=cp.int32)
+        self.weight = None if counts.nz_weight is None else cp.empty(n, dtype=cp.float32)
+        bounds = chunk_bounds(doc_ptr, max(1, int(piece_tokens))) if self.n_docs else [0, 0]
+        for p0, p1 in zip(bounds[:-1], bounds[1:]):
+            self._lay_out_piece(cp, counts, int(p0), int(p1), doc_ptr, cursor, v)
+        return _host(word_count)
+
+    def _lay_out_piece(self, cp, counts, p0, p1, doc_ptr, cursor, n_words):
+        """Documents ``d0 + p0 : d0 + p1`` of the chunk into ``tok``/``doc``/``weight``."""
+        a, b = int(doc_ptr[p0]), int(doc_ptr[p1])  # the piece's tokens, chunk-relative
+        if a == b:
+            return
+        j0 = int(counts.indptr[self.d0 + p0])
+        j1 = int(counts.indptr[self.d0 + p1])
+        local = cp.arange(b - a, dtype=cp.int64)
+        # Each token's non-zero by binary search on the non-zeros' first tokens; its document
+        # the same way on the documents' first non-zeros.
+        nz = cp.searchsorted(counts.nz_ptr[j0 + 1 : j1 + 1] - (self.t0 + a), local, side="right")
+        nz += j0
+        if self.weight is not None:
+            self.weight[a:b] = counts.nz_weight[nz]
+        word = counts.word[nz]
+        doc = cp.searchsorted(counts.indptr_d[1:], nz, side="right") - self.d0
+        del nz
+        # Unique keys (word, position in the piece) make the order independent of the sort's
+        # stability.
+        order = cp.argsort((word.astype(cp.int64) << 32) | local)
+        word = word[order]
+        in_piece = cp.bincount(word, minlength=n_words)
+        first = cp.cumsum(in_piece) - in_piece  # the piece's first sorted slot of each word
+        slot = cursor[word] + (local - first[word])
+        self.tok[slot] = (order + a).astype(cp.uint32)
+        self.doc[slot] = doc[order].astype(cp.int32)
+        cursor += in_piece
+
+    def allocate_state(self, cp):
+        """The chain's per-token and per-document state: topics in PDOW and canonical order,
+        A's entries and row headers (idempotent)."""
+        if self.z is not None:
+            return
+        n = self.n_tokens
+        self.z = cp.empty(n, dtype=self.topic_dtype)
+        self.z_can = cp.empty(n, dtype=self.topic_dtype)
         self.a_ent = (
             cp.empty(self.n_slots, dtype=cp.uint32)
             if self.packed
             else cp.empty((self.n_slots, 2), dtype=cp.int32)
         )
-        self.ent_dtype = np.uint32 if self.packed else np.int32
-        self.fmt = "packed" if self.packed else "wide"
         self.a_row = cp.empty((self.n_docs, 2), dtype=cp.int32)
 
     @staticmethod
@@ -129,36 +208,38 @@ class Chunk:
         self.__dict__.clear()
 
 
-def build_chunks(cp, corpus, new_of_old, n_topics, max_chunk_tokens):
-    """Every chunk of ``corpus``, with the token arrays uploaded once and dropped after."""
+def build_chunks(cp, corpus, new_of_old, n_topics, max_chunk_tokens,
+                 piece_tokens=BUILD_PIECE_TOKENS):
+    """Every chunk of ``corpus``, laid out from its counts (uploaded once when on the host)."""
     ranges = chunk_ranges(corpus, max_chunk_tokens)
-    new_of_old_d = cp.asarray(new_of_old)
-    doc_d = cp.asarray(corpus.doc)
-    word_d = cp.asarray(corpus.word)
-    weight_d = None if corpus.weight is None else cp.asarray(corpus.weight, dtype=cp.float32)
-    chunks = [
-        Chunk(cp, corpus, d0, d1, new_of_old_d, doc_d, word_d, weight_d, n_topics)
-        for d0, d1 in ranges
-    ]
-    del doc_d, word_d, weight_d, new_of_old_d
-    return chunks
+    counts = CountsOnDevice(cp, corpus, new_of_old)
+    return [Chunk(cp, corpus, d0, d1, counts, n_topics, piece_tokens) for d0, d1 in ranges]
 
 
-def chunk_bytes(corpus, n_topics, max_chunk_tokens):
-    """Device bytes of the layout kept (steady) and the extra while building it.
+def chunk_bytes(corpus, n_topics, max_chunk_tokens, piece_tokens=BUILD_PIECE_TOKENS):
+    """Device bytes of the layout and chain state kept (steady), and the peak while building.
+
+    Kept: per token its offset, document, two topics and an A slot (4 bytes packed, 8 wide) and,
+    for weighted counts, its weight; per document its headers and A row padding. Building holds
+    the offsets and documents, the counts on the device (their words relabelled, plus a copy
+    of each array when the corpus is on the host) and one piece's scratch, but not the state.
 
     Returns
     -------
-    steady, build : int
+    steady, peak : int
     """
     n, d, v = corpus.n_tokens, corpus.n_docs, corpus.n_words
-    weighted = corpus.weight is not None
+    nnz = int(corpus.indices.shape[0])
+    weighted = corpus.nz_weight is not None
     tsize = np.dtype(topic_dtype(n_topics)).itemsize
-    chunk = n if max_chunk_tokens is None else min(n, int(max_chunk_tokens))
-    per_token = 4 + 4 + 2 * tsize + 8 + (4 if weighted else 0)
-    per_doc = 8 + 4 + 4 + 4 + 8 + 8 + 4 + ROW_PAD * 8
+    packed = not weighted and n_topics <= 65536
+    entry = 4 if packed else 8
+    layout_token = 4 + 4 + (4 if weighted else 0)
+    per_doc = 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + ROW_PAD * entry
     items = (n // PIECE + v) * 16 * 2
-    steady = n * per_token + d * per_doc + items + (n // WARP + v) * 8
-    # Building: the corpus's doc/word/weight copies plus one chunk's sort (key, order, scratch).
-    build = n * (8 + (4 if weighted else 0)) + chunk * (8 + 8 + 16 + 4)
-    return int(steady), int(build)
+    steady = n * (layout_token + 2 * tsize + entry) + d * per_doc + items + (n // WARP + v) * 8
+    chunk = n if max_chunk_tokens is None else min(n, int(max_chunk_tokens))
+    uploaded = 0 if corpus.on_device else nnz * (4 + 8 + (4 if weighted else 0)) + d * 8
+    build = (n * layout_token + nnz * 4 + uploaded + v * 24
+             + min(chunk, int(piece_tokens)) * 80)
+    return int(steady), int(max(steady, build))

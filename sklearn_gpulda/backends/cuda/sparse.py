@@ -107,10 +107,10 @@ class CudaSparseSampler(CudaChain, Sampler):
     def estimate_bytes(self, corpus):
         """Device bytes a chain on ``corpus`` holds, and the peak while building the layout."""
         k, v = self.n_topics, corpus.n_words
-        layout, build = chunk_bytes(corpus, k, self.max_chunk_tokens)
+        layout, layout_peak = chunk_bytes(corpus, k, self.max_chunk_tokens)
         table = v * k * 4 + (-(-v // counts.ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
-        steady = layout + table
-        return int(steady), int(steady + build)
+        # The table is allocated once the layout's build scratch is gone.
+        return int(layout + table), int(max(layout_peak, layout + table))
 
     def _memory_message(self, corpus, steady, build, free, total):
         return (
@@ -161,6 +161,7 @@ class CudaSparseSampler(CudaChain, Sampler):
         self._require()
         with self._dev():
             for ch in self.chunks:
+                ch.allocate_state(self._cp)
                 sample_sparse.init_topics(ch.tok, ch.t0, self.n_topics, self.seed, iteration,
                                           stream, ch.z)
             self._mstep()
@@ -170,6 +171,7 @@ class CudaSparseSampler(CudaChain, Sampler):
         cp = self._cp
         with self._dev():
             for ch in self.chunks:
+                ch.allocate_state(cp)
                 # PDOW order from canonical: position p holds token t0 + tok[p].
                 ch.z[...] = cp.asarray(topics[ch.t0 : ch.t1].astype(ch.z.dtype))[ch.tok]
             self._mstep()
@@ -285,12 +287,44 @@ class CudaSparseSampler(CudaChain, Sampler):
         return keys
 
     def doc_topic_histogram(self):
-        self._require()
+        corpus = self._require()
         cp = self._cp
         with self._dev():
+            if corpus.integral:
+                found = self._binned_doc_topic_histogram(corpus)
+                if found is not None:
+                    return found
             keys = [self._chunk_keys(ch) for ch in self.chunks]
             keys = cp.concatenate(keys) if keys else cp.zeros(0, dtype=cp.uint64)
             return self._topic_count_pairs(keys)
+
+    def _binned_doc_topic_histogram(self, corpus):
+        """:meth:`doc_topic_histogram` with the integer counts below ``KEY_BINS`` binned per
+        topic by a kernel and only the rest sorted (fewer than n_tokens / KEY_BINS of them):
+        sorting every key of A took about 0.1 s per prior update at K = 10,000. Pairs come in
+        the sort's order, (topic, count) increasing. None where the overflow list was too short
+        (it cannot be, for integer counts)."""
+        cp = self._cp
+        k, n_bins = self.n_topics, counts.KEY_BINS
+        table = cp.zeros((k, n_bins), dtype=cp.uint64)
+        overflow = cp.empty(corpus.n_tokens // n_bins + 1, dtype=cp.uint64)
+        n_overflow = cp.zeros(1, dtype=cp.uint64)
+        for ch in self.chunks:
+            counts.key_histogram(self._chunk_keys(ch), table, overflow, n_overflow, self._n_sm)
+        n_over = int(n_overflow.get()[0])
+        if n_over > overflow.size:
+            return None
+        topic, count = cp.nonzero(table)
+        n_small = table[topic, count]
+        small_keys = (topic.astype(cp.uint64) << 32) | count.astype(cp.float32).view(cp.uint32)
+        big_keys, n_big = cp.unique(overflow[:n_over], return_counts=True)
+        keys = cp.concatenate([small_keys, big_keys]).get()
+        n = cp.concatenate([n_small.astype(cp.int64), n_big.astype(cp.int64)]).get()
+        order = np.argsort(keys, kind="stable")
+        keys, n = keys[order], n[order]
+        topic = (keys >> np.uint64(32)).astype(np.int64)
+        count = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
+        return topic, count.astype(np.float64), n
 
     def log_likelihood(self):
         self._require()

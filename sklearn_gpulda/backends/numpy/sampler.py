@@ -152,6 +152,9 @@ class NumpySampler(HostWordTopic, Sampler):
         check_host_memory(corpus.n_docs, corpus.n_words, corpus.n_tokens, self.n_topics)
         self.release()
         self.corpus = corpus
+        # Every sweep reads the token arrays: expand them now, while the corpus has its counts
+        # (a fit may release those once the sampler is loaded).
+        corpus.doc, corpus.word, corpus.weight
         if self.team.n_threads > 1:
             # Tokens of each word in canonical order: B's rows are then counted by word ranges
             # on separate threads, each cell summing its tokens in the order one thread would.
