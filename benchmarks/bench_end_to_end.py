@@ -100,6 +100,11 @@ def stage_log(X, n_topics, n_sweeps, device, alpha):
     with recording(sync, in_use) as log:
         lda.fit(X)
     log.seconds["whole fit"] = time.perf_counter() - tic
+    sampling = log.durations.get("sweeps: sampling", [])
+    if sampling:
+        # Early sweeps cost more (a random start spreads each document over many topics).
+        log.seconds["first sweeps (ms)"] = [round(t * 1e3, 2) for t in sampling[:5]]
+        log.seconds["median sweep (ms)"] = round(float(np.median(sampling)) * 1e3, 2)
     return log.seconds, log.in_use
 
 
@@ -143,7 +148,8 @@ def stage_lines(seconds, n_sweeps, in_use, n_tokens):
     """The stages of a fit of ``n_sweeps`` sweeps, largest first, with the device bytes in use
     at the end of each (per token too); sub-stages ("load: ...") indented under their stage and
     not added again into "outside the sweeps"."""
-    top = {k: v for k, v in seconds.items() if ":" not in k and k != "whole fit"}
+    top = {k: v for k, v in seconds.items()
+           if ":" not in k and k != "whole fit" and "(ms)" not in k}
     outside = sum(v for k, v in top.items() if k != "sweeps")
     lines = [f"    stages of a {n_sweeps}-sweep fit (device drained between stages): whole fit "
              f"{seconds['whole fit']:.3f} s, outside the sweeps {outside:.3f} s, untimed "
@@ -157,9 +163,12 @@ def stage_lines(seconds, n_sweeps, in_use, n_tokens):
 
     for name, value in sorted(top.items(), key=lambda kv: -kv[1]):
         lines.append(line(6, name, value, name))
-        for sub, sv in sorted(seconds.items(), key=lambda kv: -kv[1]):
-            if sub.startswith(name + ": "):
-                lines.append(line(8, sub[len(name) + 2:], sv, sub))
+        subs = {k: v for k, v in seconds.items() if k.startswith(name + ": ")}
+        for sub, sv in sorted(subs.items(), key=lambda kv: -kv[1]):
+            lines.append(line(8, sub[len(name) + 2:], sv, sub))
+    if "first sweeps (ms)" in seconds:
+        lines.append(f"      sampling of the first sweeps {seconds['first sweeps (ms)']} ms, "
+                     f"median {seconds['median sweep (ms)']} ms")
     return "\n".join(lines)
 
 

@@ -205,11 +205,15 @@ class _PriorSchedule:
     def update(self, sampler):
         alpha = beta = None
         if self.plan.alpha.learn:
-            alpha = _priors.update_alpha(sampler.alpha, *sampler.doc_topic_histogram(),
-                                         *self.lengths)
+            with stage("sweeps: prior updates: alpha histogram"):
+                table, rest = sampler.doc_topic_table()
+            with stage("sweeps: prior updates: alpha fixed point"):
+                alpha = _priors.update_alpha(sampler.alpha, table, rest, *self.lengths)
         if self.plan.beta.learn:
-            beta = _priors.update_beta(sampler.beta, *sampler.word_topic_histogram(),
-                                       self.n_words)
+            with stage("sweeps: prior updates: beta histogram"):
+                histogram = sampler.word_topic_histogram()
+            with stage("sweeps: prior updates: beta fixed point"):
+                beta = _priors.update_beta(sampler.beta, *histogram, self.n_words)
         sampler.set_priors(alpha=alpha, beta=beta)
 
 

@@ -91,42 +91,101 @@ def _digamma_gain(counts, prior):
     return digamma(counts + prior) - digamma(prior)
 
 
-def update_alpha(alpha, topic, count, n_docs, length, n_length):
+#: Integer counts below this are the columns of the alpha histogram's dense table
+#: (:func:`alpha_table`); nearly every count of A is one of them.
+TABLE_COUNTS = 64
+
+
+def alpha_table(topic, count, n_docs, n_topics, n_counts=TABLE_COUNTS):
+    """Split an alpha histogram into a dense table of its small integer counts and the rest.
+
+    Parameters
+    ----------
+    topic, count, n_docs : ndarray
+        ``n_docs[i]`` documents hold ``count[i]`` tokens of topic ``topic[i]`` (counts > 0).
+    n_topics : int
+    n_counts : int
+        The table holds integer counts ``1 .. n_counts - 1``.
+
+    Returns
+    -------
+    table : ndarray of float64, shape (n_topics, n_counts - 1)
+        ``table[k, c - 1]`` documents hold ``c`` tokens of topic ``k``.
+    rest : tuple of ndarray
+        ``(topic, count, n_docs)`` of the other pairs, in their given order.
+    """
+    topic = np.asarray(topic, dtype=np.int64)
+    count = np.asarray(count, dtype=np.float64)
+    n_docs = np.asarray(n_docs, dtype=np.float64)
+    small = (count < n_counts) & (count == np.floor(count))
+    table = np.zeros((n_topics, n_counts - 1), dtype=np.float64)
+    table[topic[small], count[small].astype(np.int64) - 1] = n_docs[small]
+    rest = ~small
+    return table, (topic[rest], count[rest], n_docs[rest])
+
+
+def update_alpha(alpha, table, rest, length, n_length):
     """Minka's fixed point for an asymmetric document-topic prior, from histograms.
 
     Parameters
     ----------
     alpha : ndarray of shape (n_topics,)
         Where the iteration starts.
-    topic, count, n_docs : ndarray
-        ``n_docs[i]`` documents hold ``count[i]`` tokens of topic ``topic[i]`` (counts > 0).
+    table : array of float64, shape (n_topics, C)
+        ``table[k, c - 1]`` documents hold ``c`` tokens of topic ``k`` (:func:`alpha_table`);
+        NumPy, or CuPy to run the table's part on its GPU.
+    rest : tuple of ndarray
+        ``(topic, count, n_docs)``: the pairs the table does not hold, on the host.
     length, n_length : ndarray
         ``n_length[j]`` documents have length ``length[j]`` (lengths > 0).
 
     Returns
     -------
-    alpha : ndarray of shape (n_topics,)
+    alpha : ndarray of shape (n_topics,), on the host
+
+    Notes
+    -----
+    For an integer count c, ``psi(c + a) - psi(a) = sum_{j < c} 1 / (a + j)``: the table's part
+    of the numerator is a running sum of reciprocals along each row, weighted by the table,
+    with no digamma at all. With nearly every count in the table, an iteration costs K x C
+    additions however many documents there are (a pair list at K = 10,000 held about a million
+    pairs, and its digammas took about 0.2 s per update on the host).
     """
     alpha = np.asarray(alpha, dtype=np.float64).copy()
     n_topics = alpha.size
-    topic = np.asarray(topic, dtype=np.int64)
-    count = np.asarray(count, dtype=np.float64)
-    n_docs = np.asarray(n_docs, dtype=np.float64)
+    topic, count, n_docs = (np.asarray(a, dtype=t) for a, t in
+                            zip(rest, (np.int64, np.float64, np.float64)))
     length = np.asarray(length, dtype=np.float64)
     n_length = np.asarray(n_length, dtype=np.float64)
     if not n_length.sum():
         return alpha
+    xp = _module(table)
+    steps = xp.arange(table.shape[1], dtype=xp.float64)
     for _ in range(MAX_ITERATIONS):
         total = alpha.sum()
         denominator = np.dot(n_length, _digamma_gain(length, total))
-        numerator = np.bincount(topic, weights=n_docs * _digamma_gain(count, alpha[topic]),
-                                minlength=n_topics)
+        gains = xp.cumsum(1.0 / (xp.asarray(alpha)[:, None] + steps), axis=1)
+        numerator = _host((table * gains).sum(axis=1))
+        numerator += np.bincount(topic, weights=n_docs * _digamma_gain(count, alpha[topic]),
+                                 minlength=n_topics)
         new = np.maximum(alpha * numerator / denominator, FLOOR)
         done = np.max(np.abs(new - alpha) / alpha) < TOLERANCE
         alpha = new
         if done:
             break
     return alpha
+
+
+def _module(a):
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy
+    return np
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") else a
 
 
 def update_beta(beta, count, n_cells, topic_totals, n_words):

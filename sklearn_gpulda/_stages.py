@@ -22,14 +22,16 @@ _active = None  # the StageLog being recorded into, if any
 
 
 class StageLog:
-    """What :func:`recording` collects: ``seconds`` per stage (added up over repeats) and
-    ``in_use``, the bytes its ``in_use`` callable reported at the end of each stage."""
+    """What :func:`recording` collects: ``seconds`` per stage (added up over repeats),
+    ``durations`` (each run's seconds, in order) and ``in_use``, the bytes its ``in_use``
+    callable reported at the end of each stage."""
 
     def __init__(self, sync, in_use):
         self.sync = sync or (lambda: None)
         self.measure = in_use
         self.seconds = {}
         self.in_use = {}
+        self.durations = {}  # every run's seconds, in order
 
 
 @contextmanager
@@ -65,6 +67,8 @@ def stage(name):
         yield
     finally:
         log.sync()
-        log.seconds[name] = log.seconds.get(name, 0.0) + time.perf_counter() - tic
+        elapsed = time.perf_counter() - tic
+        log.seconds[name] = log.seconds.get(name, 0.0) + elapsed
+        log.durations.setdefault(name, []).append(elapsed)
         if log.measure is not None:
             log.in_use[name] = int(log.measure())

@@ -336,6 +336,13 @@ def test_histograms_and_running_sum_equal_numpy_engine():
         np.testing.assert_array_equal(got, want)
     for got, want in zip(eng.word_topic_histogram(), ref.word_topic_histogram()):
         np.testing.assert_array_equal(got, want)
+    # The table learning alpha reads stays on the device; it is the host split of the pairs.
+    (table, rest), (want_table, want_rest) = eng.doc_topic_table(), ref.doc_topic_table()
+    assert type(table).__module__.startswith("cupy")
+    np.testing.assert_array_equal(table.get(), want_table)
+    for got, want in zip(rest, want_rest):
+        np.testing.assert_array_equal(got, want)
+    assert want_rest[0].size and want_table.sum()  # both parts used on this corpus
     for sampler in (eng, ref):
         sampler.accumulate_word_topic()
         sampler.accumulate_word_topic()

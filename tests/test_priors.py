@@ -33,16 +33,27 @@ def _direct_alpha_step(alpha, counts):
     return alpha * num / den
 
 
-def test_one_histogram_step_equals_the_direct_sums():
-    # MAX_ITERATIONS = 1 makes update_alpha a single step of the iteration.
+def _update_alpha(start, hist, lengths, n_counts=_priors.TABLE_COUNTS):
+    table, rest = _priors.alpha_table(*hist, np.size(start), n_counts)
+    return _priors.update_alpha(start, table, rest, *lengths)
+
+
+@pytest.mark.parametrize("n_counts", [_priors.TABLE_COUNTS, 8, 1])
+def test_one_histogram_step_equals_the_direct_sums(n_counts):
+    # MAX_ITERATIONS = 1 makes update_alpha a single step of the iteration. Counts below
+    # n_counts go through the table's running sums of reciprocals, the others through digamma:
+    # all in the table, some in each, none in it.
     rng = np.random.default_rng(0)
     alpha = np.array([0.05, 0.2, 0.5, 1.0])
     counts = _dirichlet_multinomial_counts(alpha, rng.integers(5, 60, 300), rng)
     start = np.full(4, 0.3)
     (hist, lengths) = _alpha_histograms(counts)
+    table, rest = _priors.alpha_table(*hist, 4, n_counts)
+    assert table.sum() + rest[2].sum() == hist[2].sum()
+    assert (rest[2].size == 0) == (n_counts == _priors.TABLE_COUNTS)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_priors, "MAX_ITERATIONS", 1)
-        step = _priors.update_alpha(start, *hist, *lengths)
+        step = _update_alpha(start, hist, lengths, n_counts)
     np.testing.assert_allclose(step, _direct_alpha_step(start, counts), rtol=1e-12)
 
 
@@ -51,7 +62,7 @@ def test_alpha_is_recovered_from_dirichlet_multinomial_counts():
     truth = np.array([0.02, 0.1, 0.3, 0.6, 1.5])
     counts = _dirichlet_multinomial_counts(truth, rng.integers(20, 200, 8000), rng)
     hist, lengths = _alpha_histograms(counts)
-    learned = _priors.update_alpha(np.full(5, 0.1), *hist, *lengths)
+    learned = _update_alpha(np.full(5, 0.1), hist, lengths)
     np.testing.assert_allclose(learned, truth, rtol=0.08)
 
 
@@ -69,7 +80,7 @@ def test_beta_is_recovered_from_dirichlet_multinomial_counts():
 def test_a_topic_nobody_uses_stops_at_the_floor():
     counts = np.array([[5, 0, 3], [2, 0, 7], [0, 0, 4]])
     hist, lengths = _alpha_histograms(counts)
-    learned = _priors.update_alpha(np.full(3, 0.5), *hist, *lengths)
+    learned = _update_alpha(np.full(3, 0.5), hist, lengths)
     assert learned[1] == _priors.FLOOR and learned[0] > _priors.FLOOR
 
 
@@ -81,7 +92,7 @@ def test_weighted_counts_are_histogrammed_by_value():
     hist, lengths = _alpha_histograms(scaled)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_priors, "MAX_ITERATIONS", 1)
-        step = _priors.update_alpha(np.array([0.3, 0.3]), *hist, *lengths)
+        step = _update_alpha(np.array([0.3, 0.3]), hist, lengths)
     np.testing.assert_allclose(step, _direct_alpha_step(np.array([0.3, 0.3]), scaled), rtol=1e-12)
 
 

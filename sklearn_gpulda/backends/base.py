@@ -23,6 +23,7 @@ import abc
 
 import numpy as np
 
+from .. import _priors
 from .._random import STREAM_INIT, STREAM_SAMPLE
 
 
@@ -161,6 +162,12 @@ class Sampler(abc.ABC):
         n_docs : ndarray of int64
             Number of documents d with ``A[d, topic] == count``. Pairs are distinct.
         """
+
+    def doc_topic_table(self):
+        """:meth:`doc_topic_histogram` split by :func:`sklearn_gpulda._priors.alpha_table`:
+        ``(table, (topic, count, n_docs))``, what :func:`~sklearn_gpulda._priors.update_alpha`
+        reads. A GPU engine may return the table on its device."""
+        return _priors.alpha_table(*self.doc_topic_histogram(), self.n_topics)
 
     @abc.abstractmethod
     def word_topic_histogram(self):

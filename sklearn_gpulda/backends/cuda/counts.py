@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ... import _kernels
+from ... import _kernels, _priors
 from .constants import COUNT_BLOCK, HIST_MAX_TOPICS, SHORT_DOC_MAX, WARP
 
 STEM = "counts"
@@ -104,8 +104,9 @@ def a_entry_keys(chunk, key_off, keys, n_sm):
 
 #: Integer values 1 .. VALUE_BINS - 1 of B are counted in a shared-memory table per block.
 VALUE_BINS = 4096
-#: Integer counts 1 .. KEY_BINS - 1 of A are counted in a (K, KEY_BINS) table.
-KEY_BINS = 64
+#: Integer counts 1 .. KEY_BINS - 1 of A are counted in a (K, KEY_BINS) table: the columns of
+#: the table learning alpha reads (``_priors.TABLE_COUNTS``).
+KEY_BINS = _priors.TABLE_COUNTS
 
 
 def value_histogram(values, n_bins, capacity, n_sm):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._corpus import frequency_relabel
+from ... import _priors
 from ..._random import STREAM_INIT, STREAM_SAMPLE
 from ..._stages import stage
 from ..base import Sampler
@@ -290,41 +291,57 @@ class CudaSparseSampler(CudaChain, Sampler):
         corpus = self._require()
         cp = self._cp
         with self._dev():
-            if corpus.integral:
-                found = self._binned_doc_topic_histogram(corpus)
-                if found is not None:
-                    return found
-            keys = [self._chunk_keys(ch) for ch in self.chunks]
-            keys = cp.concatenate(keys) if keys else cp.zeros(0, dtype=cp.uint64)
-            return self._topic_count_pairs(keys)
+            bins = self._doc_topic_bins(corpus)
+            if bins is None:
+                keys = [self._chunk_keys(ch) for ch in self.chunks]
+                keys = cp.concatenate(keys) if keys else cp.zeros(0, dtype=cp.uint64)
+                return self._topic_count_pairs(keys)
+            table, big_keys, n_big = bins
+            topic, count = cp.nonzero(table)
+            small_keys = (topic.astype(cp.uint64) << 32) | count.astype(cp.float32).view(cp.uint32)
+            keys = cp.concatenate([small_keys, big_keys]).get()
+            n = cp.concatenate([table[topic, count], n_big]).get().astype(np.int64)
+        # The sort's order, (topic, count) increasing, as the other engines give the pairs.
+        order = np.argsort(keys, kind="stable")
+        return _decode_keys(keys[order]) + (n[order],)
 
-    def _binned_doc_topic_histogram(self, corpus):
-        """:meth:`doc_topic_histogram` with the integer counts below ``KEY_BINS`` binned per
-        topic by a kernel and only the rest sorted (fewer than n_tokens / KEY_BINS of them):
-        sorting every key of A took about 0.1 s per prior update at K = 10,000. Pairs come in
-        the sort's order, (topic, count) increasing. None where the overflow list was too short
-        (it cannot be, for integer counts)."""
+    def doc_topic_table(self):
+        corpus = self._require()
+        with self._dev():
+            bins = self._doc_topic_bins(corpus)
+            if bins is None or bins[0].shape[1] != _priors.TABLE_COUNTS:
+                return super().doc_topic_table()
+            table, big_keys, n_big = bins
+            # The table stays on the device, where update_alpha runs its part.
+            table = table[:, 1:].astype(self._cp.float64)
+            keys, n = big_keys.get(), n_big.get().astype(np.float64)
+        topic, count = _decode_keys(keys)
+        return table, (topic, count, n)
+
+    def _doc_topic_bins(self, corpus):
+        """A's integer counts below ``KEY_BINS`` binned per topic by a kernel, the other keys
+        sorted and counted (fewer than n_tokens / KEY_BINS of them): sorting every key of A
+        took about 0.1 s per prior update at K = 10,000.
+
+        Returns
+        -------
+        (table, keys, n) of device arrays, or None for weighted counts
+            ``table[k, c]`` (uint64, shape (K, KEY_BINS)) documents hold c tokens of topic k;
+            ``n[i]`` documents hold the pair of ``keys[i]`` (sorted, distinct).
+        """
+        if not corpus.integral:
+            return None
         cp = self._cp
-        k, n_bins = self.n_topics, counts.KEY_BINS
-        table = cp.zeros((k, n_bins), dtype=cp.uint64)
+        n_bins = counts.KEY_BINS
+        table = cp.zeros((self.n_topics, n_bins), dtype=cp.uint64)
+        # A count of n_bins or more takes that many tokens: there are at most n_tokens / n_bins.
         overflow = cp.empty(corpus.n_tokens // n_bins + 1, dtype=cp.uint64)
         n_overflow = cp.zeros(1, dtype=cp.uint64)
         for ch in self.chunks:
             counts.key_histogram(self._chunk_keys(ch), table, overflow, n_overflow, self._n_sm)
         n_over = int(n_overflow.get()[0])
-        if n_over > overflow.size:
-            return None
-        topic, count = cp.nonzero(table)
-        n_small = table[topic, count]
-        small_keys = (topic.astype(cp.uint64) << 32) | count.astype(cp.float32).view(cp.uint32)
         big_keys, n_big = cp.unique(overflow[:n_over], return_counts=True)
-        keys = cp.concatenate([small_keys, big_keys]).get()
-        n = cp.concatenate([n_small.astype(cp.int64), n_big.astype(cp.int64)]).get()
-        order = np.argsort(keys, kind="stable")
-        keys, n = keys[order], n[order]
-        topic = (keys >> np.uint64(32)).astype(np.int64)
-        count = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
-        return topic, count.astype(np.float64), n
+        return table, big_keys, n_big.astype(cp.uint64)
 
     def log_likelihood(self):
         self._require()
@@ -344,3 +361,10 @@ class CudaSparseSampler(CudaChain, Sampler):
             ch.release()
         self.chunks = []
         self.words = None
+
+
+def _decode_keys(keys):
+    """``(topic, count)`` host arrays (int64, float64) of keys ``(topic << 32) | float bits``."""
+    topic = (keys >> np.uint64(32)).astype(np.int64)
+    count = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
+    return topic, count.astype(np.float64)

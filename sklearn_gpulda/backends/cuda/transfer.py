@@ -10,12 +10,15 @@ time; a block of topics is a contiguous run of rows of the (K, V) result, so eac
 copied once, straight into its place in the host array.
 """
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from ..._device import is_device_array
 
-#: Device bytes of one block in flight.
-BLOCK_BYTES = 256 << 20
+#: Device bytes of one block in flight (and of each of the two pinned host buffers).
+BLOCK_BYTES = 64 << 20
 
 
 def topic_major_to_host(xp, word_major, rows=None, divisor=None, add=None, dtype=np.float64,
@@ -37,8 +40,8 @@ def topic_major_to_host(xp, word_major, rows=None, divisor=None, add=None, dtype
         Added to every entry after the division, in float64 (the topic-word prior).
     dtype : numpy dtype, default=float64
         Of the result; the arithmetic is in float64 and the conversion comes last.
-    block_bytes : int, default=256 MiB
-        Size of the float64 block moved at a time.
+    block_bytes : int, default=64 MiB
+        Size of the float64 block made at a time.
 
     Returns
     -------
@@ -48,17 +51,67 @@ def topic_major_to_host(xp, word_major, rows=None, divisor=None, add=None, dtype
     n_topics = word_major.shape[1]
     out = np.empty((n_topics, n_words), dtype=dtype)
     step = max(1, int(block_bytes) // (8 * max(n_words, 1)))
-    for lo in range(0, n_topics, step):
-        hi = min(lo + step, n_topics)
+    blocks = [(lo, min(lo + step, n_topics)) for lo in range(0, n_topics, step)]
+
+    def block(lo, hi):
         part = word_major[:, lo:hi] if rows is None else word_major[rows, lo:hi]
-        block = xp.ascontiguousarray(part.T, dtype=xp.float64)
+        made = xp.ascontiguousarray(part.T, dtype=xp.float64)
         if divisor is not None:
-            block /= divisor
+            made /= divisor
         if add is not None:
-            block += add
-        block = block.astype(dtype, copy=False)
-        if is_device_array(block):
-            block.get(out=out[lo:hi])
-        else:
-            out[lo:hi] = block
+            made += add
+        return made.astype(dtype, copy=False)
+
+    if xp is np or len(blocks) < 2 or out.size == 0:
+        for lo, hi in blocks:
+            made = block(lo, hi)
+            out[lo:hi] = made.get() if is_device_array(made) else made
+        return out
+    _pipelined(xp, blocks, block, out, step)
     return out
+
+
+def _pipelined(cp, blocks, block, out, step):
+    """Blocks to the host through two pinned buffers: while the device makes block i and copies
+    it into one buffer, host threads copy block i - 1 out of the other into ``out``.
+
+    A copy from the device into pageable memory goes through the driver's own staging and the
+    page faults of a fresh array on one thread: about 3 GB/s, 2 s for the 5.8 GB of a
+    K = 10,000 model. Into pinned memory it runs at the link's speed, and the threads share the
+    page faults.
+    """
+    import cupyx
+
+    n_threads = max(1, min(8, os.cpu_count() or 1))
+    stream = cp.cuda.Stream(non_blocking=True)
+    buffers = [cupyx.empty_pinned((step, out.shape[1]), dtype=out.dtype) for _ in range(2)]
+    events = [None, None]
+    pending = [[], []]  # host copies still reading each buffer
+
+    def copy_rows(src, dst, r0, r1):
+        np.copyto(dst[r0:r1], src[r0:r1])
+
+    def drain(slot, lo, hi):
+        events[slot].synchronize()
+        rows = hi - lo
+        bounds = np.linspace(0, rows, min(n_threads, rows) + 1).astype(int)
+        pending[slot] = [pool.submit(copy_rows, buffers[slot], out[lo:hi], a, b)
+                         for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+    with ThreadPoolExecutor(n_threads) as pool:
+        previous = None
+        with stream:
+            for i, (lo, hi) in enumerate(blocks):
+                slot = i % 2
+                for done in pending[slot]:
+                    done.result()
+                made = block(lo, hi)
+                made.get(stream=stream, out=buffers[slot][: hi - lo], blocking=False)
+                events[slot] = stream.record()
+                if previous is not None:
+                    drain(*previous)
+                previous = (slot, lo, hi)
+        drain(*previous)
+        for slot in (0, 1):
+            for done in pending[slot]:
+                done.result()
