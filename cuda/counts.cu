@@ -433,27 +433,49 @@ extern "C" __global__ void value_histogram(const float* __restrict__ values, lon
 }
 
 // ---------------------------------------------------------------------------------------------
-// key_histogram: the alpha histogram from A's keys ((topic << 32) | float bits of the count, as
-// a_entry_keys makes them): table[topic * n_bins + c] counts the keys of an integer count c in
-// 1 .. n_bins - 1; every other key is appended to the overflow list, in no particular order.
-// Launch: grid any (grid-strided), block any, no shared memory.
-// [in] keys (n uint64); [in/out] table (n_topics x n_bins uint64, zeroed by the caller),
-// n_overflow (1 uint64, zeroed); [out] overflow[0 .. min(n_overflow, capacity)).
+// a_entry_histogram_{packed,wide}: the alpha histogram straight from A's rows, without listing
+// its keys: table[topic * n_bins + c] counts the entries of an integer count c in
+// 1 .. n_bins - 1; every other entry is appended to the overflow list as its key
+// ((topic << 32) | float bits of the count, as a_entry_keys makes it), in no particular order.
+// Launch: grid any (warp-strided over documents), block kCountBlock, no shared memory.
+// [in] a_row, a_ent (AEntry format of the suffix); [in/out] table (n_topics x n_bins uint64,
+// zeroed by the caller), n_overflow (1 uint64, zeroed); [out] overflow[0 .. min(n_overflow,
+// capacity)).
 // ---------------------------------------------------------------------------------------------
-extern "C" __global__ void key_histogram(const unsigned long long* __restrict__ keys, long long n, int n_bins,
-                                         unsigned long long* __restrict__ table,
-                                         unsigned long long* __restrict__ overflow,
-                                         unsigned long long* __restrict__ n_overflow, long long capacity) {
-  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const unsigned long long key = keys[i];
-    const float x = __uint_as_float(static_cast<unsigned>(key & 0xFFFFFFFFull));
-    if (x < static_cast<float>(n_bins) && x == floorf(x)) {
-      const unsigned long long topic = key >> 32;
-      atomicAdd(&table[topic * static_cast<unsigned long long>(n_bins) + static_cast<int>(x)], 1ull);
-    } else {
-      const unsigned long long slot = atomicAdd(n_overflow, 1ull);
-      if (slot < static_cast<unsigned long long>(capacity)) overflow[slot] = key;
+namespace gpulda {
+template <bool kPacked>
+__device__ __forceinline__ void entry_histogram(const int2* __restrict__ a_row,
+                                                const typename AEntry<kPacked>::T* __restrict__ a_ent, int n_docs,
+                                                int n_bins, unsigned long long* __restrict__ table,
+                                                unsigned long long* __restrict__ overflow,
+                                                unsigned long long* __restrict__ n_overflow, long long capacity) {
+  const int lane = lane_id();
+  const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / kWarp;
+  const int n_warps = gridDim.x * (blockDim.x / kWarp);
+  for (int d = gw; d < n_docs; d += n_warps) {
+    const int2 row = a_row[d];
+    for (int e = lane; e < row.y; e += kWarp) {
+      const typename AEntry<kPacked>::T ent = a_ent[row.x + segment_slot(e, row.y)];
+      const float x = AEntry<kPacked>::count(ent);
+      const unsigned long long topic = static_cast<unsigned long long>(AEntry<kPacked>::topic(ent));
+      if (x < static_cast<float>(n_bins) && x == floorf(x)) {
+        atomicAdd(&table[topic * static_cast<unsigned long long>(n_bins) + static_cast<int>(x)], 1ull);
+      } else {
+        const unsigned long long slot = atomicAdd(n_overflow, 1ull);
+        if (slot < static_cast<unsigned long long>(capacity)) overflow[slot] = (topic << 32) | __float_as_uint(x);
+      }
     }
   }
 }
+}  // namespace gpulda
+
+#define GPULDA_ENTRY_HISTOGRAM(SUFFIX, PACKED)                                                                  \
+  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) a_entry_histogram_##SUFFIX(               \
+      const int2* __restrict__ a_row, const void* __restrict__ a_ent, int n_docs, int n_bins,                   \
+      unsigned long long* __restrict__ table, unsigned long long* __restrict__ overflow,                       \
+      unsigned long long* __restrict__ n_overflow, long long capacity) {                                        \
+    gpulda::entry_histogram<PACKED>(a_row, static_cast<const gpulda::AEntry<PACKED>::T*>(a_ent), n_docs, n_bins, \
+                                    table, overflow, n_overflow, capacity);                                     \
+  }
+GPULDA_ENTRY_HISTOGRAM(packed, true)
+GPULDA_ENTRY_HISTOGRAM(wide, false)

@@ -354,7 +354,7 @@ def test_histograms_and_running_sum_equal_numpy_engine():
 @pytest.mark.parametrize("fractional", [False, True])
 def test_binned_histograms_equal_sorted_ones(monkeypatch, bins, fractional):
     # Integer counts are binned by kernels and only the rest sorted (counts.value_histogram,
-    # key_histogram); with 4 bins most values go the overflow way, and fractional counts take
+    # a_entry_histogram); with 4 bins most values go the overflow way, and fractional counts take
     # the sort alone. Every way must give the pairs the plain sort gives, in its order.
     import cupy as cp
 

@@ -129,13 +129,16 @@ def value_histogram(values, n_bins, capacity, n_sm):
     return table, overflow, int(n_overflow.get()[0])
 
 
-def key_histogram(keys, table, overflow, n_overflow, n_sm):
-    """Add A's keys (``a_entry_keys``) to ``table`` (K x n_bins uint64): integer counts below
-    n_bins there, the other keys appended to ``overflow`` (its size is the capacity) through the
-    device counter ``n_overflow``."""
-    if keys.size:
-        _kernels.launch(
-            STEM, "key_histogram", min(-(-keys.size // 256), n_sm * 8), 256,
-            [(keys, np.uint64), (keys.size, "i64"), (table.shape[1], "i32"), (table, np.uint64),
-             (overflow, np.uint64), (n_overflow, np.uint64), (overflow.size, "i64")],
-        )
+def a_entry_histogram(chunk, table, overflow, n_overflow, n_sm):
+    """Add the chunk's A entries to ``table`` (K x n_bins uint64): integer counts below n_bins
+    there, the other entries' keys (as :func:`a_entry_keys` makes them) appended to
+    ``overflow`` (its size is the capacity) through the device counter ``n_overflow``."""
+    if chunk.n_docs == 0:
+        return
+    grid = min(-(-chunk.n_docs // (COUNT_BLOCK // WARP)), n_sm * 16)
+    _kernels.launch(
+        STEM, f"a_entry_histogram_{chunk.fmt}", grid, COUNT_BLOCK,
+        [(chunk.a_row, np.int32), (chunk.a_ent, chunk.ent_dtype), (chunk.n_docs, "i32"),
+         (table.shape[1], "i32"), (table, np.uint64), (overflow, np.uint64),
+         (n_overflow, np.uint64), (overflow.size, "i64")],
+    )

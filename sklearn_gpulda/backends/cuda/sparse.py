@@ -319,9 +319,10 @@ class CudaSparseSampler(CudaChain, Sampler):
         return table, (topic, count, n)
 
     def _doc_topic_bins(self, corpus):
-        """A's integer counts below ``KEY_BINS`` binned per topic by a kernel, the other keys
-        sorted and counted (fewer than n_tokens / KEY_BINS of them): sorting every key of A
-        took about 0.1 s per prior update at K = 10,000.
+        """A's integer counts below ``KEY_BINS`` binned per topic by a kernel reading A's rows,
+        the other entries' keys sorted and counted (fewer than n_tokens / KEY_BINS of them):
+        sorting every key of A took about 0.1 s per prior update at K = 10,000, and listing
+        them took 8 bytes per entry of device memory.
 
         Returns
         -------
@@ -338,7 +339,7 @@ class CudaSparseSampler(CudaChain, Sampler):
         overflow = cp.empty(corpus.n_tokens // n_bins + 1, dtype=cp.uint64)
         n_overflow = cp.zeros(1, dtype=cp.uint64)
         for ch in self.chunks:
-            counts.key_histogram(self._chunk_keys(ch), table, overflow, n_overflow, self._n_sm)
+            counts.a_entry_histogram(ch, table, overflow, n_overflow, self._n_sm)
         n_over = int(n_overflow.get()[0])
         big_keys, n_big = cp.unique(overflow[:n_over], return_counts=True)
         return table, big_keys, n_big.astype(cp.uint64)
