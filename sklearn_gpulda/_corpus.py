@@ -1,11 +1,13 @@
-"""Document-term counts to token arrays, and host builds of the two token layouts.
+"""Document-term counts as a corpus of tokens, and host builds of the two token layouts.
 
 Everything here is vectorised: a 100 M-token corpus converts without a Python loop per document.
 The canonical token order (``doc/algorithm.md``) is the CSR order of the input with each non-zero
 expanded to ``ceil(count)`` tokens; a token's canonical index is its identity in every layout.
 
-What reads what: every backend takes a :class:`TokenCorpus` (:func:`tokens`). The sparse CUDA
-backend builds its PDOW chunks on the device (``backends/cuda/layout.py``); :func:`pdow_chunks`
+What reads what: every backend takes a :class:`TokenCorpus` (:func:`tokens`), which keeps the
+counts and expands them to per-token arrays only for an engine that reads those (the NumPy and
+dense engines). The sparse CUDA backend builds its PDOW chunks on the device straight from the
+counts (``backends/cuda/layout.py``); :func:`pdow_chunks`
 builds the same token order on the host, and is what the GPU tests check the device layout
 against. :func:`segmented_csr` builds Moon's mini-batch tiling, which no backend reads yet: it is
 here for the mini-batch backend to come, and tested on its own.
