@@ -166,7 +166,7 @@ def load_corpora(scale, seed, with_nips=True):
     NIPS is looked for where ``_peer_corpora`` looks (``$SKLEARN_GPULDA_DATA``, ``.carry/data``,
     ``../shared/data``); empty documents are dropped.
     """
-    from sklearn_gpulda._corpus import tokens_from_counts
+    from sklearn_gpulda._corpus import tokens
     from sklearn_gpulda.datasets import load_uci_bow, make_lda_corpus
 
     out = []
@@ -175,7 +175,7 @@ def load_corpora(scale, seed, with_nips=True):
     out.append(
         (
             "nytimes",
-            tokens_from_counts(X),
+            tokens(X),
             f"make_lda_corpus(shape='nytimes', scale={scale}, n_topics=50, random_state={seed}), "
             f"{time.perf_counter() - t:.1f} s",
         )
@@ -190,7 +190,7 @@ def load_corpora(scale, seed, with_nips=True):
         else:
             X = load_uci_bow(docword, vocab).data
             X = X[np.flatnonzero(X.getnnz(axis=1))]
-            out.append(("nips", tokens_from_counts(X), f"UCI {docword}"))
+            out.append(("nips", tokens(X), f"UCI {docword}"))
     return out
 
 

@@ -86,13 +86,13 @@ def copy_bandwidth(cp, n_bytes=2 << 30, reps=10):
 # -- the corpus ---------------------------------------------------------------------------------
 def make_corpus(scale):
     """The benchmark's corpus as a TokenCorpus, drawn on the host, and how it was made."""
-    from sklearn_gpulda._corpus import tokens_from_counts
+    from sklearn_gpulda._corpus import tokens
     from sklearn_gpulda.datasets import make_lda_corpus
 
     X = make_lda_corpus(shape="nytimes", n_topics=100, random_state=0, scale=scale).data
     source = ("datasets.make_lda_corpus(shape='nytimes', n_topics=100, random_state=0, "
               f"scale={scale})")
-    return tokens_from_counts(X), source
+    return tokens(X), source
 
 
 def save_corpus(corpus, path):

@@ -40,7 +40,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
-from sklearn_gpulda._corpus import tokens_from_counts  # noqa: E402
+from sklearn_gpulda._corpus import tokens  # noqa: E402
 from sklearn_gpulda._device import resolve_device  # noqa: E402
 from sklearn_gpulda.backends import choose_backend  # noqa: E402
 from sklearn_gpulda.backends.numpy import NumpySampler  # noqa: E402
@@ -153,7 +153,7 @@ def run_samplers(checks, device):
     # The NumPy backend has one dense rule; the CUDA backend has a kernel per variant.
     variants = [dict(variant=v) for v in VARIANTS] if device.kind == "cuda" else [{}]
     for weighted in (False, True):
-        corpus = tokens_from_counts(ragged_counts(weighted))
+        corpus = tokens(ragged_counts(weighted))
         kind = "weighted" if weighted else "integer"
         print(f"  {kind} corpus: {corpus.n_docs} documents, {corpus.n_tokens} tokens", flush=True)
         cases = [("sparse", k, {}) for k in SPARSE_TOPICS]

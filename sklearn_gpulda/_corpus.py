@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ._device import array_module, is_device_array, to_host
+
 
 class TokenCorpus:
     """Tokens of a corpus in canonical (document-major) order, kept as the counts they expand
@@ -52,7 +54,7 @@ class TokenCorpus:
     """
 
     def __init__(self, n_docs, n_words, indptr, indices, data):
-        xp = _module(data)
+        xp = array_module(data)
         self.n_docs, self.n_words = int(n_docs), int(n_words)
         self.indptr = indptr.astype(xp.int64, copy=False)
         self.indices = indices.astype(xp.int32, copy=False)
@@ -71,7 +73,7 @@ class TokenCorpus:
         if not integral:
             safe = xp.maximum(reps, 1)  # an explicit zero has no tokens to weigh
             self.nz_weight = (data.astype(xp.float64) / safe).astype(xp.float32)
-        self.doc_ptr = _host(self.nz_ptr[self.indptr])
+        self.doc_ptr = to_host(self.nz_ptr[self.indptr])
         self.n_tokens = int(self.doc_ptr[-1])
         if integral:
             self._doc_lengths = np.diff(self.doc_ptr).astype(np.float64)
@@ -79,13 +81,13 @@ class TokenCorpus:
             # A document's weighted length is the sum of its counts.
             cum = xp.zeros(data.shape[0] + 1, dtype=xp.float64)
             xp.cumsum(data, out=cum[1:])
-            self._doc_lengths = _host(xp.diff(cum[self.indptr]))
+            self._doc_lengths = to_host(xp.diff(cum[self.indptr]))
         self._tokens = None
 
     @property
     def on_device(self):
         """Whether the counts lie on a GPU (CuPy arrays)."""
-        return _on_device(self.nz_ptr)
+        return is_device_array(self.nz_ptr)
 
     @property
     def total_weight(self):
@@ -96,17 +98,13 @@ class TokenCorpus:
         """Weighted length of each document, float64 of shape (n_docs,), on the host."""
         return self._doc_lengths
 
-    def nz_reps(self):
-        """Tokens of each non-zero (int64, where the counts lie)."""
-        return self.nz_ptr[1:] - self.nz_ptr[:-1]
-
     def word_frequencies(self):
         """Weighted number of tokens of each word, float64 of shape (n_words,), on the host."""
-        xp = _module(self.nz_ptr)
-        weights = self.nz_reps().astype(xp.float64)
+        xp = array_module(self.nz_ptr)
+        weights = (self.nz_ptr[1:] - self.nz_ptr[:-1]).astype(xp.float64)
         if self.nz_weight is not None:
             weights *= self.nz_weight
-        return _host(_bincount(self.indices, weights, self.n_words)).astype(np.float64)
+        return to_host(xp.bincount(self.indices, weights=weights, minlength=self.n_words))
 
     # -- the token arrays, expanded on first use ----------------------------------------------
     @property
@@ -134,57 +132,25 @@ class TokenCorpus:
         if self._tokens is None:
             if self.nz_ptr is None:
                 raise RuntimeError("the corpus's counts were released before its tokens were made")
-            self._tokens = expand_nonzeros(self, 0, int(self.indices.shape[0]))
+            self._tokens = _expand(self)
         return self._tokens
 
 
-def _module(a):
-    if _on_device(a):
-        import cupy
-
-        return cupy
-    return np
-
-
-def _on_device(a):
-    """True for CuPy arrays: a corpus made from device input keeps its arrays there."""
-    return type(a).__module__.startswith("cupy")
-
-
-def _host(a):
-    return a.get() if _on_device(a) else a
-
-
-def _bincount(index, weights, length):
-    return _module(index).bincount(index, weights=weights, minlength=length)
-
-
-def expand_nonzeros(corpus, j0, j1):
-    """The tokens of non-zeros ``j0:j1`` of ``corpus`` (canonical tokens
-    ``nz_ptr[j0]:nz_ptr[j1]``) as arrays, where its counts lie.
-
-    Returns
-    -------
-    doc, word : int32 arrays
-    weight : float32 array, or None for integer counts
-    """
-    xp = _module(corpus.nz_ptr)
-    ptr = corpus.nz_ptr[j0 : j1 + 1]
+def _expand(corpus):
+    """The per-token arrays ``(doc, word, weight)`` of the whole corpus, where its counts lie
+    (``weight`` None for integer counts)."""
+    xp = array_module(corpus.nz_ptr)
     if xp is np:
-        reps = np.diff(ptr)
-        if j0 == 0 and j1 == corpus.indices.shape[0]:
-            # The whole corpus: one id per document (not per non-zero) is much cheaper.
-            doc = np.repeat(np.arange(corpus.n_docs, dtype=np.int32), np.diff(corpus.doc_ptr))
-        else:
-            rows = np.searchsorted(corpus.indptr[1:], np.arange(j0, j1), side="right")
-            doc = np.repeat(rows.astype(np.int32), reps)
-        word = np.repeat(corpus.indices[j0:j1], reps)
-        weight = None if corpus.nz_weight is None else np.repeat(corpus.nz_weight[j0:j1], reps)
+        reps = np.diff(corpus.nz_ptr)
+        # One id per document (not per non-zero) is much cheaper at 100 M tokens.
+        doc = np.repeat(np.arange(corpus.n_docs, dtype=np.int32), np.diff(corpus.doc_ptr))
+        word = np.repeat(corpus.indices, reps)
+        weight = None if corpus.nz_weight is None else np.repeat(corpus.nz_weight, reps)
         return doc, word, weight
     # The device has no repeat-by-array: each token finds its non-zero by binary search on the
     # offsets, and the non-zero its document the same way.
-    token = xp.arange(int(ptr[0]), int(ptr[-1]), dtype=xp.int64)
-    nz = xp.searchsorted(ptr[1:], token, side="right") + j0
+    token = xp.arange(corpus.n_tokens, dtype=xp.int64)
+    nz = xp.searchsorted(corpus.nz_ptr[1:], token, side="right")
     del token
     doc = xp.searchsorted(corpus.indptr[1:], nz, side="right").astype(xp.int32)
     word = corpus.indices[nz]
@@ -200,7 +166,7 @@ def tokens(X):
     X : SciPy sparse matrix or ndarray, or cupyx.scipy.sparse.csr_matrix (canonical)
         Non-negative finite counts. Non-integer counts become weighted tokens.
     """
-    if _on_device(X):
+    if is_device_array(X):
         # Canonical already (check_device_counts).
         return TokenCorpus(X.shape[0], X.shape[1], X.indptr, X.indices, X.data)
     X = sp.csr_matrix(X)
@@ -209,11 +175,6 @@ def tokens(X):
         X = X.copy()
         X.sum_duplicates()
     return TokenCorpus(X.shape[0], X.shape[1], X.indptr, X.indices, X.data)
-
-
-def tokens_from_counts(X):
-    """Host :class:`TokenCorpus` of a non-negative count matrix (see :func:`tokens`)."""
-    return tokens(X)
 
 
 def _stable_counting_sort(keys, n_keys, offset=0):

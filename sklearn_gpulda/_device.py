@@ -179,6 +179,15 @@ def is_device_array(x):
     return type(x).__module__.startswith("cupy")
 
 
+def array_module(x):
+    """CuPy for a device array, NumPy for anything else."""
+    if is_device_array(x):
+        import cupy
+
+        return cupy
+    return np
+
+
 def to_host(x):
     """Host twin of a device array (NumPy or SciPy sparse); anything else unchanged."""
     return x.get() if is_device_array(x) else x

@@ -2,8 +2,8 @@
 :class:`~sklearn_gpulda.backends.base.Sampler`; online learning's loop is in
 :mod:`sklearn_gpulda._fit_online`.
 
-Nothing here touches the estimator: :func:`fit_batch` and :func:`fit_corpus` take a :class:`Plan`
-(the estimator's parameters, resolved) and return a :class:`FittedState` that the estimator
+Nothing here touches the estimator: :func:`fit_corpus` takes a :class:`Plan`
+(the estimator's parameters, resolved) and returns a :class:`FittedState` that the estimator
 assigns only once the fit has succeeded, so a fit that raises leaves a fitted model as it was
 (``doc/algorithm.md`` defines every step).
 """
@@ -15,7 +15,6 @@ import numpy as np
 
 from . import _priors
 from ._cadence import Cadence
-from ._corpus import tokens
 from ._stages import stage
 from ._warnings import warn_caller
 
@@ -223,26 +222,10 @@ def _snapshot(sampler, plan):
     return components, public_prior(sampler.alpha, plan.alpha)
 
 
-def fit_batch(plan, X):
-    """Batch learning: every token is sampled in each of up to ``max_iter`` sweeps.
-
-    Parameters
-    ----------
-    plan : Plan
-    X : validated counts (SciPy CSR on the host, or cupyx CSR on the device)
-
-    Returns
-    -------
-    FittedState
-    """
-    with stage("tokens"):
-        corpus = tokens(X)
-    return fit_corpus(plan, corpus)
-
-
 def fit_corpus(plan, corpus, sampler=None, release_counts=False):
-    """:func:`fit_batch` of a corpus already in tokens, on ``sampler`` (the plan's backend's
-    when None; a sampler spread over several processes brings its own).
+    """Batch learning: every token of ``corpus`` is sampled in each of up to ``max_iter``
+    sweeps, on ``sampler`` (the plan's backend's when None; a sampler spread over several
+    processes brings its own).
 
     Parameters
     ----------

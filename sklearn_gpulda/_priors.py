@@ -27,6 +27,8 @@ from numbers import Real
 import numpy as np
 from scipy.special import digamma
 
+from ._device import array_module, to_host
+
 #: Smallest value a learned prior takes.
 FLOOR = 1e-5
 #: Fixed-point iterations per update, at most; and the relative change that ends them earlier.
@@ -159,13 +161,13 @@ def update_alpha(alpha, table, rest, length, n_length):
     n_length = np.asarray(n_length, dtype=np.float64)
     if not n_length.sum():
         return alpha
-    xp = _module(table)
+    xp = array_module(table)
     steps = xp.arange(table.shape[1], dtype=xp.float64)
     for _ in range(MAX_ITERATIONS):
         total = alpha.sum()
         denominator = np.dot(n_length, _digamma_gain(length, total))
         gains = xp.cumsum(1.0 / (xp.asarray(alpha)[:, None] + steps), axis=1)
-        numerator = _host((table * gains).sum(axis=1))
+        numerator = to_host((table * gains).sum(axis=1))
         numerator += np.bincount(topic, weights=n_docs * _digamma_gain(count, alpha[topic]),
                                  minlength=n_topics)
         new = np.maximum(alpha * numerator / denominator, FLOOR)
@@ -174,18 +176,6 @@ def update_alpha(alpha, table, rest, length, n_length):
         if done:
             break
     return alpha
-
-
-def _module(a):
-    if type(a).__module__.startswith("cupy"):
-        import cupy
-
-        return cupy
-    return np
-
-
-def _host(a):
-    return a.get() if hasattr(a, "get") else a
 
 
 def update_beta(beta, count, n_cells, topic_totals, n_words):

@@ -15,7 +15,7 @@ from _engine_checks import (
 from _stats import merged_chisquare
 
 from sklearn_gpulda import GPULatentDirichletAllocation, _fit, _fit_online, _random
-from sklearn_gpulda._corpus import tokens_from_counts
+from sklearn_gpulda._corpus import tokens
 from sklearn_gpulda._device import CPU, Device
 from sklearn_gpulda._priors import Prior
 from sklearn_gpulda.backends import BACKENDS, choose_backend
@@ -67,7 +67,7 @@ def test_numpy_dense_sweep_matches_exact_distribution(n_topics):
     rng = np.random.default_rng(n_topics)
     n_each = 60_000
     X = sp.csr_matrix(np.array([[n_each, n_each]], dtype=np.int64))
-    corpus = tokens_from_counts(X)
+    corpus = tokens(X)
     weights = rng.gamma(0.5, size=n_topics)
     weights[rng.random(n_topics) < 0.3] = 0  # topics with no tokens at all
     weights /= weights.sum()
@@ -93,7 +93,7 @@ def test_numpy_dense_sweep_matches_exact_distribution(n_topics):
 
 
 def test_numpy_dense_sweep_uses_the_sparse_engines_uniforms():
-    corpus = tokens_from_counts(_kjv()[:200])
+    corpus = tokens(_kjv()[:200])
     k = 24
     dense = initialised(_numpy(k, "dense"), corpus)
     sparse = initialised(_numpy(k), corpus)
@@ -118,7 +118,7 @@ def test_numpy_dense_sweep_uses_the_sparse_engines_uniforms():
 
 @pytest.mark.parametrize("first", [True, False])
 def test_numpy_dense_batch_statistics(first):
-    corpus = tokens_from_counts(_kjv()[:150])
+    corpus = tokens(_kjv()[:150])
     k = 12
     components = None if first else np.random.default_rng(5).gamma(1.0, size=(k, corpus.n_words)) + 0.1
     stats_dense = _statistics(_numpy(k, "dense"), corpus, components, 4, 3)
@@ -273,7 +273,7 @@ def _sparse_engine(n_topics):
 @pytest.mark.parametrize("n_topics", [16, 33, 256])
 @pytest.mark.parametrize("variant", ["transpose", "butterfly", "plain"])
 def test_gpu_sweep_agrees_with_numpy_dense_engine(variant, n_topics):
-    corpus = tokens_from_counts(_kjv())
+    corpus = tokens(_kjv())
     alpha = np.random.default_rng(n_topics).gamma(0.5, 0.2, n_topics) + 1e-3
     ref = initialised(_numpy(n_topics, "dense", alpha), corpus)
     for it in (1, 2):
@@ -296,7 +296,7 @@ def test_gpu_sweep_agrees_with_numpy_dense_engine(variant, n_topics):
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", ["transpose", "butterfly"])
 def test_gpu_initial_topics_equal_numpy_engine(variant):
-    corpus = tokens_from_counts(_kjv()[:300])
+    corpus = tokens(_kjv()[:300])
     eng = initialised(_dense_engine(37, variant=variant), corpus)
     ref = initialised(_numpy(37, "dense"), corpus)
     np.testing.assert_array_equal(eng.topics(), ref.topics())
@@ -308,7 +308,7 @@ def test_gpu_initial_topics_equal_numpy_engine(variant):
 def test_gpu_count_invariants_every_iteration():
     # A few empty documents are kept: the master index skips them.
     X = sp.vstack([_kjv()[:200], sp.csr_matrix((3, _kjv().shape[1]), dtype=np.int64)]).tocsr()
-    corpus = tokens_from_counts(X)
+    corpus = tokens(X)
     k = 23
     eng = initialised(_dense_engine(k), corpus)
     check_counts_every_sweep(eng, corpus, k)
@@ -319,7 +319,7 @@ def test_gpu_count_invariants_every_iteration():
 def test_gpu_weighted_tokens():
     X = _kjv()[:120].astype(np.float64)
     X.data = X.data * np.random.default_rng(0).uniform(0.3, 1.0, size=X.data.size)
-    corpus = tokens_from_counts(X)
+    corpus = tokens(X)
     k = 9
     eng = _dense_engine(k)
     check_weighted_counts(eng, corpus, k, _numpy(k, "dense"), atol_a=1e-4)
@@ -328,13 +328,13 @@ def test_gpu_weighted_tokens():
 
 @pytest.mark.gpu
 def test_gpu_same_seed_same_model():
-    corpus = tokens_from_counts(_kjv()[:400])
+    corpus = tokens(_kjv()[:400])
     check_same_seed_same_model(lambda: _dense_engine(31), corpus)
 
 
 @pytest.mark.gpu
 def test_gpu_histograms_equal_numpy_engine():
-    corpus = tokens_from_counts(_kjv()[:300])
+    corpus = tokens(_kjv()[:300])
     k = 21
     ref = initialised(_numpy(k, "dense"), corpus)
     ref.sweep(1)
@@ -351,7 +351,7 @@ def test_gpu_histograms_equal_numpy_engine():
 @pytest.mark.gpu
 @pytest.mark.parametrize("first", [True, False])
 def test_gpu_batch_statistics(first):
-    corpus = tokens_from_counts(_kjv()[:300])
+    corpus = tokens(_kjv()[:300])
     k = 10
     components = None if first else np.random.default_rng(2).gamma(1.0, size=(k, corpus.n_words)) + 0.1
     got = _statistics(_dense_engine(k), corpus, components, 4, 3)

@@ -13,7 +13,7 @@ from sklearn_gpulda._corpus import (
     frequency_relabel,
     pdow_chunks,
     segmented_csr,
-    tokens_from_counts,
+    tokens,
 )
 from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
 
@@ -44,12 +44,12 @@ def _recount(corpus):
 
 
 # --------------------------------------------------------------------------------------------------
-# tokens_from_counts
+# tokens
 # --------------------------------------------------------------------------------------------------
 
 
 def test_tokens_round_trip(counts):
-    corpus = tokens_from_counts(counts)
+    corpus = tokens(counts)
     assert corpus.weight is None  # integer counts: unweighted tokens
     assert (corpus.n_docs, corpus.n_words) == counts.shape
     assert corpus.n_tokens == counts.sum()
@@ -71,9 +71,9 @@ def test_tokens_round_trip(counts):
 
 def test_tokens_from_dense_and_float_integers(kjv):
     subset = kjv[:40]
-    reference = tokens_from_counts(subset)
+    reference = tokens(subset)
     for variant in (subset.toarray(), subset.astype(np.float64), subset.tocoo()):
-        corpus = tokens_from_counts(variant)
+        corpus = tokens(variant)
         assert corpus.weight is None
         np.testing.assert_array_equal(corpus.doc, reference.doc)
         np.testing.assert_array_equal(corpus.word, reference.word)
@@ -81,7 +81,7 @@ def test_tokens_from_dense_and_float_integers(kjv):
 
 def test_weights_for_non_integer_counts(kjv):
     X = kjv.astype(np.float64) * 0.6  # 1 -> 0.6, 2 -> 1.2, 5 -> 3.0 (integer again), ...
-    corpus = tokens_from_counts(X)
+    corpus = tokens(X)
     assert corpus.weight is not None and corpus.weight.dtype == np.float32
     # Each non-zero c expands into ceil(c) tokens of weight c / ceil(c).
     assert corpus.n_tokens == np.ceil(X.data).sum()
@@ -102,8 +102,8 @@ def test_explicit_zeros_give_no_tokens(kjv):
     assert X.nnz == kjv[:60].nnz
     clean = X.copy()
     clean.eliminate_zeros()
-    corpus = tokens_from_counts(X)
-    reference = tokens_from_counts(clean)
+    corpus = tokens(X)
+    reference = tokens(clean)
     np.testing.assert_array_equal(corpus.doc, reference.doc)
     np.testing.assert_array_equal(corpus.word, reference.word)
     np.testing.assert_array_equal(corpus.doc_ptr, reference.doc_ptr)
@@ -120,8 +120,8 @@ def test_empty_documents_and_unsorted_input(synthetic):
         shuffled.indices[lo:hi] = shuffled.indices[lo:hi][::-1].copy()
         shuffled.data[lo:hi] = shuffled.data[lo:hi][::-1].copy()
     shuffled.has_sorted_indices = False
-    corpus = tokens_from_counts(shuffled)
-    reference = tokens_from_counts(X)
+    corpus = tokens(shuffled)
+    reference = tokens(X)
     np.testing.assert_array_equal(corpus.word, reference.word)
     assert np.all(np.diff(corpus.doc_ptr)[:2] == 0) and np.all(np.diff(corpus.doc_ptr)[-3:] == 0)
     assert (_recount(corpus) != X).nnz == 0
@@ -133,7 +133,7 @@ def test_empty_documents_and_unsorted_input(synthetic):
 
 
 def test_frequency_relabel(counts):
-    freq = tokens_from_counts(counts).word_frequencies()
+    freq = tokens(counts).word_frequencies()
     new_of_old, old_of_new = frequency_relabel(freq)
     assert new_of_old.dtype == np.int32 and old_of_new.dtype == np.int32
     np.testing.assert_array_equal(np.sort(old_of_new), np.arange(freq.size))
@@ -181,7 +181,7 @@ def _check_pdow(corpus, new_of_old, max_tokens):
 
 
 def test_pdow_chunks(counts):
-    corpus = tokens_from_counts(counts)
+    corpus = tokens(counts)
     new_of_old, _ = frequency_relabel(corpus.word_frequencies())
     single = _check_pdow(corpus, new_of_old, corpus.n_tokens)
     assert len(single) == 1
@@ -194,7 +194,7 @@ def test_pdow_chunks(counts):
 
 
 def test_chunk_bounds_rejects_bad_budget(kjv):
-    corpus = tokens_from_counts(kjv[:5])
+    corpus = tokens(kjv[:5])
     with pytest.raises(ValueError, match="max_tokens"):
         chunk_bounds(corpus.doc_ptr, 0)
 
@@ -206,7 +206,7 @@ def test_chunk_bounds_rejects_bad_budget(kjv):
 
 @pytest.mark.parametrize("docs_per_batch, panel_width", [(100, 256), (7, 1000), (5000, 50000)])
 def test_segmented_csr(counts, docs_per_batch, panel_width):
-    corpus = tokens_from_counts(counts)
+    corpus = tokens(counts)
     new_of_old, _ = frequency_relabel(corpus.word_frequencies())
     tiles = segmented_csr(corpus, new_of_old, docs_per_batch, panel_width)
     n_batches = -(-corpus.n_docs // docs_per_batch)
@@ -231,7 +231,7 @@ def test_segmented_csr(counts, docs_per_batch, panel_width):
 
 
 def test_segmented_csr_rejects_bad_sizes(kjv):
-    corpus = tokens_from_counts(kjv[:5])
+    corpus = tokens(kjv[:5])
     new_of_old, _ = frequency_relabel(corpus.word_frequencies())
     for dpb, width in ((0, 10), (10, 0)):
         with pytest.raises(ValueError, match="positive"):
@@ -261,7 +261,7 @@ def _explicit_zeros_and_duplicates(X):
 
 def test_counts_expand_lazily_to_the_canonical_tokens(kjv):
     X = kjv[:300]
-    corpus = tokens_from_counts(X)
+    corpus = tokens(X)
     assert corpus._tokens is None  # nothing per token made until asked for
     reps = np.asarray(X.data, dtype=np.int64)
     np.testing.assert_array_equal(corpus.word, np.repeat(X.indices, reps))
@@ -275,7 +275,7 @@ def test_duplicates_add_up_and_explicit_zeros_make_no_tokens(kjv):
     X = kjv[:200].astype(np.float64)
     messy = _explicit_zeros_and_duplicates(X)
     assert not messy.has_canonical_format
-    clean, corpus = tokens_from_counts(X), tokens_from_counts(messy)
+    clean, corpus = tokens(X), tokens(messy)
     assert corpus.n_tokens == clean.n_tokens
     np.testing.assert_array_equal(corpus.doc_ptr, clean.doc_ptr)
     np.testing.assert_array_equal(corpus.word, clean.word)
@@ -284,11 +284,11 @@ def test_duplicates_add_up_and_explicit_zeros_make_no_tokens(kjv):
 
 
 def test_released_counts_keep_what_was_made(kjv):
-    corpus = tokens_from_counts(kjv[:50])
+    corpus = tokens(kjv[:50])
     word = corpus.word
     corpus.release_counts()
     assert corpus.word is word and corpus.n_tokens == word.size
-    other = tokens_from_counts(kjv[:50])
+    other = tokens(kjv[:50])
     other.release_counts()
     assert other.doc_lengths().sum() == corpus.n_tokens
     with pytest.raises(RuntimeError, match="released"):
@@ -307,7 +307,7 @@ def test_device_layout_build_in_pieces_is_the_pdow_order(kjv, fractional, max_ch
     X = kjv[:300].astype(np.float64)
     if fractional:
         X.data *= 0.7
-    corpus = tokens_from_counts(X)
+    corpus = tokens(X)
     new_of_old, _ = frequency_relabel(corpus.word_frequencies())
     chunks = build_chunks(np, corpus, new_of_old, 50, max_chunk, piece)
     reference = pdow_chunks(corpus, new_of_old, max_chunk or corpus.n_tokens)

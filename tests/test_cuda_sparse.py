@@ -6,7 +6,7 @@ import scipy.sparse as sp
 
 import _gpu_probes
 from sklearn_gpulda import _fit, _fit_online, _random
-from sklearn_gpulda._corpus import frequency_relabel, pdow_chunks, tokens, tokens_from_counts
+from sklearn_gpulda._corpus import frequency_relabel, pdow_chunks, tokens
 from sklearn_gpulda._device import CPU, Device
 from sklearn_gpulda._priors import Prior
 from sklearn_gpulda.backends.numpy import NumpySampler, fold_in
@@ -52,10 +52,10 @@ def _corpus(kind="small"):
 
             X = load_kjv_chapters()
             X = X[0] if isinstance(X, tuple) else getattr(X, "data", X)
-            return tokens_from_counts(sp.csr_matrix(X))
+            return tokens(sp.csr_matrix(X))
         except Exception:
-            return tokens_from_counts(_lda_counts(600, 3000, 20, 300, seed=7, long_docs=4))
-    return tokens_from_counts(_lda_counts(120, 400, 8, 80, seed=3, long_docs=2))
+            return tokens(_lda_counts(600, 3000, 20, 300, seed=7, long_docs=4))
+    return tokens(_lda_counts(120, 400, 8, 80, seed=3, long_docs=2))
 
 
 def _engine(n_topics, alpha=ALPHA, **kw):
@@ -108,7 +108,7 @@ def test_device_layout_is_the_host_pdow_order(monkeypatch, piece_tokens, on_devi
     if piece_tokens:
         monkeypatch.setattr(layout.build_chunks, "__defaults__", (piece_tokens,))
     X = _lda_counts(120, 400, 8, 80, seed=3, long_docs=2)
-    corpus = tokens_from_counts(X)
+    corpus = tokens(X)
     eng = _engine(11, max_chunk_tokens=3000)
     eng.load(tokens(csp.csr_matrix(X)) if on_device else corpus)
     new_of_old, _ = frequency_relabel(corpus.word_frequencies())
@@ -311,7 +311,7 @@ def test_count_invariants_every_iteration(max_chunk_tokens, k):
 
 
 def test_weighted_tokens_counts():
-    corpus = tokens_from_counts(_lda_counts(60, 300, 6, 60, seed=5, long_docs=1, fractional=True))
+    corpus = tokens(_lda_counts(60, 300, 6, 60, seed=5, long_docs=1, fractional=True))
     k = 9
     eng = _engine(k)
     check_weighted_counts(eng, corpus, k, _reference(k), atol_a=1e-5)
@@ -363,7 +363,7 @@ def test_binned_histograms_equal_sorted_ones(monkeypatch, bins, fractional):
     if bins:
         monkeypatch.setattr(counts, "VALUE_BINS", bins)
         monkeypatch.setattr(counts, "KEY_BINS", bins)
-    corpus = tokens_from_counts(_lda_counts(120, 400, 8, 80, seed=3, long_docs=2,
+    corpus = tokens(_lda_counts(120, 400, 8, 80, seed=3, long_docs=2,
                                             fractional=fractional))
     eng = initialised(_engine(13, max_chunk_tokens=2500), corpus)
     eng.sweep(1)

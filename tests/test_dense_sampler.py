@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from sklearn_gpulda import _random
-from sklearn_gpulda._corpus import tokens_from_counts
+from sklearn_gpulda._corpus import tokens
 from sklearn_gpulda.backends.cuda.sample_dense import VARIANTS, document_order
 from sklearn_gpulda.backends.numpy import tables, threads
 from sklearn_gpulda.backends.numpy.dense_rule import draw_topics_dense
@@ -259,7 +259,7 @@ def test_kernel_matches_exact_distribution(variant, n_topics):
 def _kjv_corpus():
     from sklearn_gpulda.datasets import load_kjv_chapters
 
-    return tokens_from_counts(load_kjv_chapters().data)
+    return tokens(load_kjv_chapters().data)
 
 
 def _kjv_state(n_topics, seed=0):

@@ -190,11 +190,16 @@ def test_set_output_pandas(small_model, kjv):
     assert isinstance(out, pd.DataFrame) and list(out.columns) == list(model.get_feature_names_out())
 
 
-def test_verbose_prints_every_sweep_and_the_final_likelihood(kjv):
+def _verbose_fit(X, callback=None, **params):
+    """A verbose fit of ``X`` and the lines it printed."""
     buf = io.StringIO()
     with redirect_stdout(buf):
-        model = _lda(n_components=3, max_iter=2, verbose=1).fit(kjv.data[:50])
-    lines = buf.getvalue().strip().splitlines()
+        model = _lda(verbose=1, **params).fit(X, callback=callback)
+    return model, buf.getvalue().strip().splitlines()
+
+
+def test_verbose_prints_every_sweep_and_the_final_likelihood(kjv):
+    model, lines = _verbose_fit(kjv.data[:50], n_components=3, max_iter=2)
     assert len(lines) == 3
     assert lines[0].startswith("iteration: 1 of max_iter: 2, ") and "Mtoken/s" in lines[1]
     # The model's own score closes the output; it is bound_, computed once.
@@ -205,10 +210,7 @@ def test_verbose_prints_every_sweep_and_the_final_likelihood(kjv):
 def test_verbose_evaluates_only_within_its_share_of_the_time(kjv):
     # Before any evaluation was timed one is guessed to cost a sweep, so with a 3% share the
     # first is due at sweep 34; later ones as their measured cost allows (tests/test_cadence.py).
-    buf = io.StringIO()
-    with redirect_stdout(buf):
-        model = _lda(n_components=5, max_iter=60, verbose=1).fit(kjv.data[:300])
-    lines = buf.getvalue().strip().splitlines()
+    model, lines = _verbose_fit(kjv.data[:300], n_components=5, max_iter=60)
     assert len(lines) == 61
     scored = [int(line.split()[1]) for line in lines[:-1] if "log-likelihood/token" in line]
     assert scored and scored[0] >= 30 and len(scored) < 60 - 30
@@ -216,16 +218,14 @@ def test_verbose_evaluates_only_within_its_share_of_the_time(kjv):
 
 
 def test_evaluate_every_stops_early_on_perp_tol(kjv):
-    buf = io.StringIO()
     seen = []
-    with redirect_stdout(buf):
-        model = _lda(n_components=3, max_iter=50, evaluate_every=1, perp_tol=1e6, verbose=1,
-                     ).fit(kjv.data[:50], callback=lambda i, info: seen.append(i))
+    model, lines = _verbose_fit(kjv.data[:50], lambda i, info: seen.append(i), n_components=3,
+                                max_iter=50, evaluate_every=1, perp_tol=1e6)
     assert model.n_iter_ == 2
     # The reason is printed under verbose and kept in the history.
     reason = model.history_["stop_reason"]
     assert reason.startswith("perplexity changed by") and "perp_tol=1e+06 after 2 sweeps" in reason
-    assert buf.getvalue().strip().splitlines()[-1].startswith(f"stopped: {reason}; ")
+    assert lines[-1].startswith(f"stopped: {reason}; ")
     np.testing.assert_array_equal(model.history_["iteration"], [1, 2])
     # The callback hears of every sweep done, the one that stopped the fit included.
     assert seen == [1, 2]

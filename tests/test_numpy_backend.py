@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from sklearn_gpulda import _random
-from sklearn_gpulda._corpus import tokens_from_counts
+from sklearn_gpulda._corpus import tokens
 from sklearn_gpulda._device import CPU
 from sklearn_gpulda.backends.numpy import NumpySampler, fold_in
 from sklearn_gpulda.backends.numpy.sparse_rule import draw_topics
@@ -150,7 +150,7 @@ def test_draw_branch_frequency_matches_sparse_mass():
 
 
 def test_counts_are_consistent_after_every_iteration(kjv):
-    corpus = tokens_from_counts(kjv[:300])
+    corpus = tokens(kjv[:300])
     engine = _loaded(corpus, 15)
     check_counts_every_sweep(engine, corpus, 15)
     a = engine.doc_topic_counts()
@@ -158,7 +158,7 @@ def test_counts_are_consistent_after_every_iteration(kjv):
 
 
 def test_same_seed_same_state_other_seed_other_state(kjv):
-    corpus = tokens_from_counts(kjv[:200])
+    corpus = tokens(kjv[:200])
     runs = []
     for seed in (1, 1, 2):
         engine = _loaded(corpus, 10, seed=seed)
@@ -170,7 +170,7 @@ def test_same_seed_same_state_other_seed_other_state(kjv):
 
 
 def test_training_log_likelihood_improves(kjv):
-    corpus = tokens_from_counts(kjv)
+    corpus = tokens(kjv)
     engine = _loaded(corpus, 20, alpha=0.05, beta=0.05, seed=0)
     start = engine.log_likelihood()
     for it in range(1, 21):
@@ -181,7 +181,7 @@ def test_training_log_likelihood_improves(kjv):
 def test_weighted_tokens_keep_count_totals():
     rng = np.random.default_rng(0)
     X = sp.random(40, 30, density=0.3, random_state=0, format="csr") * 3.7
-    corpus = tokens_from_counts(X)
+    corpus = tokens(X)
     assert corpus.weight is not None
     engine = _loaded(corpus, 4, alpha=0.5, beta=0.1, seed=int(rng.integers(1 << 31)))
     engine.sweep(1)
@@ -239,7 +239,7 @@ def test_fold_in_empty_document_is_uniform(kjv):
 def test_fixed_topic_word_sweeps_keep_the_counts_consistent(kjv):
     # With the topic-word side fixed (mini-batch learning) A follows the topics after every sweep
     # and the word-topic counts are still those of the current topics.
-    corpus = tokens_from_counts(kjv[:50])
+    corpus = tokens(kjv[:50])
     comp = np.random.default_rng(0).gamma(2.0, 1.0, (6, kjv.shape[1]))
     engine = _sampler(6, 0.1, 0.01, 5)
     engine.load(corpus)
@@ -253,7 +253,7 @@ def test_fixed_topic_word_sweeps_keep_the_counts_consistent(kjv):
 
 
 def test_set_priors_changes_the_next_draws_only(kjv):
-    corpus = tokens_from_counts(kjv[:80])
+    corpus = tokens(kjv[:80])
     a, b = _loaded(corpus, 7, seed=2), _loaded(corpus, 7, seed=2)
     b.set_priors(alpha=np.linspace(0.05, 2.0, 7), beta=0.3)
     np.testing.assert_array_equal(a.topics(), b.topics())
@@ -264,7 +264,7 @@ def test_set_priors_changes_the_next_draws_only(kjv):
 
 
 def test_histograms_count_the_state(kjv):
-    corpus = tokens_from_counts(kjv[:60])
+    corpus = tokens(kjv[:60])
     engine = _loaded(corpus, 9)
     engine.sweep(1)
     a, b = engine.doc_topic_counts(), engine.word_topic_counts()
@@ -279,14 +279,14 @@ def test_histograms_count_the_state(kjv):
 
 
 def test_memory_check_refuses_before_allocating(kjv):
-    corpus = tokens_from_counts(kjv[:10])
+    corpus = tokens(kjv[:10])
     engine = _sampler(10**8, 0.1, 0.01, 0)
     with pytest.raises(MemoryError, match="n_components=100000000"):
         engine.load(corpus)
 
 
 def test_set_topics_rejects_wrong_shape_and_range_and_keeps_state(kjv):
-    corpus = tokens_from_counts(kjv[:40])
+    corpus = tokens(kjv[:40])
     engine = _loaded(corpus, 6, seed=0)
     before = engine.topics().copy()
     with pytest.raises(ValueError, match=r"topics must have shape"):

@@ -8,6 +8,14 @@ from . import counts
 from .transfer import topic_major_to_host
 
 
+def decode_keys(keys):
+    """``(topic, count)`` host arrays (int64, float64) of A's keys ``(topic << 32) | float
+    bits of the count`` (``cuda/counts.cu``, ``a_entry_keys``)."""
+    topic = (keys >> np.uint64(32)).astype(np.int64)
+    count = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
+    return topic, count.astype(np.float64)
+
+
 class CudaChain:
     """Mixin of :class:`~sklearn_gpulda.backends.base.Sampler` subclasses that live on one GPU.
 
@@ -84,10 +92,7 @@ class CudaChain:
         """``(topic, count, n)`` host arrays from device keys ``(topic << 32) | float bits``."""
         cp = self._cp
         unique, n = cp.unique(keys, return_counts=True)
-        unique = unique.get()
-        topic = (unique >> np.uint64(32)).astype(np.int64)
-        count = (unique & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
-        return topic, count.astype(np.float64), n.get().astype(np.int64)
+        return decode_keys(unique.get()) + (n.get().astype(np.int64),)
 
     def _value_counts(self, values):
         """Distinct non-zero values of a float32 device array and how many cells hold each,

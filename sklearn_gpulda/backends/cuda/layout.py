@@ -13,6 +13,7 @@ host; the GPU tests check the two agree.
 import numpy as np
 
 from ..._corpus import chunk_bounds
+from ..._device import to_host
 from .constants import ROW_PAD, SHORT_DOC_MAX, WARP
 
 #: Tokens per work item: a frequent word is split into items of this size so that one block
@@ -51,15 +52,11 @@ class CountsOnDevice:
     """
 
     def __init__(self, cp, corpus, new_of_old):
-        self.indptr = _host(corpus.indptr).astype(np.int64, copy=False)
+        self.indptr = to_host(corpus.indptr).astype(np.int64, copy=False)
         self.indptr_d = cp.asarray(corpus.indptr, dtype=cp.int64)
         self.nz_ptr = cp.asarray(corpus.nz_ptr)
         self.word = cp.asarray(new_of_old)[cp.asarray(corpus.indices)]
         self.nz_weight = None if corpus.nz_weight is None else cp.asarray(corpus.nz_weight)
-
-
-def _host(a):
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 class Chunk:
@@ -141,7 +138,7 @@ class Chunk:
         bounds = chunk_bounds(doc_ptr, max(1, int(piece_tokens))) if self.n_docs else [0, 0]
         for p0, p1 in zip(bounds[:-1], bounds[1:]):
             self._lay_out_piece(cp, counts, int(p0), int(p1), doc_ptr, cursor, v)
-        return _host(word_count)
+        return to_host(word_count)
 
     def _lay_out_piece(self, cp, counts, p0, p1, doc_ptr, cursor, n_words):
         """Documents ``d0 + p0 : d0 + p1`` of the chunk into ``tok``/``doc``/``weight``."""

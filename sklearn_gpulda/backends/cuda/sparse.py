@@ -21,7 +21,7 @@ from ..._random import STREAM_INIT, STREAM_SAMPLE
 from ..._stages import stage
 from ..base import Sampler
 from . import counts, sample_sparse
-from .chain import CudaChain
+from .chain import CudaChain, decode_keys
 from .constants import MAX_TOPICS, SAMPLE_BLOCK, SAMPLE_BLOCK_MAX, WARP
 from .layout import build_chunks, chunk_bytes
 from .transfer import topic_major_to_host
@@ -271,9 +271,8 @@ class CudaSparseSampler(CudaChain, Sampler):
                 keys.append(k.get())
                 doc.append(np.repeat(np.arange(ch.d0, ch.d1), nnz))
         keys = np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)
-        topic = (keys >> np.uint64(32)).astype(np.int64)
-        count = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
-        return topic, count.astype(np.float64), np.concatenate(doc) if doc else np.zeros(0, int)
+        topic, count = decode_keys(keys)
+        return topic, count, np.concatenate(doc) if doc else np.zeros(0, int)
 
     def _chunk_keys(self, ch):
         """The chunk's A entries as uint64 keys ``(topic << 32) | float bits``, document-major."""
@@ -303,7 +302,7 @@ class CudaSparseSampler(CudaChain, Sampler):
             n = cp.concatenate([table[topic, count], n_big]).get().astype(np.int64)
         # The sort's order, (topic, count) increasing, as the other engines give the pairs.
         order = np.argsort(keys, kind="stable")
-        return _decode_keys(keys[order]) + (n[order],)
+        return decode_keys(keys[order]) + (n[order],)
 
     def doc_topic_table(self):
         corpus = self._require()
@@ -315,7 +314,7 @@ class CudaSparseSampler(CudaChain, Sampler):
             # The table stays on the device, where update_alpha runs its part.
             table = table[:, 1:].astype(self._cp.float64)
             keys, n = big_keys.get(), n_big.get().astype(np.float64)
-        topic, count = _decode_keys(keys)
+        topic, count = decode_keys(keys)
         return table, (topic, count, n)
 
     def _doc_topic_bins(self, corpus):
@@ -363,9 +362,3 @@ class CudaSparseSampler(CudaChain, Sampler):
         self.chunks = []
         self.words = None
 
-
-def _decode_keys(keys):
-    """``(topic, count)`` host arrays (int64, float64) of keys ``(topic << 32) | float bits``."""
-    topic = (keys >> np.uint64(32)).astype(np.int64)
-    count = (keys & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.float32)
-    return topic, count.astype(np.float64)
