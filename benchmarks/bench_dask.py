@@ -1,16 +1,19 @@
 """What a sweep costs on a Dask cluster, and how much of it is the reduction.
 
 For each ``--workers`` value the script starts a ``LocalCluster`` of that many worker processes
-(``--threads`` each), fits ``sklearn_gpulda.dask.LatentDirichletAllocation`` for ``--sweeps``
+(``--threads`` each; with ``--cuda-cluster``, dask-cuda's ``LocalCUDACluster``, one worker per
+GPU), fits ``sklearn_gpulda.dask.LatentDirichletAllocation`` on ``--device`` for ``--sweeps``
 sweeps at fixed priors without averaging, and reports the mean time per sweep (after the first),
 the part of it spent in the reduction (the client summing the shards' word-topic parts and sending
-the total back to every shard, timed around ``DaskSampler._reduce`` minus the shards' compute),
-the bytes sent up and down per sweep, and whether ``components_`` equals a single-process fit's.
+the total back to every shard, timed around ``DaskSampler._reduce``, which excludes the shards'
+sampling), the bytes sent up and down per sweep, and whether ``components_`` equals a
+single-process fit's on the same device, whose time per sweep is printed first.
 
 Usage::
 
     python benchmarks/bench_dask.py --workers 1 2 --topics 1000 --scale 0.01
     python benchmarks/bench_dask.py --data docword.kos.txt.gz --topics 100 --workers 1 2 3
+    python benchmarks/bench_dask.py --device cuda --cuda-cluster --workers 1 --topics 1000 --scale 1
 
 The corpus is a NYTimes-shaped sample (V = 102,660, ``--scale`` of its 300,000 documents) unless
 ``--data`` names a UCI file.
@@ -45,7 +48,8 @@ class _ReduceClock:
             clock.original(sampler, parts)
             clock.seconds.append(time.perf_counter() - tic)
             clock.up.append(sum(c.nbytes + v.nbytes for c, v in parts))
-            clock.down.append(sampler._b.nbytes * len(sampler.shards))
+            clock.down.append((sampler._cells.nbytes + sampler._counts.nbytes)
+                              * len(sampler.shards))
 
         sampler_cls._reduce = timed
 
@@ -63,6 +67,9 @@ def main(argv=None):
     p.add_argument("--scale", type=float, default=0.01)
     p.add_argument("--no-reference", action="store_true",
                    help="skip the single-process fit (and the identity check)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--cuda-cluster", action="store_true",
+                   help="dask-cuda's LocalCUDACluster (one worker per GPU) instead of LocalCluster")
     args = p.parse_args(argv)
 
     from distributed import Client, LocalCluster
@@ -72,22 +79,40 @@ def main(argv=None):
 
     X = _corpus(args)
     k = args.topics
-    params = dict(n_components=k, max_iter=args.sweeps, random_state=0, device="cpu",
+    params = dict(n_components=k, max_iter=args.sweeps, random_state=0, device=args.device,
                   doc_topic_prior=1.0 / k, topic_word_prior=0.01, n_averaged_sweeps=0,
                   n_jobs=args.threads)
     n_tokens = float(X.sum())
     print(f"{X.shape[0]} documents, V = {X.shape[1]}, {n_tokens:,.0f} tokens, K = {k}, "
-          f"{args.sweeps} sweeps, {args.threads} thread(s) per worker")
+          f"{args.sweeps} sweeps on {args.device}, {args.threads} thread(s) per worker")
     reference = None
     if not args.no_reference:
+        GPULatentDirichletAllocation(**dict(params, max_iter=1)).fit(X)  # kernels loaded
+        ends = []
+
+        def sweep_end(iteration, info):
+            if args.device == "cuda":  # the GPU runs ahead of the host: wait for the sweep
+                import cupy
+
+                cupy.cuda.Device().synchronize()
+            ends.append(time.perf_counter())
+
         tic = time.perf_counter()
-        reference = GPULatentDirichletAllocation(**params).fit(X)
-        print(f"one process: {time.perf_counter() - tic:.2f} s for the fit")
+        reference = GPULatentDirichletAllocation(**params).fit(X, callback=sweep_end)
+        print(f"one process: {time.perf_counter() - tic:.2f} s for the fit, "
+              f"{np.diff(ends).mean() * 1e3:.1f} ms per sweep")
     print(f"{'workers':>7} {'ms/sweep':>9} {'reduce ms':>9} {'share':>6} {'MB up':>7} "
           f"{'MB down':>8}  same model")
     for n in args.workers:
-        with LocalCluster(n_workers=n, threads_per_worker=args.threads, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+        if args.cuda_cluster:
+            from dask_cuda import LocalCUDACluster
+
+            cluster = LocalCUDACluster(n_workers=n, threads_per_worker=args.threads,
+                                       dashboard_address=None)
+        else:
+            cluster = LocalCluster(n_workers=n, threads_per_worker=args.threads, processes=True,
+                                   dashboard_address=None)
+        with cluster, Client(cluster) as client:
             sweep_ends = []
             clock = _ReduceClock(DaskSampler)
             try:

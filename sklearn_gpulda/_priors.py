@@ -126,6 +126,29 @@ def alpha_table(topic, count, n_docs, n_topics, n_counts=TABLE_COUNTS):
     return table, (topic[rest], count[rest], n_docs[rest])
 
 
+def table_numerator(alpha, table):
+    """The table's part of alpha's numerator: ``sum_c table[k, c] sum_{j <= c} 1 / (alpha_k + j)``
+    per topic k, on the host.
+
+    Both the host and the device sum in one fixed order (count by count, each operation rounded
+    on its own), so a table on the GPU gives the host's value bit for bit: a fit whose table
+    comes from a GPU and one whose table was merged on the host from shards (a Dask fit) learn
+    the same alpha. A cumulative sum and a row sum would each round in the order of their own
+    library's reduction.
+    """
+    xp = array_module(table)
+    if xp is not np:
+        from .backends.cuda.counts import alpha_table_numerator
+
+        return to_host(alpha_table_numerator(xp.asarray(alpha, dtype=xp.float64), table))
+    gain = np.zeros(alpha.shape, dtype=np.float64)
+    numerator = np.zeros(alpha.shape, dtype=np.float64)
+    for c in range(table.shape[1]):
+        gain = gain + 1.0 / (alpha + float(c))
+        numerator = numerator + table[:, c] * gain
+    return numerator
+
+
 def update_alpha(alpha, table, rest, length, n_length):
     """Minka's fixed point for an asymmetric document-topic prior, from histograms.
 
@@ -161,13 +184,10 @@ def update_alpha(alpha, table, rest, length, n_length):
     n_length = np.asarray(n_length, dtype=np.float64)
     if not n_length.sum():
         return alpha
-    xp = array_module(table)
-    steps = xp.arange(table.shape[1], dtype=xp.float64)
     for _ in range(MAX_ITERATIONS):
         total = alpha.sum()
         denominator = np.dot(n_length, _digamma_gain(length, total))
-        gains = xp.cumsum(1.0 / (xp.asarray(alpha)[:, None] + steps), axis=1)
-        numerator = to_host((table * gains).sum(axis=1))
+        numerator = table_numerator(alpha, table)
         numerator += np.bincount(topic, weights=n_docs * _digamma_gain(count, alpha[topic]),
                                  minlength=n_topics)
         new = np.maximum(alpha * numerator / denominator, FLOOR)

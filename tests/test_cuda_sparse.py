@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 import _gpu_probes
-from sklearn_gpulda import _fit, _fit_online, _random
+from sklearn_gpulda import _fit, _fit_online, _priors, _random
 from sklearn_gpulda._corpus import frequency_relabel, pdow_chunks, tokens
 from sklearn_gpulda._device import CPU, Device
 from sklearn_gpulda._priors import Prior
@@ -343,6 +343,14 @@ def test_histograms_and_running_sum_equal_numpy_engine():
     for got, want in zip(rest, want_rest):
         np.testing.assert_array_equal(got, want)
     assert want_rest[0].size and want_table.sum()  # both parts used on this corpus
+    # Alpha learnt from the device table is the host table's, bit for bit (a Dask fit merges
+    # its shards' tables on the host and must learn the single-GPU fit's alpha).
+    start = np.linspace(0.05, 0.5, k)
+    lengths = _priors.length_histogram(corpus.doc_lengths())
+    np.testing.assert_array_equal(_priors.table_numerator(start, table),
+                                  _priors.table_numerator(start, want_table))
+    np.testing.assert_array_equal(_priors.update_alpha(start, table, rest, *lengths),
+                                  _priors.update_alpha(start, want_table, want_rest, *lengths))
     for sampler in (eng, ref):
         sampler.accumulate_word_topic()
         sampler.accumulate_word_topic()

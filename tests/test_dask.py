@@ -15,6 +15,7 @@ da = pytest.importorskip("dask.array")
 from sklearn.base import clone  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
+from sklearn_gpulda._device import gpu_count  # noqa: E402
 from sklearn_gpulda.dask import LatentDirichletAllocation, WorkerLost  # noqa: E402
 from sklearn_gpulda.datasets import load_kjv_chapters, load_uci_bow  # noqa: E402
 
@@ -119,8 +120,19 @@ def test_unsupported_settings_are_clear_errors(kjv):
         with pytest.raises(ValueError, match="learning_method='online'"):
             LatentDirichletAllocation(client=client, learning_method="online",
                                       device="cpu").fit(kjv[:50])
-        with pytest.raises(ValueError, match="Dask workers train on their CPU"):
-            LatentDirichletAllocation(client=client, device="cuda").fit(kjv[:50])
+        with pytest.raises(ValueError, match="its own first visible GPU"):
+            LatentDirichletAllocation(client=client, device="cuda:1").fit(kjv[:50])
+        if gpu_count() == 0:
+            with pytest.raises(RuntimeError, match="see no GPU"):
+                LatentDirichletAllocation(client=client, device="cuda").fit(kjv[:50])
+            # 'auto' on workers without a GPU is their CPU engine.
+            model = LatentDirichletAllocation(client=client, n_components=3, max_iter=2,
+                                              random_state=0).fit(kjv[:50])
+            assert model.device_ == "cpu"
+        else:
+            with pytest.raises(ValueError, match="does not run on GPU workers"):
+                LatentDirichletAllocation(client=client, device="cuda",
+                                          algorithm="dense").fit(kjv[:50])
         with pytest.raises(ValueError, match="Negative values in data"):
             bad = kjv[:50].toarray().astype(float)
             bad[0, 0] = -1
@@ -131,3 +143,37 @@ def test_unsupported_settings_are_clear_errors(kjv):
 def test_without_a_client_the_error_says_what_to_do(kjv):
     with pytest.raises(ValueError, match="no Dask client"):
         LatentDirichletAllocation(device="cpu").fit(kjv[:50])
+
+
+# -- GPU workers -------------------------------------------------------------------------------
+GPU_PARAMS = dict(n_components=20, max_iter=25, random_state=0, device="cuda")
+
+
+@pytest.fixture(scope="module")
+def gpu_reference(kjv):
+    return GPULatentDirichletAllocation(**GPU_PARAMS).fit(kjv)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_workers", [1, 2])
+def test_gpu_workers_equal_one_gpu_fit(kjv, gpu_reference, n_workers):
+    # Worker processes of a plain cluster share GPU 0: two shards, each keyed by its tokens'
+    # places in the whole corpus, with B summed on the driver, give the one-GPU chain.
+    cluster, client = _cluster(n_workers)
+    with cluster, client:
+        model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
+        _same_model(model, gpu_reference)
+        assert model.device_ == "cuda:0"
+        X = da.from_array(kjv, chunks=((500, 1, kjv.shape[0] - 501), kjv.shape[1]),
+                          asarray=False)
+        auto = LatentDirichletAllocation(client=client, **dict(GPU_PARAMS, device="auto"))
+        _same_model(auto.fit(X), gpu_reference)
+
+
+@pytest.mark.gpu
+def test_one_dask_cuda_worker_equals_one_gpu_fit(kjv, gpu_reference):
+    dask_cuda = pytest.importorskip("dask_cuda")
+    with dask_cuda.LocalCUDACluster(n_workers=1, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
+        _same_model(model, gpu_reference)

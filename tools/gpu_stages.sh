@@ -26,6 +26,7 @@
 #   COMPARE_DIR   the other checkout bench-compare times (default .carry/old). Make it here
 #                 with `mkdir -p .carry/old && git archive REV sklearn_gpulda cuda tools |
 #                 tar -x -C .carry/old` and name .carry/old in the call's carry.
+#   DASK_SCALES   NYTimes-shape scales of bench-dask-gpu (default "0.1 1": 10 M and 100 M tokens)
 #   PEERS         peers.py invocations for the peers stage, separated by ';', e.g.
 #                 "--corpora kos --topics 20 --budget 8 --deadline 200; --corpora nips ..."
 #                 (carry .whl and .carry/data: see benchmarks/run_peers_on_device.sh)
@@ -37,6 +38,7 @@ export PYTHONUNBUFFERED=1
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 TOPICS=${TOPICS:-100 1000 10000}
 COMPARE_DIR=${COMPARE_DIR:-.carry/old}
+DASK_SCALES=${DASK_SCALES:-0.1 1}
 
 # name|box in seconds|what it does
 STAGES=(
@@ -53,6 +55,7 @@ STAGES=(
   "peers|540|benchmarks/run_peers_on_device.sh once per invocation in \$PEERS"
   "ncu|300|Nsight Compute on a sampling and an A-rebuild launch of bench_cuda.py, K = 1000"
   "cpu-threads|300|bench_cpu_threads.py on the host's cores: 1, 2, 4, 8, 16 threads, K = 20, 100, 1000"
+  "bench-dask-gpu|240|bench_dask.py: one dask-cuda GPU worker against the plain GPU fit, K = 1000, NYTimes shape at \$DASK_SCALES"
 )
 
 stage_field() {  # stage_field NAME FIELD(1 box, 2 description); empty for an unknown stage
@@ -194,6 +197,20 @@ stage_bench_compare() {
 stage_bench_dense() {
   boxed python3 benchmarks/bench_dense.py --scale 0.25 --reps 2 --budget-s "$(budget 90)" \
     --out "$DIR"
+}
+
+stage_bench_dask_gpu() {
+  # Needs dask[distributed] and dask-cuda: carry .whl and install it first (benchmarks/README.md).
+  if ! python3 -c "import dask_cuda" 2>/dev/null; then
+    echo "dask_cuda does not import: carry the wheels in .whl and install them first"
+    return 2
+  fi
+  local scale rc=0
+  for scale in $DASK_SCALES; do
+    boxed_for $(($(left) / 2)) python3 benchmarks/bench_dask.py --device cuda --cuda-cluster \
+      --workers 1 --topics 1000 --sweeps 8 --scale "$scale" || rc=$?
+  done
+  return "$rc"
 }
 
 stage_cpu_threads() {

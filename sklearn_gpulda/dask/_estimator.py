@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from sklearn.base import _fit_context, clone
 
 from .. import _fit
-from .._device import resolve_device
+from .._device import CPU, Device, parse_device
 from .._fitted import transaction
 from .._validation import check_counts
 from .._warnings import warn_caller
@@ -22,8 +22,8 @@ _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-paral
     are summed (integers: the sum does not depend on its order) and sent back. Every token draws
     the random number it draws in one process, so the model is identical, bit for bit, to
     :class:`~sklearn_gpulda.GPULatentDirichletAllocation` fitted on the CPU with the same
-    parameters and ``random_state``, whatever the number of workers or shards. Workers run the
-    CPU engine with ``n_jobs`` threads each. Batch learning only.
+    parameters and ``random_state``, whatever the number of workers or shards: on the CPU engine
+    as a CPU fit, on GPU workers as a fit on one GPU. Batch learning only.
 
     Parameters
     ----------
@@ -31,8 +31,12 @@ _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-paral
         The cluster to train on; None means the current client (``distributed.get_client``).
     **params
         Every parameter of :class:`~sklearn_gpulda.GPULatentDirichletAllocation`, with the same
-        meaning; ``device`` must be 'auto' or 'cpu' (the workers' CPU engine) and
-        ``learning_method`` 'batch'.
+        meaning, except ``device``: 'cpu' runs every shard on its worker's CPU engine
+        (``n_jobs`` threads each); 'cuda' on its worker's first visible GPU (under dask-cuda's
+        ``LocalCUDACluster`` or ``dask cuda worker``, each worker's own GPU; workers of a plain
+        cluster share GPU 0 of their host); 'auto' means 'cuda' when every worker sees a GPU,
+        else 'cpu'. ``learning_method`` must be 'batch'; ``algorithm`` 'sparse' or 'auto' on
+        GPU workers.
 
     Notes
     -----
@@ -41,8 +45,8 @@ _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-paral
 
     Input: a Dask array of row blocks (dense or SciPy sparse chunks; split along rows only, it is
     rechunked otherwise), or anything the plain estimator takes, which is then split into one
-    block per worker. Per sweep each shard sends its non-zero word-topic cells (at most 12 bytes
-    per token it holds) and receives the corpus's word-topic matrix (4 V K bytes).
+    block per worker. Per sweep each shard sends its non-zero word-topic cells (8 bytes each, at
+    most one per token it holds) and receives those of the corpus's word-topic matrix.
     ``bound_``, the final training perplexity, is summed over shards and may differ from a
     single-process fit's in the last digits; the model does not.
 
@@ -59,6 +63,13 @@ _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-paral
     >>> lda.to_local().transform(X[:2]).shape
     (2, 5)
     """
+
+
+def _worker_has_gpu():
+    """Run on a worker: whether CuPy sees a GPU there."""
+    from .._device import gpu_count
+
+    return gpu_count() > 0
 
 
 def _is_dask_array(X):
@@ -112,16 +123,34 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
                 "no Dask client: pass client= or create a distributed.Client first"
             ) from None
 
-    def _check_dask_params(self):
+    def _check_dask_params(self, client):
+        """The device the plan is made for (CPU, or GPU 0 of each worker)."""
         if self.learning_method != "batch":
             raise ValueError(
                 "learning_method='online' does not run on a Dask cluster; use 'batch', or "
                 "partial_fit of sklearn_gpulda.GPULatentDirichletAllocation over the blocks")
-        if self.device not in ("auto", "cpu"):
+        kind, indices = parse_device(self.device)
+        if indices:
             raise ValueError(
-                f"device={self.device!r}: Dask workers train on their CPU engine in this "
-                "version; use device='cpu' or 'auto'")
-        return resolve_device("cpu")
+                f"device={self.device!r}: on a Dask cluster each worker uses its own first "
+                "visible GPU; give device='cuda' and choose the GPUs with the workers' "
+                "CUDA_VISIBLE_DEVICES (dask-cuda does this)")
+        if kind != "cpu":
+            has_gpu = client.run(_worker_has_gpu)
+            without = sorted(w for w, yes in has_gpu.items() if not yes)
+            if kind == "auto":
+                kind = "cuda" if has_gpu and not without else "cpu"
+            elif without:
+                raise RuntimeError(
+                    f"device='cuda', but Dask worker(s) {', '.join(without)} see no GPU (CuPy "
+                    "with a CUDA GPU); start the workers on GPU hosts, or use device='cpu'")
+        if kind == "cpu":
+            return CPU
+        if self.algorithm not in ("auto", "sparse"):
+            raise ValueError(
+                f"algorithm={self.algorithm!r} does not run on GPU workers; use 'sparse' or "
+                "'auto' (or device='cpu')")
+        return Device("cuda", (0,))
 
     def _place(self, client, X, device):
         """Validated row blocks of ``X`` on the workers, in document order (futures), and the
@@ -168,14 +197,16 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
         """
         with transaction(self):
             client = self._get_client()
-            device = self._check_dask_params()
-            blocks, dtype = self._place(client, X, device)
+            device = self._check_dask_params(client)
+            # The driver validates on its CPU whatever the workers run on.
+            blocks, dtype = self._place(client, X, CPU)
             plan = self._plan(device, self.algorithm, self._new_seed())
             plan.callback = callback
             rule = plan.backend.options.get("rule", "sparse")
             actor_futures = [
                 client.submit(Shard, block, plan.n_topics, plan.alpha.value, plan.beta.value,
-                              plan.seed, self.n_jobs, rule, actor=True, pure=False)
+                              plan.seed, self.n_jobs, rule, device.kind, actor=True,
+                              pure=False)
                 for block in blocks
             ]
             try:

@@ -9,7 +9,9 @@ the number it draws in one process, so the chain is the single-process chain, bi
 whatever the number of workers. The priors are learnt from histograms merged the same way.
 
 Cost per sweep, for S shards, a vocabulary of V words and K topics: each shard sends its non-zero
-cells of B (12 bytes each, at most min(V K, its tokens)) and receives the whole of B (4 V K bytes).
+cells of B (8 bytes each while V K < 2^32, else 12; at most min(V K, its tokens) of them) and
+receives the non-zero cells of the total, as many bytes each. The driver keeps the total as cells
+too, and makes the dense V x K table only for what reads it (beta's histogram, the model).
 """
 
 import asyncio
@@ -19,7 +21,7 @@ import numpy as np
 from .._random import STREAM_INIT, STREAM_SAMPLE
 from ..backends.base import Sampler
 from ..backends.numpy.sampler import HostWordTopic
-from ._shard import merge_histograms
+from ._shard import cell_dtype, dense_word_topic, merge_histograms
 
 
 class WorkerLost(RuntimeError):
@@ -66,8 +68,10 @@ class DaskSampler(HostWordTopic, Sampler):
         super().__init__(n_topics, alpha, beta, seed, device)
         self.shards = list(shards)
         self.check_alive = check_alive
-        self._b = None
+        self._cells = self._counts = None  # the corpus-wide B's non-zero cells, float32 counts
+        self._b = None                     # the dense B made from them when read
         self._sum = None
+        self._scratch = None               # float64 (V K,), zero between reductions
 
     # -- talking to the shards ------------------------------------------------------------------
     def call_all(self, method, *args):
@@ -88,13 +92,36 @@ class DaskSampler(HostWordTopic, Sampler):
         return results
 
     def _reduce(self, parts):
-        """Sum the shards' parts of B and send the total back to every shard."""
+        """Sum the shards' parts of B and send the total's non-zero cells back to every shard."""
+        self._cells, self._counts = self._sum_parts(parts)
+        self._b = None
+        self.call_all("set_word_topic", self._cells, self._counts)
+
+    def _sum_parts(self, parts):
+        """The non-zero cells of the sum of sparse parts (cells distinct within a part), each
+        cell once, in the order of first appearance.
+
+        The parts are added into a dense float64 scratch; then each part's cells are read back
+        and cleared, so a cell is emitted by the first part holding it and the scratch is zero
+        again, without a pass over all V K cells.
+        """
+        if len(parts) == 1:
+            return parts[0]
         corpus = self._require()
-        b = np.zeros(corpus.n_words * self.n_topics, dtype=np.float64)
+        if self._scratch is None:
+            self._scratch = np.zeros(corpus.n_words * self.n_topics, dtype=np.float64)
+        scratch = self._scratch
         for cells, counts in parts:
-            b[cells] += counts
-        self._b = b.reshape(corpus.n_words, self.n_topics).astype(np.float32)
-        self.call_all("set_word_topic", self._b)
+            scratch[cells] += counts
+        out_cells, out_counts = [], []
+        for cells, _ in parts:
+            total = scratch[cells]
+            first = total != 0
+            out_cells.append(cells[first])
+            out_counts.append(total[first].astype(np.float32))
+            scratch[cells] = 0.0
+        dtype = cell_dtype(corpus.n_words, self.n_topics)
+        return np.concatenate(out_cells).astype(dtype), np.concatenate(out_counts)
 
     # -- the protocol ---------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
@@ -128,7 +155,18 @@ class DaskSampler(HostWordTopic, Sampler):
         return np.concatenate(self.call_all("topics"))
 
     def _word_major_counts(self):
-        return self._b.astype(np.float64)
+        if self._b is None:
+            corpus = self._require()
+            self._b = dense_word_topic(self._cells, self._counts, corpus.n_words,
+                                       self.n_topics, np.float64)
+        return self._b
+
+    def _accumulate(self):
+        # The cells alone: a sum of integers in float64 is the dense sum, bit for bit.
+        if self._sum is None:
+            corpus = self._require()
+            self._sum = np.zeros((corpus.n_words, self.n_topics), dtype=np.float64)
+        self._sum.ravel()[self._cells] += self._counts
 
     def word_topic_counts(self):
         return np.ascontiguousarray(self._word_major_counts().T)
@@ -146,4 +184,4 @@ class DaskSampler(HostWordTopic, Sampler):
 
     def release(self):
         super().release()
-        self._b = self._sum = None
+        self._b = self._sum = self._scratch = self._cells = self._counts = None

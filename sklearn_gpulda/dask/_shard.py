@@ -4,8 +4,9 @@ A :class:`Shard` lives on a worker as a Dask actor. It holds a contiguous range 
 documents as tokens, each token keyed by its canonical index in the whole corpus
 (``token_offset``), so it draws exactly the numbers a single process draws for those tokens.
 After each E-step it counts its tokens' part of the word-topic matrix and hands it back as the
-non-zero cells only; the driver sums the parts and sends the total back, from which every
-shard builds the same sampling tables (:mod:`sklearn_gpulda.dask._sampler`).
+non-zero cells only; the driver sums the parts and sends the total back, its non-zero cells
+again, from which every shard builds the same sampling tables (:mod:`sklearn_gpulda.dask.
+_sampler`).
 
 Nothing here imports Dask: the class is plain Python, and Dask makes it an actor.
 """
@@ -18,6 +19,19 @@ from sklearn.utils.validation import check_non_negative
 from .._corpus import tokens
 from .._random import STREAM_SAMPLE
 from ..backends.numpy.sampler import NumpySampler
+
+
+def cell_dtype(n_words, n_topics):
+    """The integer type of a cell index ``word * K + topic`` on the wire: 4 bytes when every
+    cell fits, else 8."""
+    return np.uint32 if n_words * n_topics <= 2**32 else np.int64
+
+
+def dense_word_topic(cells, counts, n_words, n_topics, dtype=np.float32):
+    """B (V x K) of ``dtype`` from its non-zero cells."""
+    b = np.zeros(n_words * n_topics, dtype=dtype)
+    b[cells] = counts
+    return b.reshape(n_words, n_topics)
 
 
 def validated_block(block, n_words):
@@ -45,11 +59,18 @@ class ShardChain(NumpySampler):
         self._a = self._doc_topic(z)
         self.local_b = self._word_topic(z)
 
-    def set_word_topic(self, b):
-        """Take the corpus-wide B (float32, V x K); the tables are built from it, as the
-        single-process sampler builds them from its own B, when next needed (so that the
-        reduction's time is the transfer's alone)."""
-        self._b = b
+    def local_word_topic(self):
+        """The non-zero cells of the shard's part of B: ``(cells, counts)``, cell
+        ``word * K + topic`` (:func:`cell_dtype`), counts float32."""
+        b = self.local_b.ravel()
+        cells = np.flatnonzero(b)
+        return cells.astype(cell_dtype(*self.local_b.shape)), b[cells].astype(np.float32)
+
+    def set_word_topic(self, cells, counts):
+        """Take the corpus-wide B as its non-zero cells (float32 counts); the tables are built
+        from it, as the single-process sampler builds them from its own B, when next needed
+        (so that the reduction's time is the transfer's alone)."""
+        self._b = dense_word_topic(cells, counts, self.corpus.n_words, self.n_topics)
         self._tables = None
 
     def _ensure_tables(self):
@@ -65,6 +86,20 @@ class ShardChain(NumpySampler):
         return super().log_likelihood()
 
 
+def shard_chain(engine, n_topics, alpha, beta, seed, n_jobs=None, rule="sparse"):
+    """The chain a shard runs: ``engine`` 'cpu' (the NumPy sampler, ``n_jobs`` threads, ``rule``)
+    or 'cuda' (the sparse CUDA sampler on the worker's first visible GPU)."""
+    if engine == "cpu":
+        return ShardChain(n_topics, alpha, beta, seed, n_jobs=n_jobs, rule=rule)
+    if engine != "cuda" or rule != "sparse":
+        raise ValueError(f"no shard chain for engine={engine!r}, rule={rule!r}")
+    from .._device import resolve_device
+    from ._cuda_shard import CudaShardChain
+
+    # A dask-cuda worker sees its own GPU first (CUDA_VISIBLE_DEVICES); others share GPU 0.
+    return CudaShardChain(n_topics, alpha, beta, seed, resolve_device("cuda"))
+
+
 class Shard:
     """One shard's chain on a worker (made by the driver as a Dask actor).
 
@@ -74,11 +109,14 @@ class Shard:
         Validated counts of the shard's documents.
     n_topics, alpha, beta, seed, n_jobs, rule
         As :class:`~sklearn_gpulda.backends.numpy.sampler.NumpySampler`.
+    engine : {'cpu', 'cuda'}
+        Where the shard samples (:func:`shard_chain`).
     """
 
-    def __init__(self, block, n_topics, alpha, beta, seed, n_jobs=None, rule="sparse"):
+    def __init__(self, block, n_topics, alpha, beta, seed, n_jobs=None, rule="sparse",
+                 engine="cpu"):
         self.corpus = tokens(sp.csr_matrix(block))
-        self.chain = ShardChain(n_topics, alpha, beta, seed, n_jobs=n_jobs, rule=rule)
+        self.chain = shard_chain(engine, n_topics, alpha, beta, seed, n_jobs, rule)
         self.chain.load(self.corpus)
         # Iterations done; None until init_topics. Dask may quietly make an actor anew on
         # another worker when its worker dies: the check in sweep turns that into an error
@@ -95,16 +133,11 @@ class Shard:
         tokens; before :meth:`init_topics`."""
         self.chain.token_offset = int(offset)
 
-    def _local_part(self):
-        b = self.chain.local_b.ravel()
-        cells = np.flatnonzero(b)
-        return cells, b[cells]
-
     def init_topics(self):
         """Initial topics; returns the shard's part of B as (cell indices, counts)."""
         self.chain.init_topics()
         self.iteration = 0
-        return self._local_part()
+        return self.chain.local_word_topic()
 
     def sweep(self, iteration):
         """One E-step and the shard's M-step; returns its part of B as :meth:`init_topics`."""
@@ -114,10 +147,10 @@ class Shard:
                 "was made anew (its worker was lost), so its chain is gone")
         self.chain.sweep(iteration)
         self.iteration = iteration
-        return self._local_part()
+        return self.chain.local_word_topic()
 
-    def set_word_topic(self, b):
-        self.chain.set_word_topic(b)
+    def set_word_topic(self, cells, counts):
+        self.chain.set_word_topic(cells, counts)
 
     def set_priors(self, alpha, beta):
         self.chain.set_priors(alpha=alpha, beta=beta)

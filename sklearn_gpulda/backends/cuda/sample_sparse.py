@@ -39,8 +39,10 @@ def _token_walk(kernel, chunk, words, shape, tail):
     )
 
 
-def sample_tokens(chunk, words, shape, seed, iteration, stream, sweep):
+def sample_tokens(chunk, words, shape, seed, iteration, stream, sweep, token_offset=0):
     """One E-step over a chunk: ``chunk.z`` (PDOW order) goes from the current to the new topics.
+    Token ``t0 + tok[p]`` of the chunk draws the numbers of canonical token ``token_offset + t0 +
+    tok[p]`` (a shard's tokens are keyed by their place in the whole corpus).
 
     ``words`` holds the word side (:class:`~.sparse.WordSide`): B with its denominators, or a
     fixed Bhat, the prior and the scheduling counter; ``shape`` is (grid, block, shared bytes).
@@ -50,7 +52,7 @@ def sample_tokens(chunk, words, shape, seed, iteration, stream, sweep):
     fixed = words.bhat_fixed is not None
     _token_walk(
         f"sample_tokens_{chunk.suffix}_{chunk.fmt}", chunk, words, shape,
-        [(chunk.weight, np.float32), (chunk.t0, "i64"),
+        [(chunk.weight, np.float32), (token_offset + chunk.t0, "i64"),
          (None if fixed else words.B, np.float32), (None if fixed else words.denom, np.float64),
          (words.beta, "f64"), (words.bhat_fixed, np.float32), (words.alpha, np.float32),
          (words.n_topics, "i32"), (seed, "u32"), (iteration, "u32"), (stream, "u32"),

@@ -76,6 +76,12 @@ class CudaSparseSampler(CudaChain, Sampler):
         Token budget of one PDOW chunk; None puts the whole corpus in one chunk.
     profile : bool
         Record CUDA events around each stage of :meth:`sweep` into ``self.stage_ms``.
+
+    Attributes
+    ----------
+    token_offset : int
+        Canonical index of the loaded corpus's first token (0 for a whole corpus); a shard of a
+        larger corpus sets it, so that its tokens draw the numbers they draw in the whole.
     """
 
     def __init__(self, n_topics, alpha, beta, seed, device, max_chunk_tokens=None, profile=False):
@@ -88,6 +94,7 @@ class CudaSparseSampler(CudaChain, Sampler):
         self.max_chunk_tokens = max_chunk_tokens
         self.profile = profile
         self.stage_ms = {}
+        self.token_offset = 0
         self.chunks = []
         self.words = None
         with self._dev():
@@ -163,8 +170,8 @@ class CudaSparseSampler(CudaChain, Sampler):
         with self._dev():
             for ch in self.chunks:
                 ch.allocate_state(self._cp)
-                sample_sparse.init_topics(ch.tok, ch.t0, self.n_topics, self.seed, iteration,
-                                          stream, ch.z)
+                sample_sparse.init_topics(ch.tok, self.token_offset + ch.t0, self.n_topics,
+                                          self.seed, iteration, stream, ch.z)
             self._mstep()
 
     def set_topics(self, topics):
@@ -194,7 +201,7 @@ class CudaSparseSampler(CudaChain, Sampler):
                 ev[0].record()
             for ch in self.chunks:
                 sample_sparse.sample_tokens(ch, self.words, self._shape, self.seed, iteration,
-                                            stream, sub)
+                                            stream, sub, self.token_offset)
             if ev:
                 ev[1].record()
             for ch in self.chunks:
