@@ -7,6 +7,7 @@ checks it against this machine (CuPy importable, the GPU ordinals present). CuPy
 lazily, so this module imports on machines without it.
 """
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,31 @@ class Device:
 
 
 CPU = Device("cpu")
+
+
+_BYTE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+               "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_bytes(value, name="max_device_memory"):
+    """A number of bytes from an int, None, or a string such as ``'8GB'``, ``'1.5 GiB'``.
+
+    Raises
+    ------
+    ValueError
+        A string that is not a positive number with one of the units B, KB, MB, GB, TB, KiB,
+        MiB, GiB, TiB (decimal and binary multiples, any case).
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return int(value)
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", value)
+    unit = match and match.group(2).upper()
+    if not match or unit not in _BYTE_UNITS or float(match.group(1)) <= 0:
+        raise ValueError(f"{name} must be a number of bytes or a string such as '8GB' or "
+                         f"'512MiB', got {value!r}")
+    return int(float(match.group(1)) * _BYTE_UNITS[unit])
 
 
 def parse_device(value):

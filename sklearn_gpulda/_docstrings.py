@@ -101,6 +101,12 @@ ESTIMATOR_DOC = """Latent Dirichlet Allocation trained by sparsity-aware ESCA sa
         Sweeps before the first update of a learned prior ('auto').
     prior_update_every : int, default=10
         Sweeps between updates of a learned prior ('auto').
+    max_device_memory : int, str or None, default=None
+        GPU memory a batch fit may use, in bytes or as a string such as ``'8GB'`` or
+        ``'512MiB'``; None means what the GPU has free. When the corpus's tokens do not fit
+        beside the model, the sparse GPU engine keeps them in pinned host memory and streams
+        them through the GPU every sweep, overlapping the copies with the sampling (SaberLDA's
+        scheme): the same model, bit for bit, at some cost in speed. Ignored on the CPU.
 
     Attributes
     ----------

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import _priors
 from ._cadence import Cadence
+from ._device import parse_bytes
 from ._stages import stage
 from ._warnings import warn_caller
 
@@ -47,6 +48,8 @@ class Plan:
     mean_change_tol: float = 1e-3
     #: Threads of a CPU backend (scikit-learn's reading of ``n_jobs``); GPU backends ignore it.
     n_jobs: object = None
+    #: Device bytes a GPU sampler may use (None: what the GPU has free).
+    max_device_memory: object = None
     #: dtype of ``components_`` (scikit-learn's rule: float32 for float32 input, else float64).
     components_dtype: object = np.float64
     #: ``callback(iteration, info)`` after every sweep (batch) or pass (online); ``info`` holds
@@ -54,7 +57,10 @@ class Plan:
     callback: object = None
 
     def sampler(self, alpha=None, beta=None):
-        options = {"n_jobs": self.n_jobs} if self.backend.device_kind == "cpu" else {}
+        if self.backend.device_kind == "cpu":
+            options = {"n_jobs": self.n_jobs}
+        else:
+            options = {"max_device_memory": self.max_device_memory}
         return self.backend.make(self.n_topics, self.alpha.value if alpha is None else alpha,
                                  self.beta.value if beta is None else beta, self.seed, self.device,
                                  **options)
@@ -115,6 +121,7 @@ def plan_for(params, backend, device, seed, alpha_start=None, beta_start=None, b
         learning_offset=params.learning_offset, learning_decay=params.learning_decay,
         n_batch_sweeps=params.n_batch_sweeps, max_doc_update_iter=params.max_doc_update_iter,
         mean_change_tol=params.mean_change_tol, n_jobs=params.n_jobs,
+        max_device_memory=parse_bytes(params.max_device_memory, "max_device_memory"),
     )
 
 

@@ -10,6 +10,7 @@ import time
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -61,6 +62,8 @@ class GPULatentDirichletAllocation(
         "n_averaged_sweeps": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "prior_burn_in": [Interval(Integral, 0, None, closed="left")],
         "prior_update_every": [Interval(Integral, 1, None, closed="left")],
+        # A number of bytes or a string such as '8GB', parsed at fit (_device.parse_bytes).
+        "max_device_memory": [None, Interval(Integral, 1, None, closed="left"), str],
     }
 
     def __init__(
@@ -88,6 +91,7 @@ class GPULatentDirichletAllocation(
         n_averaged_sweeps="auto",
         prior_burn_in=0,
         prior_update_every=10,
+        max_device_memory=None,
     ):
         self.n_components = n_components
         self.doc_topic_prior = doc_topic_prior
@@ -110,6 +114,7 @@ class GPULatentDirichletAllocation(
         self.n_batch_sweeps = n_batch_sweeps
         self.n_averaged_sweeps = n_averaged_sweeps
         self.prior_burn_in = prior_burn_in
+        self.max_device_memory = max_device_memory
         self.prior_update_every = prior_update_every
 
     def __sklearn_tags__(self):
@@ -212,9 +217,10 @@ class GPULatentDirichletAllocation(
             device = self._fit_device()
             batch = self.learning_method == "batch"
             with stage("validate"):
-                # A batch fit on a GPU reads the counts there only: they go up as they are.
+                # A batch fit on a GPU reads the counts there only: they go up as they are,
+                # unless the corpus may have to be streamed.
                 X = check_counts(self, X, reset=True, whom="GPULatentDirichletAllocation.fit",
-                                 device=device, upload=batch)
+                                 device=device, upload=batch and self._counts_go_up(X, device))
                 self._warn_if_empty(X, "fit")
             plan = self._plan(device, self.algorithm, self._new_seed())
             plan.callback = callback
@@ -230,6 +236,28 @@ class GPULatentDirichletAllocation(
             with stage("assign"):
                 self._assign(state, dtype, device, plan.backend, plan.seed)
         return self
+
+    def _counts_go_up(self, X, device):
+        """Whether a batch fit on a GPU checks and keeps the whole count matrix on the device.
+
+        Not when the corpus may have to be streamed (a ``max_device_memory`` budget is set, or
+        the counts take more than an eighth of what the GPU has free; the layout takes about
+        three times the counts): then they stay in host memory and go up a chunk at a time.
+        """
+        if device.kind != "cuda" or self.max_device_memory is not None:
+            return False
+        if type(X).__module__.startswith("cupy"):
+            return True  # already there
+        from ._device import free_device_bytes, import_cupy
+
+        cupy, _ = import_cupy()
+        with cupy.cuda.Device(device.index):
+            free, _ = free_device_bytes(cupy)
+        if sp.issparse(X):
+            size = X.data.nbytes + getattr(X, "indices", X.data).nbytes
+        else:
+            size = np.asarray(X).nbytes if hasattr(X, "__array__") else 0
+        return size <= free / 8
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None):

@@ -298,10 +298,13 @@ def test_released_counts_keep_what_was_made(kjv):
 @pytest.mark.parametrize("fractional", [False, True])
 @pytest.mark.parametrize("max_chunk, piece", [(None, 1 << 23), (None, 777), (3000, 500),
                                               (3000, 1)])
-def test_device_layout_build_in_pieces_is_the_pdow_order(kjv, fractional, max_chunk, piece):
-    # backends/cuda/layout.py builds each chunk a piece of documents at a time; whatever the
-    # piece size, the result must be the single sort of pdow_chunks. Its array calls are the
-    # NumPy API, so NumPy runs it here and CuPy on the GPU.
+@pytest.mark.parametrize("chunk_by_chunk", [False, True])
+def test_device_layout_build_in_pieces_is_the_pdow_order(kjv, fractional, max_chunk, piece,
+                                                         chunk_by_chunk):
+    # backends/cuda/layout.py builds each chunk a piece of documents at a time, from the whole
+    # corpus's counts or (streamed layouts) from the chunk's own; whatever the piece size, the
+    # result must be the single sort of pdow_chunks. Its array calls are the NumPy API, so NumPy
+    # runs it here and CuPy on the GPU.
     from sklearn_gpulda.backends.cuda.layout import build_chunks
 
     X = kjv[:300].astype(np.float64)
@@ -309,7 +312,10 @@ def test_device_layout_build_in_pieces_is_the_pdow_order(kjv, fractional, max_ch
         X.data *= 0.7
     corpus = tokens(X)
     new_of_old, _ = frequency_relabel(corpus.word_frequencies())
-    chunks = build_chunks(np, corpus, new_of_old, 50, max_chunk, piece)
+    built = []
+    chunks = build_chunks(np, corpus, new_of_old, 50, max_chunk, piece,
+                          each=built.append if chunk_by_chunk else None)
+    assert built == (chunks if chunk_by_chunk else [])
     reference = pdow_chunks(corpus, new_of_old, max_chunk or corpus.n_tokens)
     assert len(chunks) == len(reference) > (1 if max_chunk else 0)
     for ref, ch in zip(reference, chunks):

@@ -436,3 +436,100 @@ def test_batch_statistics(first):
     assert np.abs(stats_gpu - stats_ref).sum() <= 0.02 * corpus.n_tokens
     assert ll_gpu == pytest.approx(ll_ref, rel=1e-3)
     gpu.release()
+
+
+# -- streamed chunks ---------------------------------------------------------------------------
+def _streamed(monkeypatch, n_topics, max_chunk_tokens, **kw):
+    """A sampler made to stream (its in-memory need reported as too large) in chunks of at most
+    ``max_chunk_tokens`` tokens."""
+    from sklearn_gpulda.backends.cuda import sparse
+
+    monkeypatch.setattr(sparse, "MIN_STREAM_CHUNK", 1)
+    monkeypatch.setattr(sparse.CudaSparseSampler, "estimate_bytes",
+                        lambda self, corpus: (1 << 60, 1 << 60))
+    return _engine(n_topics, max_chunk_tokens=max_chunk_tokens, **kw)
+
+
+def test_streamed_chain_is_the_in_memory_chain(monkeypatch):
+    # Chunks in pinned host memory, passed through two device slots every sweep with A rebuilt
+    # on arrival: the same topics, counts, histograms and likelihood as the resident chain, at
+    # every step, with learned priors changing in between.
+    corpus = tokens(_lda_counts(300, 500, 8, 120, seed=11, long_docs=3))
+    k = 24
+    ref = initialised(_engine(k), corpus)
+    eng = initialised(_streamed(monkeypatch, k, 2000), corpus)
+    assert eng.streamed and len(eng.chunks) > 4 and not ref.streamed
+
+    def same_state():
+        np.testing.assert_array_equal(eng.topics(), ref.topics())
+        np.testing.assert_array_equal(eng.word_topic_counts(), ref.word_topic_counts())
+        np.testing.assert_array_equal(eng.doc_topic_counts(), ref.doc_topic_counts())
+        for got, want in zip(eng.doc_topic_histogram(), ref.doc_topic_histogram()):
+            np.testing.assert_array_equal(got, want)
+        assert eng.log_likelihood() == ref.log_likelihood()
+
+    same_state()
+    for it in range(1, 5):
+        for sampler in (eng, ref):
+            sampler.sweep(it)
+        same_state()
+        if it == 2:
+            alpha = np.linspace(0.05, 0.3, k)
+            for sampler in (eng, ref):
+                sampler.set_priors(alpha=alpha, beta=0.02)
+    # Topics set from outside reach the host copies and the counts.
+    topics = ref.topics()[::-1].copy()
+    for sampler in (eng, ref):
+        sampler.set_topics(topics)
+    same_state()
+    eng.release()
+    ref.release()
+
+
+def test_streamed_weighted_tokens(monkeypatch):
+    # Weights travel with the tokens. Float atomics make B's last bits depend on the order of
+    # the additions, streamed or not, so the chains agree up to that.
+    corpus = tokens(_lda_counts(200, 400, 6, 90, seed=12, long_docs=2, fractional=True))
+    k = 12
+    ref = initialised(_engine(k), corpus)
+    eng = initialised(_streamed(monkeypatch, k, 3000), corpus)
+    assert eng.streamed and len(eng.chunks) > 2
+    np.testing.assert_array_equal(eng.topics(), ref.topics())
+    for sampler in (eng, ref):
+        sampler.sweep(1)
+    assert np.mean(eng.topics() == ref.topics()) > 0.99
+    np.testing.assert_allclose(eng.doc_topic_counts(), ref.doc_topic_counts(), atol=1e-3)
+    np.testing.assert_allclose(eng.word_topic_counts(), ref.word_topic_counts(), atol=0.5)
+    eng.release()
+    ref.release()
+
+
+def test_fit_within_a_device_memory_budget_is_the_in_memory_fit(monkeypatch):
+    # Through the estimator: a budget a quarter of the in-memory need streams the corpus in
+    # several chunks, and the model (learned priors, averaging) is the in-memory model.
+    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda.backends.cuda import sparse, streaming
+    from sklearn_gpulda.datasets import load_kjv_chapters
+
+    X = load_kjv_chapters().data
+    params = dict(n_components=20, max_iter=30, random_state=0, device="cuda")
+    _, peak = _engine(20).estimate_bytes(tokens(X))
+    made = []
+    real = streaming.ChunkStream.__init__
+
+    def spy(self, cp, chunks):
+        made.append(len(chunks))
+        real(self, cp, chunks)
+
+    monkeypatch.setattr(streaming.ChunkStream, "__init__", spy)
+    streamed = GPULatentDirichletAllocation(max_device_memory=peak // 4, **params).fit(X)
+    assert made and made[0] > 1
+    assert sparse.MIN_STREAM_CHUNK <= X.sum() / made[0]
+    resident = GPULatentDirichletAllocation(**params).fit(X)
+    assert len(made) == 1
+    np.testing.assert_array_equal(streamed.components_, resident.components_)
+    np.testing.assert_array_equal(streamed.doc_topic_prior_, resident.doc_topic_prior_)
+    assert streamed.topic_word_prior_ == resident.topic_word_prior_
+    assert streamed.bound_ == resident.bound_
+    with pytest.raises(MemoryError, match="cannot stream"):
+        GPULatentDirichletAllocation(max_device_memory="1MB", **params).fit(X)

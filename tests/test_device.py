@@ -2,6 +2,7 @@
 
 import types
 
+import numpy as np
 import pytest
 
 import sklearn_gpulda._device as device_module
@@ -74,3 +75,22 @@ def test_single_gpu_index():
         Device("cuda", (0, 1)).index
     with pytest.raises(ValueError, match="not a single GPU"):
         CPU.index
+
+
+def test_parse_bytes_units_and_errors():
+    from sklearn_gpulda._device import parse_bytes
+
+    assert parse_bytes(None) is None and parse_bytes(123) == 123
+    assert parse_bytes("8GB") == 8 * 10**9 and parse_bytes("512MiB") == 512 * 2**20
+    assert parse_bytes(" 1.5 gib ") == 3 * 2**29 and parse_bytes("100") == 100
+    for bad in ("", "GB", "8XB", "-1GB", "0MB", "8 G B"):
+        with pytest.raises(ValueError, match="max_device_memory must be"):
+            parse_bytes(bad)
+
+
+def test_estimator_rejects_a_bad_memory_budget():
+    from sklearn_gpulda import GPULatentDirichletAllocation
+
+    X = np.ones((4, 3))
+    with pytest.raises(ValueError, match="max_device_memory must be"):
+        GPULatentDirichletAllocation(max_device_memory="lots", device="cpu").fit(X)

@@ -26,6 +26,7 @@
 #   COMPARE_DIR   the other checkout bench-compare times (default .carry/old). Make it here
 #                 with `mkdir -p .carry/old && git archive REV sklearn_gpulda cuda tools |
 #                 tar -x -C .carry/old` and name .carry/old in the call's carry.
+#   STREAM_STACK  copies of the NYTimes shape bench-streaming stacks (default 20: about 2 G tokens)
 #   DASK_SCALES   NYTimes-shape scales of bench-dask-gpu (default "0.1 1": 10 M and 100 M tokens)
 #   PEERS         peers.py invocations for the peers stage, separated by ';', e.g.
 #                 "--corpora kos --topics 20 --budget 8 --deadline 200; --corpora nips ..."
@@ -39,6 +40,7 @@ export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 TOPICS=${TOPICS:-100 1000 10000}
 COMPARE_DIR=${COMPARE_DIR:-.carry/old}
 DASK_SCALES=${DASK_SCALES:-0.1 1}
+STREAM_STACK=${STREAM_STACK:-20}
 
 # name|box in seconds|what it does
 STAGES=(
@@ -55,6 +57,7 @@ STAGES=(
   "peers|540|benchmarks/run_peers_on_device.sh once per invocation in \$PEERS"
   "ncu|300|Nsight Compute on a sampling and an A-rebuild launch of bench_cuda.py, K = 1000"
   "cpu-threads|300|bench_cpu_threads.py on the host's cores: 1, 2, 4, 8, 16 threads, K = 20, 100, 1000"
+  "bench-streaming|420|bench_streaming.py: held against streamed at a quarter of the memory, K = 1000, NYTimes x \$STREAM_STACK"
   "bench-dask-gpu|240|bench_dask.py: one dask-cuda GPU worker against the plain GPU fit, K = 1000, NYTimes shape at \$DASK_SCALES"
 )
 
@@ -197,6 +200,11 @@ stage_bench_compare() {
 stage_bench_dense() {
   boxed python3 benchmarks/bench_dense.py --scale 0.25 --reps 2 --budget-s "$(budget 90)" \
     --out "$DIR"
+}
+
+stage_bench_streaming() {
+  boxed python3 benchmarks/bench_streaming.py --stack "$STREAM_STACK" --topics 1000 \
+    --sweeps 12 --fraction 0.25 --json "$DIR/bench_streaming.json"
 }
 
 stage_bench_dask_gpu() {

@@ -47,12 +47,20 @@ class CudaChain:
     def synchronize(self):
         self._dev().synchronize()
 
+    def _memory_budget(self):
+        """Device bytes the chain may take: what the GPU has free, or less where the sampler's
+        ``max_device_memory`` says so."""
+        free, _ = free_device_bytes(self._cp)
+        limit = getattr(self, "max_device_memory", None)
+        return free if limit is None else min(free, limit)
+
     def _check_memory(self, corpus):
         """Raise MemoryError, before allocating, when a chain on ``corpus`` would not fit."""
         steady, peak = self.estimate_bytes(corpus)
-        free, total = free_device_bytes(self._cp)
-        if peak > free:
-            raise MemoryError(self._memory_message(corpus, steady, peak, free, total))
+        budget = self._memory_budget()
+        if peak > budget:
+            _, total = free_device_bytes(self._cp)
+            raise MemoryError(self._memory_message(corpus, steady, peak, budget, total))
 
     # -- averaging on the device ----------------------------------------------------------------
     def _accumulate(self):

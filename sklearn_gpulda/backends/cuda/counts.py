@@ -48,6 +48,13 @@ def rebuild_a(chunk, n_topics, n_sm):
     if chunk.n_tokens == 0:
         return
     scatter_topics(chunk)
+    count_rows(chunk, n_topics, n_sm)
+
+
+def count_rows(chunk, n_topics, n_sm):
+    """The chunk's sparse A rows from its topics in canonical order (``z_can``)."""
+    if chunk.n_tokens == 0:
+        return
     if chunk.weight is None and n_topics <= HIST_MAX_TOPICS:
         # Per-warp histograms: O(n + K) per document, cheaper than sorting while K is small.
         _rebuild(chunk, "hist", chunk.all_docs, chunk.n_docs, n_sm, 16, [(n_topics, "i32")],

@@ -43,10 +43,13 @@ class CudaDenseSampler(CudaChain, Sampler):
     profile : bool, default=False
         Record CUDA events around the sampling kernel and the M-step of :meth:`sweep` into
         ``self.stage_ms`` (milliseconds, keys 'sample' and 'mstep').
+    max_device_memory : int or None, default=None
+        Device bytes the chain may use (None: what the GPU has free); this engine does not
+        stream, so a corpus beyond it is a MemoryError.
     """
 
     def __init__(self, n_topics, alpha, beta, seed, device, variant="transpose", block=BLOCK,
-                 profile=False):
+                 profile=False, max_device_memory=None):
         super().__init__(n_topics, alpha, beta, seed, device)
         if not 1 <= self.n_topics <= MAX_TOPICS:
             raise ValueError(
@@ -59,6 +62,7 @@ class CudaDenseSampler(CudaChain, Sampler):
         self.variant = variant
         self.block = int(block)
         self.profile = profile
+        self.max_device_memory = None if max_device_memory is None else int(max_device_memory)
         self.stage_ms = {}
         self._st = None
 

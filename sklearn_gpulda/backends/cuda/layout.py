@@ -47,16 +47,29 @@ BUILD_PIECE_TOKENS = 1 << 23
 
 
 class CountsOnDevice:
-    """The per-non-zero arrays of a :class:`~sklearn_gpulda._corpus.TokenCorpus` on the device,
-    words relabelled: what the layout is built from (uploaded when the corpus is on the host).
+    """The per-non-zero arrays of documents ``d0:d1`` of a :class:`~sklearn_gpulda._corpus.
+    TokenCorpus` on the device, words relabelled: what the layout is built from (uploaded when
+    the corpus is on the host; a streamed layout uploads one chunk's documents at a time).
+
+    Non-zeros are numbered from the first of document ``d0`` (``indptr``, host, and
+    ``indptr_d``, device, are rebased so); ``nz_ptr`` keeps canonical token indices.
     """
 
-    def __init__(self, cp, corpus, new_of_old):
-        self.indptr = to_host(corpus.indptr).astype(np.int64, copy=False)
-        self.indptr_d = cp.asarray(corpus.indptr, dtype=cp.int64)
-        self.nz_ptr = cp.asarray(corpus.nz_ptr)
-        self.word = cp.asarray(new_of_old)[cp.asarray(corpus.indices)]
-        self.nz_weight = None if corpus.nz_weight is None else cp.asarray(corpus.nz_weight)
+    def __init__(self, cp, corpus, new_of_old, d0=0, d1=None):
+        d1 = corpus.n_docs if d1 is None else int(d1)
+        indptr = to_host(corpus.indptr).astype(np.int64, copy=False)
+        self.d0 = int(d0)
+        j0, j1 = int(indptr[self.d0]), int(indptr[d1])
+        self.indptr = indptr[self.d0 : d1 + 1] - j0
+        self.indptr_d = cp.asarray(self.indptr)
+        self.nz_ptr = cp.asarray(corpus.nz_ptr[j0 : j1 + 1])
+        self.word = cp.asarray(new_of_old)[cp.asarray(corpus.indices[j0:j1])]
+        self.nz_weight = (None if corpus.nz_weight is None
+                          else cp.asarray(corpus.nz_weight[j0:j1]))
+
+    def nz_range(self, d0, d1):
+        """The (rebased) non-zeros of documents ``d0:d1``."""
+        return int(self.indptr[d0 - self.d0]), int(self.indptr[d1 - self.d0])
 
 
 class Chunk:
@@ -125,7 +138,7 @@ class Chunk:
         word_count : ndarray of int64, shape (n_words,), on the host
         """
         n, v = self.n_tokens, corpus.n_words
-        j0, j1 = int(counts.indptr[self.d0]), int(counts.indptr[self.d1])
+        j0, j1 = counts.nz_range(self.d0, self.d1)
         reps = (counts.nz_ptr[j0 + 1 : j1 + 1] - counts.nz_ptr[j0:j1]).astype(cp.float64)
         word_count = cp.bincount(counts.word[j0:j1], weights=reps, minlength=v).astype(cp.int64)
         del reps
@@ -145,8 +158,7 @@ class Chunk:
         a, b = int(doc_ptr[p0]), int(doc_ptr[p1])  # the piece's tokens, chunk-relative
         if a == b:
             return
-        j0 = int(counts.indptr[self.d0 + p0])
-        j1 = int(counts.indptr[self.d0 + p1])
+        j0, j1 = counts.nz_range(self.d0 + p0, self.d0 + p1)
         local = cp.arange(b - a, dtype=cp.int64)
         # Each token's non-zero by binary search on the non-zeros' first tokens; its document
         # the same way on the documents' first non-zeros.
@@ -155,7 +167,7 @@ class Chunk:
         if self.weight is not None:
             self.weight[a:b] = counts.nz_weight[nz]
         word = counts.word[nz]
-        doc = cp.searchsorted(counts.indptr_d[1:], nz, side="right") - self.d0
+        doc = cp.searchsorted(counts.indptr_d[1:], nz, side="right") - (self.d0 - counts.d0)
         del nz
         # Unique keys (word, position in the piece) make the order independent of the sort's
         # stability.
@@ -206,11 +218,25 @@ class Chunk:
 
 
 def build_chunks(cp, corpus, new_of_old, n_topics, max_chunk_tokens,
-                 piece_tokens=BUILD_PIECE_TOKENS):
-    """Every chunk of ``corpus``, laid out from its counts (uploaded once when on the host)."""
+                 piece_tokens=BUILD_PIECE_TOKENS, each=None):
+    """Every chunk of ``corpus``, laid out from its counts.
+
+    The counts go to the device once, whole, unless ``each`` is given: then each chunk's counts
+    are uploaded alone, and ``each(chunk)`` is called as soon as the chunk is built (a streamed
+    layout moves the chunk's tokens to host memory there), so the device never holds more than
+    one chunk's build.
+    """
     ranges = chunk_ranges(corpus, max_chunk_tokens)
-    counts = CountsOnDevice(cp, corpus, new_of_old)
-    return [Chunk(cp, corpus, d0, d1, counts, n_topics, piece_tokens) for d0, d1 in ranges]
+    if each is None:
+        counts = CountsOnDevice(cp, corpus, new_of_old)
+        return [Chunk(cp, corpus, d0, d1, counts, n_topics, piece_tokens) for d0, d1 in ranges]
+    chunks = []
+    for d0, d1 in ranges:
+        chunk = Chunk(cp, corpus, d0, d1, CountsOnDevice(cp, corpus, new_of_old, d0, d1),
+                      n_topics, piece_tokens)
+        each(chunk)
+        chunks.append(chunk)
+    return chunks
 
 
 def chunk_bytes(corpus, n_topics, max_chunk_tokens, piece_tokens=BUILD_PIECE_TOKENS):

@@ -23,8 +23,13 @@ from ..base import Sampler
 from . import counts, sample_sparse
 from .chain import CudaChain, decode_keys
 from .constants import MAX_TOPICS, SAMPLE_BLOCK, SAMPLE_BLOCK_MAX, WARP
-from .layout import build_chunks, chunk_bytes
+from .layout import BUILD_PIECE_TOKENS, PIECE, build_chunks, chunk_bytes, topic_dtype
+from .streaming import ChunkStream, evict, slot_bytes
 from .transfer import topic_major_to_host
+
+#: Fewest tokens a streamed chunk may hold: below this the per-chunk launches and copies cost
+#: more than the sampling they feed.
+MIN_STREAM_CHUNK = 1 << 16
 
 
 def tree_floats(n_topics):
@@ -76,6 +81,10 @@ class CudaSparseSampler(CudaChain, Sampler):
         Token budget of one PDOW chunk; None puts the whole corpus in one chunk.
     profile : bool
         Record CUDA events around each stage of :meth:`sweep` into ``self.stage_ms``.
+    max_device_memory : int or None
+        Device bytes the chain may use; None means what the GPU has free. A corpus whose layout
+        does not fit is streamed: its chunks stay in pinned host memory and pass through the
+        device every sweep (:mod:`.streaming`), with the same chain.
 
     Attributes
     ----------
@@ -84,7 +93,8 @@ class CudaSparseSampler(CudaChain, Sampler):
         larger corpus sets it, so that its tokens draw the numbers they draw in the whole.
     """
 
-    def __init__(self, n_topics, alpha, beta, seed, device, max_chunk_tokens=None, profile=False):
+    def __init__(self, n_topics, alpha, beta, seed, device, max_chunk_tokens=None, profile=False,
+                 max_device_memory=None):
         super().__init__(n_topics, alpha, beta, seed, device)
         if not 1 <= self.n_topics <= MAX_TOPICS:
             raise ValueError(
@@ -95,7 +105,10 @@ class CudaSparseSampler(CudaChain, Sampler):
         self.profile = profile
         self.stage_ms = {}
         self.token_offset = 0
+        self.max_device_memory = None if max_device_memory is None else int(max_device_memory)
         self.chunks = []
+        self._stream = None   # ChunkStream when the chunks live in host memory
+        self._b_next = None   # the B a streamed sweep counts into while sampling reads B
         self.words = None
         with self._dev():
             props = self._cp.cuda.runtime.getDeviceProperties(self._index)
@@ -128,21 +141,72 @@ class CudaSparseSampler(CudaChain, Sampler):
             f"{free / 2**30:.2f} GiB of {total / 2**30:.2f} GiB is free on GPU {self._index}"
         )
 
+    def _streamed_chunk_tokens(self, corpus, budget):
+        """Tokens per chunk of a streamed layout, and per piece of its build, within ``budget``
+        device bytes: while building, the documents' arrays and one chunk's build; while
+        sampling, the model (B twice and averaging's sum), the documents' arrays and two slots.
+        MemoryError when chunks of :data:`MIN_STREAM_CHUNK` tokens do not fit."""
+        k, v, n, d = self.n_topics, corpus.n_words, corpus.n_tokens, corpus.n_docs
+        nnz = int(corpus.indices.shape[0])
+        weighted = corpus.nz_weight is not None
+        entry = 8 if weighted or k > 65536 else 4
+        tbytes = np.dtype(topic_dtype(k)).itemsize
+        # Two B (the one sampled from, the one counted into) and averaging's float64 sum.
+        model = 2 * v * k * 4 + v * k * 8 + (-(-v // counts.ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
+        documents = d * 40 + (n // PIECE) * 16
+        per_token_docs = d / max(n, 1)
+        slots = 2 * (slot_bytes(1, 0, tbytes, entry, weighted)
+                     + slot_bytes(0, 1, tbytes, entry, weighted) * per_token_docs)
+        # A chunk's build: offsets, documents and weights; its counts on the device (first
+        # token, word, the uploaded indices and weights per non-zero); the sort scratch of a
+        # piece of a quarter of the chunk (about 80 bytes a token); its work items.
+        build = (8 + (4 if weighted else 0) + nnz / max(n, 1) * (8 + 4 + 4 + (4 if weighted else 0))
+                 + 80 / 4 + 16 * v / max(n, 1))
+        usable = 0.9 * budget - documents
+        tokens = int(min(usable / build, (usable - model) / slots))
+        if tokens < min(MIN_STREAM_CHUNK, n):
+            raise MemoryError(
+                f"the CUDA engine cannot stream {n} tokens at K={k}, V={v} within "
+                f"{budget / 2**30:.2f} GiB of GPU {self._index}: the word-topic tables take "
+                f"{model / 2**30:.2f} GiB and chunks of at least {MIN_STREAM_CHUNK} tokens must "
+                "fit beside them; raise max_device_memory, free device memory or lower "
+                "n_components")
+        if self.max_chunk_tokens is not None:
+            tokens = min(tokens, int(self.max_chunk_tokens))
+        tokens = max(1, tokens)
+        return tokens, min(BUILD_PIECE_TOKENS, max(1, tokens // 4))
+
+    @property
+    def streamed(self):
+        """Whether the chunks live in host memory and are streamed through the device."""
+        return self._stream is not None
+
     # -- the chain ------------------------------------------------------------------------------
     def load(self, corpus):
         cp = self._cp
         with self._dev():
             self.release()
-            self._check_memory(corpus)
+            steady, peak = self.estimate_bytes(corpus)
+            budget = self._memory_budget()
+            stream_tokens = None
+            if peak > budget:
+                stream_tokens, piece_tokens = self._streamed_chunk_tokens(corpus, budget)
             with stage("load: relabel"):
                 self.new_of_old, self.old_of_new = frequency_relabel(corpus.word_frequencies())
             with stage("load: layout"):
-                self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
-                                           self.max_chunk_tokens)
+                if stream_tokens is None:
+                    self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
+                                               self.max_chunk_tokens)
+                else:
+                    self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
+                                               stream_tokens, piece_tokens, each=evict)
+                    self._stream = ChunkStream(cp, self.chunks)
                 # Drop the layout's sort scratch before the large table, so the pool's peak is
                 # the larger of the two phases rather than their sum.
                 cp.get_default_memory_pool().free_all_blocks()
             k, v = self.n_topics, corpus.n_words
+            if self.streamed:
+                self._b_next = cp.zeros((v, k), dtype=cp.float32)
             self.words = WordSide(
                 n_topics=k, n_words=v, B=cp.zeros((v, k), dtype=cp.float32),
                 totals=cp.zeros(k, dtype=cp.float64), denom=cp.empty(k, dtype=cp.float64),
@@ -168,6 +232,19 @@ class CudaSparseSampler(CudaChain, Sampler):
     def init_topics(self, iteration=0, stream=STREAM_INIT):
         self._require()
         with self._dev():
+            if self.streamed:
+                w = self.words
+
+                def first_topics(ch):
+                    sample_sparse.init_topics(ch.tok, self.token_offset + ch.t0, self.n_topics,
+                                              self.seed, iteration, stream, ch.z)
+                    counts.scatter_topics(ch)
+                    counts.count_b(ch, self.n_topics, w.B, self._n_sm)
+
+                w.B.fill(0)
+                self._stream.run(first_topics)
+                self._topic_totals()
+                return
             for ch in self.chunks:
                 ch.allocate_state(self._cp)
                 sample_sparse.init_topics(ch.tok, self.token_offset + ch.t0, self.n_topics,
@@ -178,6 +255,12 @@ class CudaSparseSampler(CudaChain, Sampler):
         topics = self._checked_topics(topics)
         cp = self._cp
         with self._dev():
+            if self.streamed:
+                self._stream.host_topics()  # no copy still writing the host arrays
+                for ch in self.chunks:
+                    ch.host_z_can[...] = topics[ch.t0 : ch.t1]
+                self._mstep()
+                return
             for ch in self.chunks:
                 ch.allocate_state(cp)
                 # PDOW order from canonical: position p holds token t0 + tok[p].
@@ -186,6 +269,9 @@ class CudaSparseSampler(CudaChain, Sampler):
 
     def fix_topic_word(self, components):
         self._require()
+        if self.streamed:
+            raise NotImplementedError("a streamed chain learns its topic-word side; online "
+                                      "learning's mini-batches are never streamed")
         comp = np.asarray(components, dtype=np.float64)
         bhat = (comp / comp.sum(axis=1, keepdims=True)).T[self.old_of_new]
         with self._dev():
@@ -195,6 +281,8 @@ class CudaSparseSampler(CudaChain, Sampler):
     def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
         self._require()
         cp = self._cp
+        if self.streamed:
+            return self._sweep_streamed(iteration, stream, sub)
         with self._dev():
             ev = [cp.cuda.Event() for _ in range(4)] if self.profile else None
             if ev:
@@ -217,10 +305,43 @@ class CudaSparseSampler(CudaChain, Sampler):
                     name: cp.cuda.get_elapsed_time(a, b) for name, a, b in zip(names, ev, ev[1:])
                 }
 
+    def _sweep_streamed(self, iteration, stream, sub):
+        """One iteration over streamed chunks: per chunk, A from its topics, the E-step against
+        B, and its counts into the next B (the E-step of later chunks still reads this one)."""
+        cp = self._cp
+        w, b_next, k, n_sm = self.words, self._b_next, self.n_topics, self._n_sm
+
+        def iterate(ch):
+            cp.take(ch.z_can, ch.tok, out=ch.z)
+            counts.count_rows(ch, k, n_sm)
+            sample_sparse.sample_tokens(ch, w, self._shape, self.seed, iteration, stream, sub,
+                                        self.token_offset)
+            counts.scatter_topics(ch)
+            counts.count_b(ch, k, b_next, n_sm)
+
+        with self._dev():
+            b_next.fill(0)
+            self._stream.run(iterate)
+            w.B, self._b_next = b_next, w.B
+            w.b_current = True
+            self._topic_totals()
+
     def _mstep(self):
-        for ch in self.chunks:
-            counts.rebuild_a(ch, self.n_topics, self._n_sm)
+        if not self.streamed:
+            for ch in self.chunks:
+                counts.rebuild_a(ch, self.n_topics, self._n_sm)
+        # A streamed chain keeps no A between passes: each pass rebuilds it from the topics.
         self._count_words()
+
+    def _chunks_with_a(self):
+        """Each chunk with its A current, for readers of the state: the resident chunks, or the
+        streamed ones brought in one at a time with A rebuilt from their topics."""
+        if not self.streamed:
+            yield from self.chunks
+            return
+        for ch in self._stream.each():
+            counts.count_rows(ch, self.n_topics, self._n_sm)
+            yield ch
 
     def _count_words(self):
         """B and the topic totals from the current topics; only marks B stale while the
@@ -230,6 +351,11 @@ class CudaSparseSampler(CudaChain, Sampler):
             w.b_current = False
             return
         self._count_b()
+        self._topic_totals()
+
+    def _topic_totals(self):
+        """The topic totals and the E-step's denominators from B."""
+        w = self.words
         counts.column_partials(w.B, w.partial)
         self._cp.sum(w.partial, axis=0, out=w.totals)
         w.denom[...] = w.totals + w.n_words * w.beta
@@ -237,8 +363,15 @@ class CudaSparseSampler(CudaChain, Sampler):
     def _count_b(self):
         w = self.words
         w.B.fill(0)
-        for ch in self.chunks:
-            counts.count_b(ch, self.n_topics, w.B, self._n_sm)
+        if self.streamed:
+            def count(ch):
+                self._cp.take(ch.z_can, ch.tok, out=ch.z)
+                counts.count_b(ch, self.n_topics, w.B, self._n_sm)
+
+            self._stream.run(count, write_back=False)
+        else:
+            for ch in self.chunks:
+                counts.count_b(ch, self.n_topics, w.B, self._n_sm)
         w.b_current = True
 
     def _word_major_device(self):
@@ -253,7 +386,10 @@ class CudaSparseSampler(CudaChain, Sampler):
     def topics(self):
         self._require()
         with self._dev():
-            parts = [ch.z_can.get().astype(np.int32) for ch in self.chunks]
+            if self.streamed:
+                parts = [z.astype(np.int32) for z in self._stream.host_topics()]
+            else:
+                parts = [ch.z_can.get().astype(np.int32) for ch in self.chunks]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
 
     def word_topic_counts(self):
@@ -272,7 +408,7 @@ class CudaSparseSampler(CudaChain, Sampler):
         """Every non-zero of A as host arrays (topic, count, document)."""
         with self._dev():
             keys, doc = [], []
-            for ch in self.chunks:
+            for ch in self._chunks_with_a():
                 k = self._chunk_keys(ch)
                 nnz = ch.a_row[:, 1].get().astype(np.int64)
                 keys.append(k.get())
@@ -299,7 +435,7 @@ class CudaSparseSampler(CudaChain, Sampler):
         with self._dev():
             bins = self._doc_topic_bins(corpus)
             if bins is None:
-                keys = [self._chunk_keys(ch) for ch in self.chunks]
+                keys = [self._chunk_keys(ch) for ch in self._chunks_with_a()]
                 keys = cp.concatenate(keys) if keys else cp.zeros(0, dtype=cp.uint64)
                 return self._topic_count_pairs(keys)
             table, big_keys, n_big = bins
@@ -344,7 +480,7 @@ class CudaSparseSampler(CudaChain, Sampler):
         # A count of n_bins or more takes that many tokens: there are at most n_tokens / n_bins.
         overflow = cp.empty(corpus.n_tokens // n_bins + 1, dtype=cp.uint64)
         n_overflow = cp.zeros(1, dtype=cp.uint64)
-        for ch in self.chunks:
+        for ch in self._chunks_with_a():
             counts.a_entry_histogram(ch, table, overflow, n_overflow, self._n_sm)
         n_over = int(n_overflow.get()[0])
         big_keys, n_big = cp.unique(overflow[:n_over], return_counts=True)
@@ -355,7 +491,7 @@ class CudaSparseSampler(CudaChain, Sampler):
         cp = self._cp
         total = 0.0
         with self._dev():
-            for ch in self.chunks:
+            for ch in self._chunks_with_a():
                 if ch.n_tokens == 0:
                     continue
                 partial = cp.empty(ch.n_batches, dtype=cp.float64)
@@ -364,6 +500,9 @@ class CudaSparseSampler(CudaChain, Sampler):
         return total
 
     def _release_state(self):
+        if self._stream is not None:
+            self._stream.release()
+        self._stream = self._b_next = None
         for ch in self.chunks:
             ch.release()
         self.chunks = []

@@ -1,0 +1,113 @@
+"""A corpus streamed through the GPU against the same corpus held on it: time per sweep, model.
+
+Corpus: the NYTimes shape (``make_lda_corpus(shape='nytimes')``, about 100 M tokens), stacked
+``--stack`` times (20: about 2 G tokens). For each K, two fits with the estimator's defaults
+(learned priors, averaging) and ``--sweeps`` sweeps: one with no memory budget, held on the
+device, and one with ``max_device_memory`` set to ``--fraction`` of what the held fit needs (the
+sparse sampler's own estimate), which streams the chunks from pinned host memory. Printed per
+fit: the wall time, the seconds before the first sweep, the median time of sweeps 3 onwards
+(each timed with the device drained), the chunks streamed, the device peak; then the
+streamed/held throughput ratio and whether ``components_``, the priors and ``bound_`` are
+identical.
+
+Usage::
+
+    python benchmarks/bench_streaming.py --stack 20 --topics 1000 --sweeps 12 --fraction 0.25
+    python benchmarks/bench_streaming.py --stack 1 --topics 1000 --sweeps 6     # a quick look
+"""
+
+import argparse
+import json
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from sklearn_gpulda import GPULatentDirichletAllocation
+from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda._device import resolve_device
+from sklearn_gpulda.backends.cuda import streaming
+from sklearn_gpulda.backends.cuda.sparse import CudaSparseSampler
+from sklearn_gpulda.datasets import make_lda_corpus
+
+
+def fit(X, k, sweeps, budget):
+    import cupy
+
+    chunks = []
+    real = streaming.ChunkStream.__init__
+
+    def spy(self, cp, chunk_list):
+        chunks.append(len(chunk_list))
+        real(self, cp, chunk_list)
+
+    streaming.ChunkStream.__init__ = spy
+    ends = []
+
+    def sweep_end(iteration, info):
+        cupy.cuda.Device().synchronize()
+        ends.append(time.perf_counter())
+
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()
+    try:
+        lda = GPULatentDirichletAllocation(n_components=k, max_iter=sweeps, random_state=0,
+                                           device="cuda", max_device_memory=budget)
+        tic = time.perf_counter()
+        lda.fit(X, callback=sweep_end)
+        wall = time.perf_counter() - tic
+    finally:
+        streaming.ChunkStream.__init__ = real
+    per_sweep = float(np.median(np.diff(ends[1:]))) if len(ends) > 2 else float("nan")
+    return lda, dict(wall_s=wall, before_first_sweep_s=ends[0] - tic - per_sweep,
+                     sweep_ms=per_sweep * 1e3, chunks=chunks[0] if chunks else 1,
+                     pool_total_gb=pool.total_bytes() / 1e9)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--stack", type=int, default=20)
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--topics", type=int, nargs="+", default=[1000])
+    ap.add_argument("--sweeps", type=int, default=12)
+    ap.add_argument("--fraction", type=float, default=0.25)
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+
+    tic = time.perf_counter()
+    base = make_lda_corpus(shape="nytimes", n_topics=100, random_state=0, scale=args.scale).data
+    X = sp.vstack([base] * args.stack, format="csr") if args.stack > 1 else base.tocsr()
+    del base
+    n_tokens = float(X.data.sum())
+    print(f"corpus: NYTimes shape x {args.stack}: D={X.shape[0]:,} V={X.shape[1]:,} "
+          f"tokens={n_tokens:,.0f} nnz={X.nnz:,} ({time.perf_counter() - tic:.1f} s to make)",
+          flush=True)
+    points = []
+    for k in args.topics:
+        sampler = CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, resolve_device("cuda"))
+        _, need = sampler.estimate_bytes(tokens(X))
+        budget = int(need * args.fraction)
+        held, h = fit(X, k, args.sweeps, None)
+        print(f"K={k}: held     {h['sweep_ms']:8.1f} ms/sweep, wall {h['wall_s']:.1f} s, "
+              f"{h['before_first_sweep_s']:.1f} s before sweeping, pool {h['pool_total_gb']:.1f} "
+              f"GB (need {need / 1e9:.1f} GB)", flush=True)
+        streamed, s = fit(X, k, args.sweeps, budget)
+        print(f"K={k}: streamed {s['sweep_ms']:8.1f} ms/sweep, wall {s['wall_s']:.1f} s, "
+              f"{s['before_first_sweep_s']:.1f} s before sweeping, pool {s['pool_total_gb']:.1f} "
+              f"GB (budget {budget / 1e9:.1f} GB), {s['chunks']} chunks", flush=True)
+        same = (np.array_equal(streamed.components_, held.components_)
+                and np.array_equal(streamed.doc_topic_prior_, held.doc_topic_prior_)
+                and streamed.topic_word_prior_ == held.topic_word_prior_
+                and streamed.bound_ == held.bound_)
+        ratio = h["sweep_ms"] / s["sweep_ms"]
+        print(f"K={k}: streamed throughput {ratio:.0%} of held; same model: {same}", flush=True)
+        points.append(dict(k=k, n_tokens=n_tokens, need_bytes=need, budget_bytes=budget,
+                           held=h, streamed=s, ratio=ratio, same_model=bool(same)))
+        del streamed, held
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(stack=args.stack, sweeps=args.sweeps, points=points), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
