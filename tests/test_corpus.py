@@ -327,3 +327,20 @@ def test_device_layout_build_in_pieces_is_the_pdow_order(kjv, fractional, max_ch
         else:
             assert ch.weight is None
         assert ch.z is None  # the chain's state comes later (allocate_state)
+
+
+def test_chunk_ranges_keep_a_storage_within_int32(monkeypatch):
+    # A chunk's A storage (tokens plus 31 slots per document) is indexed by int32: a range that
+    # would reach 2**31 entries is cut further, even with no token limit (about 2 G tokens).
+    from sklearn_gpulda.backends.cuda import layout
+
+    corpus = tokens(sp.csr_matrix(np.full((40, 3), 5)))  # 40 documents of 15 tokens
+    monkeypatch.setattr(layout, "MAX_CHUNK_SLOTS", 100)  # 2 documents (2 x (15 + 31) = 92)
+    ranges = layout.chunk_ranges(corpus, None)
+    assert ranges[0] == (0, 2) and ranges[-1][1] == 40 and len(ranges) == 20
+    assert all(b == c for (_, b), (c, _) in zip(ranges, ranges[1:]))
+    # A user's token limit still holds inside.
+    assert layout.chunk_ranges(corpus, 15) == [(d, d + 1) for d in range(40)]
+    monkeypatch.setattr(layout, "MAX_CHUNK_SLOTS", 40)  # one document alone is too many
+    with pytest.raises(ValueError, match="more than one chunk can index"):
+        layout.chunk_ranges(corpus, None)

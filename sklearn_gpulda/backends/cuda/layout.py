@@ -26,17 +26,31 @@ def topic_dtype(n_topics):
     return np.uint16 if n_topics <= 65536 else np.int32
 
 
+#: Entries of a chunk's A storage (its tokens plus ROW_PAD per document) are indexed by int32.
+MAX_CHUNK_SLOTS = (1 << 31) - 1
+
+
 def chunk_ranges(corpus, max_chunk_tokens):
     """Document ranges ``(d0, d1)`` of the chunks: all documents in one chunk, or consecutive
-    ranges of at most ``max_chunk_tokens`` tokens (a longer document gets a chunk of its own)."""
+    ranges of at most ``max_chunk_tokens`` tokens (a longer document gets a chunk of its own);
+    a range whose A storage would reach 2**31 entries is cut further (corpora of about 2 G
+    tokens and more)."""
     limit = corpus.n_tokens if max_chunk_tokens is None else int(max_chunk_tokens)
-    limit = max(1, min(limit, (1 << 31) - 1))
-    bounds = chunk_bounds(corpus.doc_ptr, limit) if corpus.n_docs else np.array([0, 0])
-    ranges = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    limit = max(1, min(limit, MAX_CHUNK_SLOTS))
+    doc_ptr = corpus.doc_ptr
+    bounds = chunk_bounds(doc_ptr, limit) if corpus.n_docs else np.array([0, 0])
+    ranges = []
+    for d0, d1 in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        slots = doc_ptr[d0 : d1 + 1] - doc_ptr[d0] + ROW_PAD * np.arange(d1 - d0 + 1)
+        if slots[-1] <= MAX_CHUNK_SLOTS:
+            ranges.append((d0, d1))
+            continue
+        cuts = chunk_bounds(slots, MAX_CHUNK_SLOTS)
+        ranges.extend((d0 + a, d0 + b) for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()))
     for d0, d1 in ranges:
-        if corpus.doc_ptr[d1] - corpus.doc_ptr[d0] >= 1 << 31:
+        if doc_ptr[d1] - doc_ptr[d0] + ROW_PAD * (d1 - d0) > MAX_CHUNK_SLOTS:
             raise ValueError(
-                f"documents {d0}:{d1} hold 2**31 tokens or more; lower max_chunk_tokens"
+                f"document {d0} holds 2**31 tokens or more, more than one chunk can index"
             )
     return ranges
 
@@ -102,11 +116,7 @@ class Chunk:
         self.doc_off = cp.asarray(doc_ptr[:-1].astype(np.int32))
         # A row's slots: the document's tokens plus the lane-segment layout's padding (entry.cuh).
         row_off = doc_ptr[:-1] + ROW_PAD * np.arange(self.n_docs, dtype=np.int64)
-        self.n_slots = n + ROW_PAD * self.n_docs
-        if self.n_slots >= 1 << 31:
-            raise ValueError(
-                "a chunk's A storage must stay below 2**31 entries; lower max_chunk_tokens"
-            )
+        self.n_slots = n + ROW_PAD * self.n_docs  # at most MAX_CHUNK_SLOTS (chunk_ranges)
         self.row_off = cp.asarray(row_off.astype(np.int32))
         self.doc_len = cp.asarray(doc_len)
         self.short_docs = cp.asarray(np.flatnonzero(doc_len <= SHORT_DOC_MAX).astype(np.int32))
