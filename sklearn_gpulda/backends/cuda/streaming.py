@@ -17,6 +17,7 @@ in-memory chain, bit for bit.
 
 import numpy as np
 
+from ..._stages import stage
 from .constants import ROW_PAD
 
 #: Device bytes per token of one slot, besides the entries of A: offset, document, the topic in
@@ -67,15 +68,16 @@ def evict(chunk):
 
     chunk.weighted = chunk.weight is not None
     chunk.host = {}
-    for name in ("tok", "doc", "weight"):
-        device = getattr(chunk, name)
-        if device is None:
-            continue
-        host = cupyx.empty_pinned(device.shape, dtype=device.dtype)
-        device.get(out=host)
-        chunk.host[name] = host
-        setattr(chunk, name, None)
-    chunk.host_z_can = cupyx.empty_pinned((chunk.n_tokens,), dtype=chunk.topic_dtype)
+    with stage("load: to host memory"):
+        for name in ("tok", "doc", "weight"):
+            device = getattr(chunk, name)
+            if device is None:
+                continue
+            host = cupyx.empty_pinned(device.shape, dtype=device.dtype)
+            device.get(out=host)
+            chunk.host[name] = host
+            setattr(chunk, name, None)
+        chunk.host_z_can = cupyx.empty_pinned((chunk.n_tokens,), dtype=chunk.topic_dtype)
 
 
 class ChunkStream:
