@@ -77,8 +77,17 @@ class TokenCorpus:
         self.n_tokens = int(self.doc_ptr[-1])
         if integral:
             self._doc_lengths = np.diff(self.doc_ptr).astype(np.float64)
+        elif xp is np:
+            # A document's weighted length is the sum of its counts, summed within the document
+            # alone, so that it does not depend on the documents before it (a corpus given in
+            # blocks has the lengths of the joined matrix).
+            self._doc_lengths = np.zeros(self.n_docs, dtype=np.float64)
+            starts = self.indptr[:-1]
+            filled = starts < self.indptr[1:]
+            if filled.any():
+                self._doc_lengths[filled] = np.add.reduceat(data.astype(np.float64),
+                                                            starts[filled])
         else:
-            # A document's weighted length is the sum of its counts.
             cum = xp.zeros(data.shape[0] + 1, dtype=xp.float64)
             xp.cumsum(data, out=cum[1:])
             self._doc_lengths = to_host(xp.diff(cum[self.indptr]))
@@ -88,6 +97,16 @@ class TokenCorpus:
     def on_device(self):
         """Whether the counts lie on a GPU (CuPy arrays)."""
         return is_device_array(self.nz_ptr)
+
+    @property
+    def weighted(self):
+        """Whether some count is not an integer (tokens carry weights)."""
+        return not self.integral
+
+    @property
+    def n_nonzero(self):
+        """Non-zeros of the counts (explicit zeros included)."""
+        return int(self.indices.shape[0])
 
     @property
     def total_weight(self):

@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _fit, _fit_online
 from ._device import resolve_device, to_host
 from ._docstrings import ESTIMATOR_DOC
+from ._block_corpus import BlockCorpus, is_block_sequence
 from ._corpus import tokens
 from ._fitted import FittedStateMixin, transaction
 from ._stages import stage
@@ -167,8 +168,9 @@ class GPULatentDirichletAllocation(
         return int(check_random_state(self.random_state).randint(np.iinfo(np.uint32).max))
 
     @staticmethod
-    def _warn_if_empty(X, whom):
-        if float(X.sum()) == 0.0:
+    def _warn_if_empty(X, whom, total=None):
+        """Warn when the counts ``X`` (or their ``total``, when given) hold no token."""
+        if float(X.sum() if total is None else total) == 0.0:
             warn_caller(
                 f"{whom}: X holds no tokens (every count is zero), so there is nothing to learn "
                 "from: the topics stay at the prior and the training perplexity is NaN",
@@ -182,8 +184,12 @@ class GPULatentDirichletAllocation(
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), or list of them
             Document-term counts. NumPy, SciPy sparse, CuPy and cupyx sparse inputs are accepted.
+            Batch learning also takes a list or tuple of row blocks (SciPy sparse matrices or
+            2-d NumPy arrays, e.g. memory-mapped, with the same columns) as the documents of
+            all of them in order: the blocks are validated and laid out one at a time and never
+            joined, and the model is the one of the joined matrix.
         y : Ignored
             Not used, present for API consistency.
         callback : callable, default=None
@@ -216,6 +222,9 @@ class GPULatentDirichletAllocation(
         with transaction(self):
             device = self._fit_device()
             batch = self.learning_method == "batch"
+            if is_block_sequence(X):
+                self._fit_blocks(X, device, callback)
+                return self
             with stage("validate"):
                 # A batch fit on a GPU reads the counts there only: they go up as they are,
                 # unless the corpus may have to be streamed.
@@ -236,6 +245,36 @@ class GPULatentDirichletAllocation(
             with stage("assign"):
                 self._assign(state, dtype, device, plan.backend, plan.seed)
         return self
+
+    def _fit_blocks(self, blocks, device, callback):
+        """Batch learning from a sequence of row blocks (see :meth:`fit`)."""
+        if self.learning_method != "batch":
+            raise ValueError(
+                "a list of row blocks is for batch learning; for learning_method='online' call "
+                "partial_fit on each block")
+        whom = "GPULatentDirichletAllocation.fit"
+        checked = []
+        with stage("validate"):
+            for i, block in enumerate(blocks):
+                if type(block).__module__.startswith("cupy"):
+                    raise TypeError(f"block {i} of X is on a GPU; blocks must be host arrays "
+                                    "(join device arrays into one matrix instead)")
+                try:
+                    checked.append(check_counts(self, block, reset=i == 0, whom=whom,
+                                                device=device))
+                except ValueError as exc:
+                    raise ValueError(f"block {i} of X: {exc}") from exc
+        with stage("tokens"):
+            corpus = BlockCorpus(checked)
+        del checked
+        self._warn_if_empty(None, "fit", total=corpus.total_weight)
+        plan = self._plan(device, self.algorithm, self._new_seed())
+        plan.callback = callback
+        dtype = plan.components_dtype = (
+            np.float32 if all(b.dtype == np.float32 for b in blocks) else np.float64)
+        state = _fit.fit_corpus(plan, corpus, release_counts=True)
+        with stage("assign"):
+            self._assign(state, dtype, device, plan.backend, plan.seed)
 
     def _counts_go_up(self, X, device):
         """Whether a batch fit on a GPU checks and keeps the whole count matrix on the device.

@@ -70,7 +70,7 @@ class CudaDenseSampler(CudaChain, Sampler):
     def estimate_bytes(self, corpus):
         """Device bytes a chain on ``corpus`` holds, and the peak during an M-step."""
         n, d, v, k = corpus.n_tokens, corpus.n_docs, corpus.n_words, self.n_topics
-        weighted = corpus.nz_weight is not None
+        weighted = corpus.weighted
         per_token = 4 + 4 + 4 + (4 if weighted else 0)  # word, doc, topic, weight
         per_doc = 8 + 8 + 8 + 4  # pointer, weight, normaliser, master index
         steady = n * per_token + d * per_doc + 4 * d * k + 8 * v * k + 16 * k

@@ -229,13 +229,28 @@ class Chunk:
 
 def build_chunks(cp, corpus, new_of_old, n_topics, max_chunk_tokens,
                  piece_tokens=BUILD_PIECE_TOKENS, each=None):
-    """Every chunk of ``corpus``, laid out from its counts.
+    """Every chunk of ``corpus`` (a :class:`~sklearn_gpulda._corpus.TokenCorpus`, or a
+    :class:`~sklearn_gpulda._block_corpus.BlockCorpus` laid out block by block), from its
+    counts.
 
     The counts go to the device once, whole, unless ``each`` is given: then each chunk's counts
     are uploaded alone, and ``each(chunk)`` is called as soon as the chunk is built (a streamed
     layout moves the chunk's tokens to host memory there), so the device never holds more than
     one chunk's build.
     """
+    if hasattr(corpus, "parts"):
+        # A corpus in row blocks (_block_corpus.py): each block laid out on its own, its
+        # chunks then placed in the whole.
+        chunks = []
+        for part, doc_offset, token_offset in corpus.parts():
+            for chunk in build_chunks(cp, part, new_of_old, n_topics, max_chunk_tokens,
+                                      piece_tokens, each):
+                chunk.d0 += doc_offset
+                chunk.d1 += doc_offset
+                chunk.t0 += token_offset
+                chunk.t1 += token_offset
+                chunks.append(chunk)
+        return chunks
     ranges = chunk_ranges(corpus, max_chunk_tokens)
     if each is None:
         counts = CountsOnDevice(cp, corpus, new_of_old)
@@ -262,8 +277,8 @@ def chunk_bytes(corpus, n_topics, max_chunk_tokens, piece_tokens=BUILD_PIECE_TOK
     steady, peak : int
     """
     n, d, v = corpus.n_tokens, corpus.n_docs, corpus.n_words
-    nnz = int(corpus.indices.shape[0])
-    weighted = corpus.nz_weight is not None
+    nnz = corpus.n_nonzero
+    weighted = corpus.weighted
     tsize = np.dtype(topic_dtype(n_topics)).itemsize
     packed = not weighted and n_topics <= 65536
     entry = 4 if packed else 8

@@ -147,8 +147,8 @@ class CudaSparseSampler(CudaChain, Sampler):
         sampling, the model (B twice and averaging's sum), the documents' arrays and two slots.
         MemoryError when chunks of :data:`MIN_STREAM_CHUNK` tokens do not fit."""
         k, v, n, d = self.n_topics, corpus.n_words, corpus.n_tokens, corpus.n_docs
-        nnz = int(corpus.indices.shape[0])
-        weighted = corpus.nz_weight is not None
+        nnz = corpus.n_nonzero
+        weighted = corpus.weighted
         entry = 8 if weighted or k > 65536 else 4
         tbytes = np.dtype(topic_dtype(k)).itemsize
         # Two B (the one sampled from, the one counted into) and averaging's float64 sum.

@@ -1,0 +1,123 @@
+"""A corpus given as a sequence of row blocks, never joined into one matrix.
+
+``fit`` takes a list or tuple of row blocks (SciPy sparse matrices or 2-d arrays with the same
+columns, for example CSR matrices loaded one at a time or memory-mapped) as the documents of all
+of them, in order. A :class:`BlockCorpus` reads the blocks twice: once to learn what the fit
+needs of the whole (documents, tokens, each document's length, each word's frequency), keeping
+only those summaries, and once more when the sampler lays the tokens out, one block at a time
+(:meth:`BlockCorpus.parts`). With the GPU engine streaming its chunks (``max_device_memory``),
+the host then holds the chunks and one block's counts, not the whole count matrix.
+
+The canonical token order is the blocks' documents in order, so the chain, and the model, are
+those of the same counts given as one matrix, bit for bit.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._corpus import tokens
+
+
+def is_block_sequence(X):
+    """Whether ``X`` is a list or tuple of row blocks (sparse matrices or 2-d ndarrays), not one
+    matrix written as nested lists."""
+    return (isinstance(X, (list, tuple)) and len(X) > 0
+            and all(sp.issparse(b) or isinstance(b, np.ndarray) and b.ndim == 2 for b in X))
+
+
+class BlockCorpus:
+    """Tokens of the documents of several row blocks of validated counts (see the module).
+
+    Parameters
+    ----------
+    blocks : sequence of SciPy sparse matrices or ndarrays
+        Validated, non-negative finite counts with the same number of columns.
+
+    Attributes
+    ----------
+    n_docs, n_words, n_tokens, n_nonzero : int
+    integral : bool
+        Every count is an integer.
+    doc_offsets, token_offsets : ndarray of int64, shape (n_blocks + 1,)
+        Block ``i`` holds documents ``doc_offsets[i]:doc_offsets[i + 1]`` and canonical tokens
+        ``token_offsets[i]:token_offsets[i + 1]``.
+    """
+
+    on_device = False
+
+    def __init__(self, blocks):
+        self.blocks = list(blocks)
+        if not self.blocks:
+            raise ValueError("X holds no blocks")
+        self.n_words = int(self.blocks[0].shape[1])
+        lengths, doc_ptrs, n_tokens, n_docs = [], [], [0], [0]
+        self._word_frequencies = np.zeros(self.n_words, dtype=np.float64)
+        self.n_nonzero = 0
+        self.integral = True
+        for block in self.blocks:
+            part = tokens(block)
+            lengths.append(part.doc_lengths())
+            doc_ptrs.append(part.doc_ptr[1:] + n_tokens[-1])
+            self._word_frequencies += part.word_frequencies()
+            self.n_nonzero += int(part.indices.shape[0])
+            self.integral &= part.integral
+            n_docs.append(n_docs[-1] + part.n_docs)
+            n_tokens.append(n_tokens[-1] + part.n_tokens)
+        self._doc_lengths = np.concatenate(lengths)
+        self.doc_ptr = np.concatenate([[0], *doc_ptrs]).astype(np.int64)
+        self.doc_offsets = np.asarray(n_docs, dtype=np.int64)
+        self.token_offsets = np.asarray(n_tokens, dtype=np.int64)
+        self.n_docs, self.n_tokens = int(n_docs[-1]), int(n_tokens[-1])
+        self._tokens = None
+
+    @property
+    def weighted(self):
+        """Whether some count is not an integer (tokens carry weights)."""
+        return not self.integral
+
+    @property
+    def total_weight(self):
+        return float(self._doc_lengths.sum())
+
+    def doc_lengths(self):
+        return self._doc_lengths
+
+    def word_frequencies(self):
+        return self._word_frequencies
+
+    def parts(self):
+        """Each block as a :class:`~sklearn_gpulda._corpus.TokenCorpus` in turn, with its first
+        document and first canonical token in the whole: ``(part, doc_offset, token_offset)``."""
+        if self.blocks is None:
+            raise RuntimeError("the corpus's blocks were released before its tokens were laid out")
+        for i, block in enumerate(self.blocks):
+            yield tokens(block), int(self.doc_offsets[i]), int(self.token_offsets[i])
+
+    def release_counts(self):
+        """Forget the blocks (the caller's, which it may free), keeping the summaries."""
+        self.blocks = None
+
+    # -- the token arrays of the whole, for engines that read them ------------------------------
+    @property
+    def doc(self):
+        return self._token_arrays()[0]
+
+    @property
+    def word(self):
+        return self._token_arrays()[1]
+
+    @property
+    def weight(self):
+        return self._token_arrays()[2]
+
+    def _token_arrays(self):
+        if self._tokens is None:
+            docs, words, weights = [], [], []
+            for part, d_off, _ in self.parts():
+                docs.append(part.doc + np.int32(d_off))
+                words.append(part.word)
+                weights.append(part.weight if part.weight is not None
+                               else np.ones(part.n_tokens, dtype=np.float32))
+            weight = None if self.integral else np.concatenate(weights)
+            self._tokens = (np.concatenate(docs), np.concatenate(words), weight)
+        return self._tokens
