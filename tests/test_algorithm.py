@@ -382,7 +382,7 @@ def test_gpu_engine_choice_and_limits():
 def test_gpu_memory_is_checked_before_allocating():
     from types import SimpleNamespace
 
-    huge = SimpleNamespace(n_tokens=10**9, n_docs=10**8, n_words=10**5, nz_weight=None)
+    huge = SimpleNamespace(n_tokens=10**9, n_docs=10**8, n_words=10**5, weighted=False)
     with pytest.raises(MemoryError, match="A of 100000000 documents x 1024 topics"):
         _dense_engine(1024)._check_memory(huge)
 
