@@ -260,10 +260,16 @@ class GPULatentDirichletAllocation(
                     raise TypeError(f"block {i} of X is on a GPU; blocks must be host arrays "
                                     "(join device arrays into one matrix instead)")
                 try:
-                    checked.append(check_counts(self, block, reset=i == 0, whom=whom,
-                                                device=device))
+                    valid = check_counts(self, block, reset=i == 0, whom=whom, device=device)
                 except ValueError as exc:
                     raise ValueError(f"block {i} of X: {exc}") from exc
+                # A numeric block is kept as given (a memory-mapped one stays on disk) rather
+                # than as its checked copy, which may be converted to float; it is read again
+                # when its tokens are laid out.
+                numeric = (sp.issparse(block) or isinstance(block, np.ndarray)) and \
+                    block.dtype.kind in "biuf"
+                checked.append(block if numeric else valid)
+                del valid
         with stage("tokens"):
             corpus = BlockCorpus(checked)
         del checked

@@ -133,3 +133,34 @@ def test_gpu_fit_on_blocks_held_and_streamed(kjv, monkeypatch):
     _, peak = CudaSparseSampler(20, 0.05, 0.05, 0, Device("cuda", (0,))).estimate_bytes(tokens(X))
     streamed = GPULatentDirichletAllocation(max_device_memory=peak // 4, **params).fit(blocks)
     _same_model(streamed, one)
+
+
+def test_memory_mapped_blocks_stay_as_given(kjv, tmp_path):
+    # Integer blocks opened from disk are kept as the caller's memory-mapped matrices (the
+    # checked float copy is dropped), and give the model of the joined matrix.
+    blocks = []
+    for i, block in enumerate(_blocks(kjv, [150, 280])):
+        arrays = []
+        for name in ("data", "indices", "indptr"):
+            path = tmp_path / f"part-{i}-{name}.npy"
+            np.save(path, getattr(block, name).astype(np.int64 if name == "data" else np.int32))
+            arrays.append(np.load(path, mmap_mode="r"))
+        blocks.append(sp.csr_matrix(tuple(arrays), shape=block.shape, copy=False))
+    def mapped(a):  # SciPy may hold a plain view of the map: walk to the array it views
+        while a is not None and not isinstance(a, np.memmap):
+            a = a.base
+        return a is not None
+
+    assert all(mapped(b.data) for b in blocks)
+    kept = []
+    real = BlockCorpus.__init__
+
+    def spy(self, given):
+        kept.extend(given)
+        real(self, given)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(BlockCorpus, "__init__", spy)
+        model = GPULatentDirichletAllocation(**PARAMS).fit(blocks)
+    assert all(k is b for k, b in zip(kept, blocks))
+    _same_model(model, GPULatentDirichletAllocation(**PARAMS).fit(kjv))
