@@ -19,9 +19,9 @@ def decode_keys(keys):
 class CudaChain:
     """Mixin of :class:`~sklearn_gpulda.backends.base.Sampler` subclasses that live on one GPU.
 
-    A subclass provides ``estimate_bytes``, ``_memory_message``, ``_word_major_device()`` (the
-    current word-topic counts as a (V', K) device array) and ``_host_rows()`` (the device row of
-    each of the caller's words, or None for the identity).
+    A subclass provides ``estimate_bytes``, ``_memory_message`` (if it calls ``_check_memory``),
+    ``_word_major_device()`` (the current word-topic counts as a (V', K) device array) and
+    ``_host_rows()`` (the device row of each of the caller's words, or None for the identity).
     """
 
     def _attach(self, device):

@@ -7,8 +7,9 @@ behind these choices.
 
 One iteration: for each chunk, sample then rebuild that chunk's A (A rows are private to a
 chunk); then B by atomics over every chunk, and the topic totals. Only the E-step needs the
-previous B, so a later streaming version can move chunks in and out around the per-chunk steps
-without changing this order.
+previous B, so when the chunks do not fit the device they are streamed (``streaming.py``): per
+chunk, A from its topics, the E-step against B, and its counts into a second B, which becomes B
+after the last chunk; the same chain.
 """
 
 from dataclasses import dataclass
@@ -133,14 +134,6 @@ class CudaSparseSampler(CudaChain, Sampler):
         # The table is allocated once the layout's build scratch is gone.
         return int(layout + table), int(max(layout_peak, layout + table))
 
-    def _memory_message(self, corpus, steady, build, free, total):
-        return (
-            f"the CUDA engine needs about {build / 2**30:.2f} GiB of device memory to lay out "
-            f"{corpus.n_tokens} tokens, {corpus.n_docs} documents, {corpus.n_words} words at "
-            f"K={self.n_topics} ({steady / 2**30:.2f} GiB kept), but only "
-            f"{free / 2**30:.2f} GiB of {total / 2**30:.2f} GiB is free on GPU {self._index}"
-        )
-
     def _streamed_chunk_tokens(self, corpus, budget):
         """Tokens per chunk of a streamed layout, and per piece of its build, within ``budget``
         device bytes: while building, the documents' arrays and one chunk's build; while
@@ -186,7 +179,7 @@ class CudaSparseSampler(CudaChain, Sampler):
         cp = self._cp
         with self._dev():
             self.release()
-            steady, peak = self.estimate_bytes(corpus)
+            _, peak = self.estimate_bytes(corpus)
             budget = self._memory_budget()
             stream_tokens = None
             if peak > budget:
