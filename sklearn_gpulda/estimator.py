@@ -299,7 +299,7 @@ class GPULatentDirichletAllocation(
         with cupy.cuda.Device(device.index):
             free, _ = free_device_bytes(cupy)
         if sp.issparse(X):
-            size = X.data.nbytes + getattr(X, "indices", X.data).nbytes
+            size = X.nnz * (X.dtype.itemsize + 8)  # values and indices, whatever the format
         else:
             size = np.asarray(X).nbytes if hasattr(X, "__array__") else 0
         return size <= free / 8

@@ -94,3 +94,29 @@ def test_estimator_rejects_a_bad_memory_budget():
     X = np.ones((4, 3))
     with pytest.raises(ValueError, match="max_device_memory must be"):
         GPULatentDirichletAllocation(max_device_memory="lots", device="cpu").fit(X)
+
+
+def test_counts_go_up_reads_every_sparse_format(monkeypatch):
+    # A batch GPU fit keeps the whole count matrix on the device unless it may need streaming;
+    # the size check must work for every SciPy format (check_estimator feeds them all).
+    import contextlib
+
+    import scipy.sparse as sp
+
+    from sklearn_gpulda import GPULatentDirichletAllocation
+
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        Device=lambda index: contextlib.nullcontext()))
+    monkeypatch.setattr(device_module, "import_cupy", lambda: (fake, ""))
+    free = {"bytes": 10**9}
+    monkeypatch.setattr(device_module, "free_device_bytes", lambda cp: (free["bytes"], 2 * 10**9))
+    X = sp.random(50, 40, density=0.2, format="csr", random_state=0)
+    lda = GPULatentDirichletAllocation()
+    gpu = Device("cuda", (0,))
+    for fmt in ("csr", "csc", "coo", "bsr", "lil", "dok", "dia"):
+        assert lda._counts_go_up(X.asformat(fmt), gpu) is True, fmt
+    assert lda._counts_go_up(X.toarray(), gpu) is True
+    free["bytes"] = 8 * X.nnz  # an eighth of it is less than the counts: keep them on the host
+    assert lda._counts_go_up(X, gpu) is False
+    assert GPULatentDirichletAllocation(max_device_memory="1GB")._counts_go_up(X, gpu) is False
+    assert lda._counts_go_up(X, CPU) is False
