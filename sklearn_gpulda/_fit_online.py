@@ -11,6 +11,7 @@ from sklearn.utils import gen_batches
 
 from ._cadence import Cadence
 from ._corpus import tokens
+from ._device import array_module, to_host
 from ._fit import FittedState, _History, perplexity, public_prior
 from ._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE
 from .backends import fold_in
@@ -29,7 +30,8 @@ def _batch_statistics(plan, sampler, corpus, components, iteration, want_loglik)
         sampler.sweep(iteration, STREAM_BATCH_SAMPLE, s)
         if not first and s >= keep_from:
             sampler.accumulate_word_topic()
-    stats = sampler.word_topic_counts() if first else sampler.mean_word_topic()
+    # Where the chain lives: a GPU chain's statistics, and so the model, stay on its device.
+    stats = sampler.word_topic_statistics()
     loglik = sampler.log_likelihood() if want_loglik else float("nan")
     return stats, loglik
 
@@ -42,8 +44,9 @@ def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler
     ----------
     plan : Plan
     X : validated counts of the batch
-    components : ndarray of shape (n_topics, n_words) or None
-        The model so far; None for the very first batch.
+    components : array of shape (n_topics, n_words) or None
+        The model so far (on the host, or on the sampler's GPU); None for the very first
+        batch.
     alpha : float or ndarray
         The document-topic prior (held as it is: online learning learns no prior).
     n_batch_iter : int
@@ -57,7 +60,8 @@ def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler
 
     Returns
     -------
-    components : ndarray of float64
+    components : array of float64
+        On the sampler's device: a GPU chain's model stays there between batches.
     alpha : float or ndarray
     loglik : float
         NaN unless ``want_loglik``.
@@ -74,7 +78,10 @@ def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler
     beta = plan.beta.value
     rho = (plan.learning_offset + n_batch_iter) ** (-plan.learning_decay)
     target = beta + (total_samples / max(X.shape[0], 1)) * stats
-    new = target if components is None else (1.0 - rho) * np.asarray(components, np.float64) + rho * target
+    if components is None:
+        return target, alpha, loglik
+    xp = array_module(stats)
+    new = (1.0 - rho) * xp.asarray(components, dtype=xp.float64) + rho * target
     return new, alpha, loglik
 
 
@@ -134,7 +141,7 @@ def fit_online(plan, X):
         # max_iter=0: no batch was seen; topics stay at the prior.
         components = np.full((plan.n_topics, X.shape[1]), plan.beta.value)
     return FittedState(
-        components=components, doc_topic_prior=public_prior(alpha, plan.alpha),
+        components=to_host(components), doc_topic_prior=public_prior(alpha, plan.alpha),
         topic_word_prior=float(plan.beta.value), n_iter=n_iter, n_batch_iter=n_batch_iter,
         # The last pass's evaluation, when it had one, is the model's: not computed twice.
         bound=held_out_perplexity(plan, X, components, alpha) if bound is None else bound,

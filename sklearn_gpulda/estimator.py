@@ -360,7 +360,9 @@ class GPULatentDirichletAllocation(
             finally:
                 sampler.release()
             state = _fit.FittedState(
-                components=components, doc_topic_prior=_fit.public_prior(alpha, plan.alpha),
+                # Kept on the GPU between mini-batches; copied to the host once per call.
+                components=to_host(components),
+                doc_topic_prior=_fit.public_prior(alpha, plan.alpha),
                 topic_word_prior=float(plan.beta.value), n_iter=n_iter,
                 n_batch_iter=n_batch_iter, bound=_fit.perplexity(loglik, n_tokens),
                 n_tokens=float(X.sum()), fit_time=time.perf_counter() - start,

@@ -430,11 +430,40 @@ def test_batch_statistics(first):
     gpu, ref = _engine(k), _reference(k)
     stats_gpu, ll_gpu = _fit_online._batch_statistics(_plan(k), gpu, corpus, components, 3, True)
     stats_ref, ll_ref = _fit_online._batch_statistics(_plan(k), ref, corpus, components, 3, True)
+    # A GPU chain's statistics stay on its device, in the caller's word order, and are the
+    # numbers its host copies hold.
+    assert type(stats_gpu).__module__.startswith("cupy")
+    host = gpu.mean_word_topic() if not first else gpu.word_topic_counts()
+    np.testing.assert_array_equal(stats_gpu.get(), host)
+    stats_gpu = stats_gpu.get()
     assert stats_gpu.shape == (k, corpus.n_words)
     assert stats_gpu.sum() == pytest.approx(corpus.n_tokens, rel=1e-9)
     # Same random numbers: only draws at rounding boundaries (and what follows from them) differ.
     assert np.abs(stats_gpu - stats_ref).sum() <= 0.02 * corpus.n_tokens
     assert ll_gpu == pytest.approx(ll_ref, rel=1e-3)
+    gpu.release()
+
+
+def test_online_steps_keep_the_model_on_the_device():
+    # Online learning on the GPU blends each mini-batch into a model kept on the device: no
+    # K x V array goes to the host between batches, and a step is the host arithmetic.
+    import cupy as cp
+
+    X = _lda_counts(120, 400, 8, 80, seed=3).tocsr()
+    k = 10
+    plan = _plan(k)
+    gpu = _engine(k)
+    components, alpha = None, ALPHA
+    for it, batch in enumerate((slice(0, 60), slice(60, 120), slice(0, 60)), start=1):
+        before = None if components is None else components.get()
+        components, alpha, _ = _fit_online.online_step(plan, X[batch], components, alpha, it,
+                                                       1000.0, sampler=gpu)
+        assert isinstance(components, cp.ndarray)
+        if before is not None:
+            stats = gpu.mean_word_topic()
+            rho = (plan.learning_offset + it) ** (-plan.learning_decay)
+            want = (1 - rho) * before + rho * (BETA + (1000.0 / 60) * stats)
+            np.testing.assert_allclose(components.get(), want, rtol=1e-12)
     gpu.release()
 
 

@@ -102,8 +102,9 @@ class Sampler(abc.ABC):
 
     @abc.abstractmethod
     def fix_topic_word(self, components):
-        """Hold ``Bhat`` at the normalised rows of ``components`` (K x V) from now on; the
-        M-step then rebuilds the document-topic counts only. Call after :meth:`load`."""
+        """Hold ``Bhat`` at the normalised rows of ``components`` (K x V, on the host or, for a
+        GPU chain, on its device) from now on; the M-step then rebuilds the document-topic
+        counts only. Call after :meth:`load`."""
 
     def set_priors(self, alpha=None, beta=None):
         """Change the priors of the chain; the next E-step uses them. None keeps a prior."""
@@ -195,6 +196,12 @@ class Sampler(abc.ABC):
         if not self.n_accumulated:
             raise RuntimeError("no word-topic counts were accumulated")
         return self._accumulated(self.n_accumulated)
+
+    def word_topic_statistics(self):
+        """What a mini-batch's chain gives online learning: the mean word-topic counts when any
+        were accumulated, else the current ones, float64 of shape (n_topics, n_words), where the
+        chain lives (a GPU chain's stay on its device)."""
+        return self.mean_word_topic() if self.n_accumulated else self.word_topic_counts()
 
     def topic_word_components(self, dtype=np.float64):
         """What ``components_`` of a fit stopped now would be: the averaged word-topic counts

@@ -91,6 +91,32 @@ class CudaChain:
             return topic_major_to_host(self._cp, table, self._host_rows(), divisor=divisor,
                                        add=self.beta, dtype=dtype)
 
+    def word_topic_statistics(self):
+        # On the device, in the caller's word order: online learning blends it into a model
+        # kept there, so nothing of size K x V crosses to the host per mini-batch. The same
+        # numbers as the host's (the division is the same IEEE operation).
+        cp = self._cp
+        with self._dev():
+            if self.n_accumulated:
+                table = self._sum / self.n_accumulated
+            else:
+                table = self._word_major_device().astype(cp.float64)
+            rows = self._host_rows()
+            if rows is not None:
+                table = table[rows]
+            return cp.ascontiguousarray(table.T)
+
+    def _fixed_bhat(self, components, rows=None):
+        """Device float32 ``Bhat`` (V' x K) of ``components`` (K x V, host or device): rows
+        normalised in float64 on the device, transposed, words in device order (``rows[r]`` is
+        the caller's word at device row r, or None for the identity)."""
+        cp = self._cp
+        comp = cp.asarray(components, dtype=cp.float64)
+        bhat = (comp / comp.sum(axis=1, keepdims=True)).T
+        if rows is not None:
+            bhat = bhat[cp.asarray(rows)]
+        return cp.ascontiguousarray(bhat, dtype=cp.float32)
+
     def _accumulated(self, divisor):
         with self._dev():
             return topic_major_to_host(self._cp, self._sum, self._host_rows(), divisor=divisor)

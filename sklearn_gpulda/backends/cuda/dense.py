@@ -150,10 +150,8 @@ class CudaDenseSampler(CudaChain, Sampler):
 
     def fix_topic_word(self, components):
         st = self._require_state()
-        comp = np.asarray(components, dtype=np.float64)
-        bhat = (comp / comp.sum(axis=1, keepdims=True)).T
         with self._dev():
-            st.bhat[...] = self._cp.asarray(np.ascontiguousarray(bhat, dtype=np.float32))
+            st.bhat[...] = self._fixed_bhat(components)
             st.fixed = True
             st.b_current = False
 

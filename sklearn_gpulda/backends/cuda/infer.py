@@ -33,7 +33,8 @@ def fold_in(device, X, components, alpha, max_iter, tol, return_loglik=False):
     if not on_device:
         X = sp.csr_matrix(X)
     X.sort_indices()
-    comp = np.asarray(components, dtype=np.float64)
+    # A model kept on the device (online learning's) is read there; a host one goes up once.
+    comp = components if is_device_array(components) else np.asarray(components, np.float64)
     n_topics = comp.shape[0]
     n_docs = X.shape[0]
     alpha = topic_prior(alpha, n_topics)
@@ -50,7 +51,11 @@ def fold_in(device, X, components, alpha, max_iter, tol, return_loglik=False):
                 f"{n_topics} x {comp.shape[1]} float64 plus scratch), {free / 2**30:.2f} GiB "
                 f"is free on GPU {device.index}"
             )
-        phi_t = cp.ascontiguousarray(cp.asarray(comp / comp.sum(axis=1, keepdims=True)).T)
+        if is_device_array(comp):
+            comp = comp.astype(cp.float64, copy=False)
+            phi_t = cp.ascontiguousarray((comp / comp.sum(axis=1, keepdims=True)).T)
+        else:
+            phi_t = cp.ascontiguousarray(cp.asarray(comp / comp.sum(axis=1, keepdims=True)).T)
         alpha_d = cp.asarray(alpha)
         indptr = cp.asarray(X.indptr).astype(cp.int64)
         indices = cp.asarray(X.indices).astype(cp.int32)

@@ -265,10 +265,8 @@ class CudaSparseSampler(CudaChain, Sampler):
         if self.streamed:
             raise NotImplementedError("a streamed chain learns its topic-word side; online "
                                       "learning's mini-batches are never streamed")
-        comp = np.asarray(components, dtype=np.float64)
-        bhat = (comp / comp.sum(axis=1, keepdims=True)).T[self.old_of_new]
         with self._dev():
-            self.words.bhat_fixed = self._cp.asarray(np.ascontiguousarray(bhat, dtype=np.float32))
+            self.words.bhat_fixed = self._fixed_bhat(components, self.old_of_new)
             self.words.b_current = False
 
     def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
