@@ -16,7 +16,7 @@ from _stats import merged_chisquare
 
 from sklearn_gpulda import GPULatentDirichletAllocation, _fit, _fit_online, _random
 from sklearn_gpulda._corpus import tokens
-from sklearn_gpulda._device import CPU, Device
+from sklearn_gpulda._device import CPU, Device, to_host
 from sklearn_gpulda._priors import Prior
 from sklearn_gpulda.backends import BACKENDS, choose_backend
 from sklearn_gpulda.backends.numpy import NumpySampler
@@ -41,7 +41,9 @@ def choose_algorithm(algorithm, n_topics, device):
 def _statistics(sampler, corpus, components, n_sweeps, iteration):
     plan = _fit.Plan(backend=None, device=None, n_topics=sampler.n_topics, seed=SEED,
                      alpha=Prior(ALPHA, False), beta=Prior(BETA, False), n_batch_sweeps=n_sweeps)
-    return _fit_online._batch_statistics(plan, sampler, corpus, components, iteration, False)[0]
+    # A GPU chain's statistics stay on its device (online learning blends them there).
+    return to_host(_fit_online._batch_statistics(plan, sampler, corpus, components, iteration,
+                                                 False)[0])
 
 ALPHA, BETA, SEED = 0.1, 0.01, 4321
 
