@@ -50,3 +50,16 @@ def test_prior_added_after_division_then_converted(dtype):
     expected = ((counts[rows] / 7).T + 0.01).astype(dtype)
     assert out.dtype == dtype and out.flags.c_contiguous
     np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.gpu
+def test_pipelined_copy_waits_for_the_callers_stream():
+    # The blocks are made on a stream of their own: they must read the table after the work
+    # the caller queued on its stream (here a long series of updates) is done.
+    import cupy as cp
+
+    table = cp.zeros((20000, 64), dtype=cp.float64)
+    for _ in range(200):
+        table += 1.0
+    got = topic_major_to_host(cp, table, divisor=2.0, block_bytes=1 << 20)
+    np.testing.assert_array_equal(got, np.full((64, 20000), 100.0))

@@ -84,6 +84,10 @@ def _pipelined(cp, blocks, block, out, step):
 
     n_threads = max(1, min(8, os.cpu_count() or 1))
     stream = cp.cuda.Stream(non_blocking=True)
+    # A non-blocking stream does not wait for the caller's stream by itself: without this, the
+    # blocks could be read while the table is still being written (an averaged sum updated just
+    # before came back corrupted: online learning at K = 1,000, V = 102,660 on an H100).
+    stream.wait_event(cp.cuda.get_current_stream().record())
     buffers = [cupyx.empty_pinned((step, out.shape[1]), dtype=out.dtype) for _ in range(2)]
     events = [None, None]
     pending = [[], []]  # host copies still reading each buffer
