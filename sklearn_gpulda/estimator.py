@@ -228,12 +228,15 @@ class GPULatentDirichletAllocation(
             with stage("validate"):
                 # A batch fit on a GPU reads the counts there only: they go up as they are,
                 # unless the corpus may have to be streamed.
+                upload = batch and self._counts_go_up(X, device)
                 X = check_counts(self, X, reset=True, whom="GPULatentDirichletAllocation.fit",
-                                 device=device, upload=batch and self._counts_go_up(X, device))
+                                 device=device, upload=upload,
+                                 keep_integers=batch and device.kind == "cuda" and not upload)
                 self._warn_if_empty(X, "fit")
             plan = self._plan(device, self.algorithm, self._new_seed())
             plan.callback = callback
-            dtype = plan.components_dtype = X.dtype
+            # scikit-learn's rule: float32 for float32 counts, float64 for any other.
+            dtype = plan.components_dtype = np.float32 if X.dtype == np.float32 else np.float64
             if batch:
                 with stage("tokens"):
                     corpus = tokens(X)

@@ -344,3 +344,16 @@ def test_chunk_ranges_keep_a_storage_within_int32(monkeypatch):
     monkeypatch.setattr(layout, "MAX_CHUNK_SLOTS", 40)  # one document alone is too many
     with pytest.raises(ValueError, match="more than one chunk can index"):
         layout.chunk_ranges(corpus, None)
+
+
+def test_integer_counts_give_the_corpus_of_their_float_copy(kjv):
+    # A GPU fit whose counts stay on the host keeps integer counts as integers: the token corpus
+    # must be the one their float64 copy gives, array for array.
+    X = kjv[:200].astype(np.int64)
+    a, b = tokens(X), tokens(X.astype(np.float64))
+    assert a.integral and b.integral and a.nz_weight is None and b.nz_weight is None
+    for name in ("indptr", "indices", "nz_ptr", "doc_ptr"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_array_equal(a.doc_lengths(), b.doc_lengths())
+    np.testing.assert_array_equal(a.word_frequencies(), b.word_frequencies())
+    assert (a.n_tokens, a.total_weight) == (b.n_tokens, b.total_weight)

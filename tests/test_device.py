@@ -120,3 +120,35 @@ def test_counts_go_up_reads_every_sparse_format(monkeypatch):
     assert lda._counts_go_up(X, gpu) is False
     assert GPULatentDirichletAllocation(max_device_memory="1GB")._counts_go_up(X, gpu) is False
     assert lda._counts_go_up(X, CPU) is False
+
+
+def test_counts_kept_on_the_host_for_a_gpu_fit_keep_their_integers():
+    # A batch GPU fit whose counts stay on the host (to be streamed) checks them without making
+    # integers float64: the same checks and messages, no copy of the values.
+    import scipy.sparse as sp
+
+    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda._validation import check_counts
+
+    X = sp.random(30, 12, density=0.3, format="csr", random_state=0, dtype=np.float64)
+    X.data = np.ceil(X.data * 5)
+    lda = GPULatentDirichletAllocation()
+    whom = "GPULatentDirichletAllocation.fit"
+    for data in (X.astype(np.int64), X.astype(np.int32).tocoo(), X.astype(np.int64).toarray()):
+        got = check_counts(lda, data, reset=True, whom=whom, device=CPU, keep_integers=True)
+        assert got.dtype.kind == "i" and lda.n_features_in_ == 12
+        np.testing.assert_array_equal(sp.csr_matrix(got).toarray(), X.toarray())
+    for data in (X, X.astype(np.float32)):  # floats as scikit-learn has them
+        assert check_counts(lda, data, reset=True, whom=whom, device=CPU,
+                            keep_integers=True).dtype == data.dtype
+    negative = X.astype(np.int64)
+    negative.data[0] = -1
+    with pytest.raises(ValueError, match="Negative values in data passed to " + whom):
+        check_counts(lda, negative, reset=True, whom=whom, device=CPU, keep_integers=True)
+    nan = X.copy()
+    nan.data[0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        check_counts(lda, nan, reset=True, whom=whom, device=CPU, keep_integers=True)
+    with pytest.raises(ValueError, match="X has 11 features"):
+        check_counts(lda, X[:, :11].astype(np.int64), reset=False, whom=whom, device=CPU,
+                     keep_integers=True)
