@@ -15,7 +15,7 @@ those of the same counts given as one matrix, bit for bit.
 import numpy as np
 import scipy.sparse as sp
 
-from ._corpus import tokens
+from ._corpus import Corpus, tokens
 
 
 def is_block_sequence(X):
@@ -25,7 +25,7 @@ def is_block_sequence(X):
             and all(sp.issparse(b) or isinstance(b, np.ndarray) and b.ndim == 2 for b in X))
 
 
-class BlockCorpus:
+class BlockCorpus(Corpus):
     """Tokens of the documents of several row blocks of validated counts (see the module).
 
     Parameters
@@ -68,19 +68,6 @@ class BlockCorpus:
         self.doc_offsets = np.asarray(n_docs, dtype=np.int64)
         self.token_offsets = np.asarray(n_tokens, dtype=np.int64)
         self.n_docs, self.n_tokens = int(n_docs[-1]), int(n_tokens[-1])
-        self._tokens = None
-
-    @property
-    def weighted(self):
-        """Whether some count is not an integer (tokens carry weights)."""
-        return not self.integral
-
-    @property
-    def total_weight(self):
-        return float(self._doc_lengths.sum())
-
-    def doc_lengths(self):
-        return self._doc_lengths
 
     def word_frequencies(self):
         return self._word_frequencies
@@ -97,27 +84,13 @@ class BlockCorpus:
         """Forget the blocks (the caller's, which it may free), keeping the summaries."""
         self.blocks = None
 
-    # -- the token arrays of the whole, for engines that read them ------------------------------
-    @property
-    def doc(self):
-        return self._token_arrays()[0]
-
-    @property
-    def word(self):
-        return self._token_arrays()[1]
-
-    @property
-    def weight(self):
-        return self._token_arrays()[2]
-
-    def _token_arrays(self):
-        if self._tokens is None:
-            docs, words, weights = [], [], []
-            for part, d_off, _ in self.parts():
-                docs.append(part.doc + np.int32(d_off))
-                words.append(part.word)
-                weights.append(part.weight if part.weight is not None
-                               else np.ones(part.n_tokens, dtype=np.float32))
-            weight = None if self.integral else np.concatenate(weights)
-            self._tokens = (np.concatenate(docs), np.concatenate(words), weight)
-        return self._tokens
+    def _expand_tokens(self):
+        # The whole corpus's token arrays, for the engines that read them.
+        docs, words, weights = [], [], []
+        for part, d_off, _ in self.parts():
+            docs.append(part.doc + np.int32(d_off))
+            words.append(part.word)
+            weights.append(part.weight if part.weight is not None
+                           else np.ones(part.n_tokens, dtype=np.float32))
+        weight = None if self.integral else np.concatenate(weights)
+        return np.concatenate(docs), np.concatenate(words), weight

@@ -21,7 +21,50 @@ import scipy.sparse as sp
 from ._device import array_module, is_device_array, to_host
 
 
-class TokenCorpus:
+class Corpus:
+    """What every corpus gives the samplers besides its counts: the documents' weighted lengths,
+    whether tokens carry weights, and the per-token arrays :attr:`doc`, :attr:`word` and
+    :attr:`weight`, made on first use by the subclass's ``_expand_tokens()`` (only the NumPy and
+    dense engines read them). A subclass sets ``integral`` and ``_doc_lengths``."""
+
+    _tokens = None
+
+    @property
+    def weighted(self):
+        """Whether some count is not an integer (tokens carry weights)."""
+        return not self.integral
+
+    @property
+    def total_weight(self):
+        """Sum of token weights: the number of tokens for integer counts."""
+        return float(self._doc_lengths.sum())
+
+    def doc_lengths(self):
+        """Weighted length of each document, float64 of shape (n_docs,), on the host."""
+        return self._doc_lengths
+
+    @property
+    def doc(self):
+        """Document of each token: int32 of shape (n_tokens,), where the counts lie."""
+        return self._token_arrays()[0]
+
+    @property
+    def word(self):
+        """Vocabulary id of each token (the input's column): int32 of shape (n_tokens,)."""
+        return self._token_arrays()[1]
+
+    @property
+    def weight(self):
+        """Weight of each token (float32), or None when every count is an integer."""
+        return self._token_arrays()[2]
+
+    def _token_arrays(self):
+        if self._tokens is None:
+            self._tokens = self._expand_tokens()
+        return self._tokens
+
+
+class TokenCorpus(Corpus):
     """Tokens of a corpus in canonical (document-major) order, kept as the counts they expand
     from.
 
@@ -91,7 +134,6 @@ class TokenCorpus:
             cum = xp.zeros(data.shape[0] + 1, dtype=xp.float64)
             xp.cumsum(data, out=cum[1:])
             self._doc_lengths = to_host(xp.diff(cum[self.indptr]))
-        self._tokens = None
 
     @property
     def on_device(self):
@@ -99,23 +141,9 @@ class TokenCorpus:
         return is_device_array(self.nz_ptr)
 
     @property
-    def weighted(self):
-        """Whether some count is not an integer (tokens carry weights)."""
-        return not self.integral
-
-    @property
     def n_nonzero(self):
         """Non-zeros of the counts (explicit zeros included)."""
         return int(self.indices.shape[0])
-
-    @property
-    def total_weight(self):
-        """Sum of token weights: the number of tokens for integer counts."""
-        return float(self._doc_lengths.sum())
-
-    def doc_lengths(self):
-        """Weighted length of each document, float64 of shape (n_docs,), on the host."""
-        return self._doc_lengths
 
     def word_frequencies(self):
         """Weighted number of tokens of each word, float64 of shape (n_words,), on the host."""
@@ -132,34 +160,16 @@ class TokenCorpus:
                                shape=(self.n_docs, self.n_words), copy=False)
         return np.asarray(counts.sum(axis=0), dtype=np.float64).ravel()
 
-    # -- the token arrays, expanded on first use ----------------------------------------------
-    @property
-    def doc(self):
-        """Document of each token: int32 of shape (n_tokens,), where the counts lie."""
-        return self._token_arrays()[0]
-
-    @property
-    def word(self):
-        """Vocabulary id of each token (the input's column): int32 of shape (n_tokens,)."""
-        return self._token_arrays()[1]
-
-    @property
-    def weight(self):
-        """Weight of each token (float32), or None when every count is an integer."""
-        return self._token_arrays()[2]
-
     def release_counts(self):
         """Drop the per-non-zero arrays, keeping the shape, ``doc_ptr``, the lengths and any
         token arrays already made (an engine that reads those keeps them): for a fit whose
         sampler has laid its tokens out. Token arrays not made by then cannot be made after."""
         self.indices = self.nz_ptr = self.nz_weight = self.indptr = None
 
-    def _token_arrays(self):
-        if self._tokens is None:
-            if self.nz_ptr is None:
-                raise RuntimeError("the corpus's counts were released before its tokens were made")
-            self._tokens = _expand(self)
-        return self._tokens
+    def _expand_tokens(self):
+        if self.nz_ptr is None:
+            raise RuntimeError("the corpus's counts were released before its tokens were made")
+        return _expand(self)
 
 
 def _expand(corpus):

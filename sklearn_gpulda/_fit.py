@@ -214,7 +214,8 @@ class _PriorSchedule:
             with stage("sweeps: prior updates: alpha histogram"):
                 table, rest = sampler.doc_topic_table()
             with stage("sweeps: prior updates: alpha fixed point"):
-                alpha = _priors.update_alpha(sampler.alpha, table, rest, *self.lengths)
+                alpha = _priors.update_alpha(sampler.alpha, table, rest, *self.lengths,
+                                             numerator=sampler.alpha_table_numerator)
         if self.plan.beta.learn:
             with stage("sweeps: prior updates: beta histogram"):
                 histogram = sampler.word_topic_histogram()

@@ -27,7 +27,6 @@ from numbers import Real
 import numpy as np
 from scipy.special import digamma
 
-from ._device import array_module, to_host
 
 #: Smallest value a learned prior takes.
 FLOOR = 1e-5
@@ -128,19 +127,14 @@ def alpha_table(topic, count, n_docs, n_topics, n_counts=TABLE_COUNTS):
 
 def table_numerator(alpha, table):
     """The table's part of alpha's numerator: ``sum_c table[k, c] sum_{j <= c} 1 / (alpha_k + j)``
-    per topic k, on the host.
+    per topic k, for a host table.
 
-    Both the host and the device sum in one fixed order (count by count, each operation rounded
-    on its own), so a table on the GPU gives the host's value bit for bit: a fit whose table
-    comes from a GPU and one whose table was merged on the host from shards (a Dask fit) learn
-    the same alpha. A cumulative sum and a row sum would each round in the order of their own
-    library's reduction.
+    The sum runs count by count, each operation rounded on its own; a GPU engine runs the same
+    order on a table it keeps (``Sampler.alpha_table_numerator``), so both give the same value
+    bit for bit: a fit whose table comes from a GPU and one whose table was merged on the host
+    from shards (a Dask fit) learn the same alpha. A cumulative sum and a row sum would each
+    round in the order of their own library's reduction.
     """
-    xp = array_module(table)
-    if xp is not np:
-        from .backends.cuda.counts import alpha_table_numerator
-
-        return to_host(alpha_table_numerator(xp.asarray(alpha, dtype=xp.float64), table))
     gain = np.zeros(alpha.shape, dtype=np.float64)
     numerator = np.zeros(alpha.shape, dtype=np.float64)
     for c in range(table.shape[1]):
@@ -149,7 +143,7 @@ def table_numerator(alpha, table):
     return numerator
 
 
-def update_alpha(alpha, table, rest, length, n_length):
+def update_alpha(alpha, table, rest, length, n_length, numerator=table_numerator):
     """Minka's fixed point for an asymmetric document-topic prior, from histograms.
 
     Parameters
@@ -157,12 +151,15 @@ def update_alpha(alpha, table, rest, length, n_length):
     alpha : ndarray of shape (n_topics,)
         Where the iteration starts.
     table : array of float64, shape (n_topics, C)
-        ``table[k, c - 1]`` documents hold ``c`` tokens of topic ``k`` (:func:`alpha_table`);
-        NumPy, or CuPy to run the table's part on its GPU.
+        ``table[k, c - 1]`` documents hold ``c`` tokens of topic ``k`` (:func:`alpha_table`),
+        where ``numerator`` reads it.
     rest : tuple of ndarray
         ``(topic, count, n_docs)``: the pairs the table does not hold, on the host.
     length, n_length : ndarray
         ``n_length[j]`` documents have length ``length[j]`` (lengths > 0).
+    numerator : callable, default=table_numerator
+        ``numerator(alpha, table)``: the table's part of the numerator, on the host (a
+        sampler's ``alpha_table_numerator`` for a table it keeps on its device).
 
     Returns
     -------
@@ -187,10 +184,10 @@ def update_alpha(alpha, table, rest, length, n_length):
     for _ in range(MAX_ITERATIONS):
         total = alpha.sum()
         denominator = np.dot(n_length, _digamma_gain(length, total))
-        numerator = table_numerator(alpha, table)
-        numerator += np.bincount(topic, weights=n_docs * _digamma_gain(count, alpha[topic]),
-                                 minlength=n_topics)
-        new = np.maximum(alpha * numerator / denominator, FLOOR)
+        gains = numerator(alpha, table)
+        gains += np.bincount(topic, weights=n_docs * _digamma_gain(count, alpha[topic]),
+                             minlength=n_topics)
+        new = np.maximum(alpha * gains / denominator, FLOOR)
         done = np.max(np.abs(new - alpha) / alpha) < TOLERANCE
         alpha = new
         if done:

@@ -58,6 +58,54 @@ def check_counts(estimator, X, reset, whom, device, upload=False, keep_integers=
     return X
 
 
+def counts_go_up(X, device, max_device_memory):
+    """Whether a batch fit on ``device`` checks and keeps the whole count matrix ``X`` there.
+
+    Not when the corpus may have to be streamed (a ``max_device_memory`` budget is set, or the
+    counts take more than an eighth of what the GPU has free; the layout takes about three times
+    the counts): then they stay in host memory and go up a chunk at a time.
+    """
+    if device.kind != "cuda" or max_device_memory is not None:
+        return False
+    if is_device_array(X):
+        return True  # already there
+    from ._device import free_device_bytes, import_cupy
+
+    cupy, _ = import_cupy()
+    with cupy.cuda.Device(device.index):
+        free, _ = free_device_bytes(cupy)
+    if sp.issparse(X):
+        size = X.nnz * (X.dtype.itemsize + 8)  # values and indices, whatever the format
+    else:
+        size = np.asarray(X).nbytes if hasattr(X, "__array__") else 0
+    return size <= free / 8
+
+
+def check_blocks(estimator, blocks, whom, device):
+    """Check a sequence of row blocks one by one, as :func:`check_counts` checks a matrix (the
+    first records the features, an error names its block).
+
+    Returns
+    -------
+    blocks : list
+        Each numeric block as given (a memory-mapped one stays on disk; it is read again when
+        its tokens are laid out), any other as its checked conversion.
+    """
+    kept = []
+    for i, block in enumerate(blocks):
+        if is_device_array(block):
+            raise TypeError(f"block {i} of X is on a GPU; blocks must be host arrays "
+                            "(join device arrays into one matrix instead)")
+        try:
+            valid = check_counts(estimator, block, reset=i == 0, whom=whom, device=device)
+        except ValueError as exc:
+            raise ValueError(f"block {i} of X: {exc}") from exc
+        numeric = (sp.issparse(block) or isinstance(block, np.ndarray)) and \
+            block.dtype.kind in "biuf"
+        kept.append(block if numeric else valid)
+    return kept
+
+
 def upload_counts(estimator, X, reset, whom, device):
     """Host counts to a GPU for a fit there: validated as :func:`check_counts` would, with the
     work split so that the host touches the values as little as possible.

@@ -10,7 +10,6 @@ import time
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -28,7 +27,7 @@ from ._block_corpus import BlockCorpus, is_block_sequence
 from ._corpus import tokens
 from ._fitted import FittedStateMixin, transaction
 from ._stages import stage
-from ._validation import check_counts
+from ._validation import check_blocks, check_counts, counts_go_up
 from ._warnings import warn_caller
 from .backends import algorithm_names, choose_backend, fold_in
 
@@ -168,9 +167,9 @@ class GPULatentDirichletAllocation(
         return int(check_random_state(self.random_state).randint(np.iinfo(np.uint32).max))
 
     @staticmethod
-    def _warn_if_empty(X, whom, total=None):
-        """Warn when the counts ``X`` (or their ``total``, when given) hold no token."""
-        if float(X.sum() if total is None else total) == 0.0:
+    def _warn_if_empty(total, whom):
+        """Warn when the counts hold no token (their ``total`` is zero)."""
+        if total == 0.0:
             warn_caller(
                 f"{whom}: X holds no tokens (every count is zero), so there is nothing to learn "
                 "from: the topics stay at the prior and the training perplexity is NaN",
@@ -219,93 +218,45 @@ class GPULatentDirichletAllocation(
         >>> lda.components_.shape, lda.n_iter_
         ((5, 3117), 10)
         """
+        whom = "GPULatentDirichletAllocation.fit"
         with transaction(self):
             device = self._fit_device()
             batch = self.learning_method == "batch"
-            if is_block_sequence(X):
-                self._fit_blocks(X, device, callback)
-                return self
+            blocks = is_block_sequence(X)
+            if blocks and not batch:
+                raise ValueError(
+                    "a list of row blocks is for batch learning; for learning_method='online' "
+                    "call partial_fit on each block")
             with stage("validate"):
-                # A batch fit on a GPU reads the counts there only: they go up as they are,
-                # unless the corpus may have to be streamed.
-                upload = batch and self._counts_go_up(X, device)
-                X = check_counts(self, X, reset=True, whom="GPULatentDirichletAllocation.fit",
-                                 device=device, upload=upload,
-                                 keep_integers=batch and device.kind == "cuda" and not upload)
-                self._warn_if_empty(X, "fit")
+                if blocks:
+                    X = check_blocks(self, X, whom, device)
+                    dtypes = {block.dtype for block in X}
+                else:
+                    # A batch fit on a GPU reads the counts there only: they go up as they
+                    # are, unless the corpus may have to be streamed.
+                    upload = batch and counts_go_up(X, device, self.max_device_memory)
+                    X = check_counts(self, X, reset=True, whom=whom, device=device,
+                                     upload=upload,
+                                     keep_integers=batch and device.kind == "cuda" and not upload)
+                    dtypes = {X.dtype}
             plan = self._plan(device, self.algorithm, self._new_seed())
             plan.callback = callback
             # scikit-learn's rule: float32 for float32 counts, float64 for any other.
-            dtype = plan.components_dtype = np.float32 if X.dtype == np.float32 else np.float64
+            dtype = plan.components_dtype = (
+                np.float32 if all(t == np.float32 for t in dtypes) else np.float64)
             if batch:
                 with stage("tokens"):
-                    corpus = tokens(X)
+                    corpus = BlockCorpus(X) if blocks else tokens(X)
                 # The corpus holds what the fit reads: the counts' copy on the device can go.
                 del X
+                self._warn_if_empty(corpus.total_weight, "fit")
                 state = _fit.fit_corpus(plan, corpus, release_counts=True)
             else:
+                self._warn_if_empty(float(X.sum()), "fit")
                 state = _fit_online.fit_online(plan, X)
             with stage("assign"):
                 self._assign(state, dtype, device, plan.backend, plan.seed)
         return self
-
-    def _fit_blocks(self, blocks, device, callback):
-        """Batch learning from a sequence of row blocks (see :meth:`fit`)."""
-        if self.learning_method != "batch":
-            raise ValueError(
-                "a list of row blocks is for batch learning; for learning_method='online' call "
-                "partial_fit on each block")
-        whom = "GPULatentDirichletAllocation.fit"
-        checked = []
-        with stage("validate"):
-            for i, block in enumerate(blocks):
-                if type(block).__module__.startswith("cupy"):
-                    raise TypeError(f"block {i} of X is on a GPU; blocks must be host arrays "
-                                    "(join device arrays into one matrix instead)")
-                try:
-                    valid = check_counts(self, block, reset=i == 0, whom=whom, device=device)
-                except ValueError as exc:
-                    raise ValueError(f"block {i} of X: {exc}") from exc
-                # A numeric block is kept as given (a memory-mapped one stays on disk) rather
-                # than as its checked copy, which may be converted to float; it is read again
-                # when its tokens are laid out.
-                numeric = (sp.issparse(block) or isinstance(block, np.ndarray)) and \
-                    block.dtype.kind in "biuf"
-                checked.append(block if numeric else valid)
-                del valid
-        with stage("tokens"):
-            corpus = BlockCorpus(checked)
-        del checked
-        self._warn_if_empty(None, "fit", total=corpus.total_weight)
-        plan = self._plan(device, self.algorithm, self._new_seed())
-        plan.callback = callback
-        dtype = plan.components_dtype = (
-            np.float32 if all(b.dtype == np.float32 for b in blocks) else np.float64)
-        state = _fit.fit_corpus(plan, corpus, release_counts=True)
-        with stage("assign"):
-            self._assign(state, dtype, device, plan.backend, plan.seed)
-
-    def _counts_go_up(self, X, device):
-        """Whether a batch fit on a GPU checks and keeps the whole count matrix on the device.
-
-        Not when the corpus may have to be streamed (a ``max_device_memory`` budget is set, or
-        the counts take more than an eighth of what the GPU has free; the layout takes about
-        three times the counts): then they stay in host memory and go up a chunk at a time.
-        """
-        if device.kind != "cuda" or self.max_device_memory is not None:
-            return False
-        if type(X).__module__.startswith("cupy"):
-            return True  # already there
-        from ._device import free_device_bytes, import_cupy
-
-        cupy, _ = import_cupy()
-        with cupy.cuda.Device(device.index):
-            free, _ = free_device_bytes(cupy)
-        if sp.issparse(X):
-            size = X.nnz * (X.dtype.itemsize + 8)  # values and indices, whatever the format
-        else:
-            size = np.asarray(X).nbytes if hasattr(X, "__array__") else 0
-        return size <= free / 8
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y=None):
@@ -340,7 +291,7 @@ class GPULatentDirichletAllocation(
             device = self._fit_device() if first else self._inference_device()
             X = check_counts(self, X, reset=first,
                              whom="GPULatentDirichletAllocation.partial_fit", device=device)
-            self._warn_if_empty(X, "partial_fit")
+            self._warn_if_empty(float(X.sum()), "partial_fit")
             if first:
                 plan = self._plan(device, self.algorithm, self._new_seed(), batch=False)
                 components, alpha, n_batch_iter, n_iter = None, plan.alpha.value, 1, 0

@@ -357,3 +357,22 @@ def test_integer_counts_give_the_corpus_of_their_float_copy(kjv):
     np.testing.assert_array_equal(a.doc_lengths(), b.doc_lengths())
     np.testing.assert_array_equal(a.word_frequencies(), b.word_frequencies())
     assert (a.n_tokens, a.total_weight) == (b.n_tokens, b.total_weight)
+
+
+def test_streamed_chunk_plan_fits_its_budget(kjv):
+    # The chunk size of a streamed layout (backends/cuda/streaming.py, plain arithmetic): larger
+    # budgets give larger chunks, a cap holds, the build's piece is a quarter of a chunk, and a
+    # budget the model alone fills is a MemoryError that says so.
+    from sklearn_gpulda.backends.cuda import streaming
+
+    corpus = tokens(kjv)
+    k, v = 50, corpus.n_words
+    model = 2 * v * k * 4 + v * k * 8
+    small, piece = streaming.streamed_chunk_tokens(corpus, k, model + (40 << 20))
+    large, _ = streaming.streamed_chunk_tokens(corpus, k, model + (400 << 20))
+    assert streaming.MIN_STREAM_CHUNK <= small < large and piece == small // 4
+    per_token = streaming.slot_bytes(1, 0, 2, 4, False)
+    assert 2 * small * per_token < 40 << 20  # two slots of the chunk fit beside the model
+    assert streaming.streamed_chunk_tokens(corpus, k, model + (400 << 20), 70_000)[0] == 70_000
+    with pytest.raises(MemoryError, match="cannot stream .* K=50"):
+        streaming.streamed_chunk_tokens(corpus, k, model)

@@ -347,10 +347,11 @@ def test_histograms_and_running_sum_equal_numpy_engine():
     # its shards' tables on the host and must learn the single-GPU fit's alpha).
     start = np.linspace(0.05, 0.5, k)
     lengths = _priors.length_histogram(corpus.doc_lengths())
-    np.testing.assert_array_equal(_priors.table_numerator(start, table),
+    np.testing.assert_array_equal(eng.alpha_table_numerator(start, table),
                                   _priors.table_numerator(start, want_table))
-    np.testing.assert_array_equal(_priors.update_alpha(start, table, rest, *lengths),
-                                  _priors.update_alpha(start, want_table, want_rest, *lengths))
+    np.testing.assert_array_equal(
+        _priors.update_alpha(start, table, rest, *lengths, numerator=eng.alpha_table_numerator),
+        _priors.update_alpha(start, want_table, want_rest, *lengths))
     for sampler in (eng, ref):
         sampler.accumulate_word_topic()
         sampler.accumulate_word_topic()
@@ -471,9 +472,9 @@ def test_online_steps_keep_the_model_on_the_device():
 def _streamed(monkeypatch, n_topics, max_chunk_tokens, **kw):
     """A sampler made to stream (its in-memory need reported as too large) in chunks of at most
     ``max_chunk_tokens`` tokens."""
-    from sklearn_gpulda.backends.cuda import sparse
+    from sklearn_gpulda.backends.cuda import sparse, streaming
 
-    monkeypatch.setattr(sparse, "MIN_STREAM_CHUNK", 1)
+    monkeypatch.setattr(streaming, "MIN_STREAM_CHUNK", 1)
     monkeypatch.setattr(sparse.CudaSparseSampler, "estimate_bytes",
                         lambda self, corpus: (1 << 60, 1 << 60))
     return _engine(n_topics, max_chunk_tokens=max_chunk_tokens, **kw)
@@ -538,7 +539,7 @@ def test_fit_within_a_device_memory_budget_is_the_in_memory_fit(monkeypatch):
     # Through the estimator: a budget a quarter of the in-memory need streams the corpus in
     # several chunks, and the model (learned priors, averaging) is the in-memory model.
     from sklearn_gpulda import GPULatentDirichletAllocation
-    from sklearn_gpulda.backends.cuda import sparse, streaming
+    from sklearn_gpulda.backends.cuda import streaming
     from sklearn_gpulda.datasets import load_kjv_chapters
 
     X = load_kjv_chapters().data
@@ -554,7 +555,7 @@ def test_fit_within_a_device_memory_budget_is_the_in_memory_fit(monkeypatch):
     monkeypatch.setattr(streaming.ChunkStream, "__init__", spy)
     streamed = GPULatentDirichletAllocation(max_device_memory=peak // 4, **params).fit(X)
     assert made and made[0] > 1
-    assert sparse.MIN_STREAM_CHUNK <= X.sum() / made[0]
+    assert streaming.MIN_STREAM_CHUNK <= X.sum() / made[0]
     resident = GPULatentDirichletAllocation(**params).fit(X)
     assert len(made) == 1
     np.testing.assert_array_equal(streamed.components_, resident.components_)

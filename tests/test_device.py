@@ -103,7 +103,7 @@ def test_counts_go_up_reads_every_sparse_format(monkeypatch):
 
     import scipy.sparse as sp
 
-    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda._validation import counts_go_up
 
     fake = types.SimpleNamespace(cuda=types.SimpleNamespace(
         Device=lambda index: contextlib.nullcontext()))
@@ -111,15 +111,14 @@ def test_counts_go_up_reads_every_sparse_format(monkeypatch):
     free = {"bytes": 10**9}
     monkeypatch.setattr(device_module, "free_device_bytes", lambda cp: (free["bytes"], 2 * 10**9))
     X = sp.random(50, 40, density=0.2, format="csr", random_state=0)
-    lda = GPULatentDirichletAllocation()
     gpu = Device("cuda", (0,))
     for fmt in ("csr", "csc", "coo", "bsr", "lil", "dok", "dia"):
-        assert lda._counts_go_up(X.asformat(fmt), gpu) is True, fmt
-    assert lda._counts_go_up(X.toarray(), gpu) is True
+        assert counts_go_up(X.asformat(fmt), gpu, None) is True, fmt
+    assert counts_go_up(X.toarray(), gpu, None) is True
     free["bytes"] = 8 * X.nnz  # an eighth of it is less than the counts: keep them on the host
-    assert lda._counts_go_up(X, gpu) is False
-    assert GPULatentDirichletAllocation(max_device_memory="1GB")._counts_go_up(X, gpu) is False
-    assert lda._counts_go_up(X, CPU) is False
+    assert counts_go_up(X, gpu, None) is False
+    assert counts_go_up(X, gpu, 10**9) is False  # a budget: they may have to be streamed
+    assert counts_go_up(X, CPU, None) is False
 
 
 def test_counts_kept_on_the_host_for_a_gpu_fit_keep_their_integers():

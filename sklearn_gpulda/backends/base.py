@@ -170,6 +170,12 @@ class Sampler(abc.ABC):
         reads. A GPU engine may return the table on its device."""
         return _priors.alpha_table(*self.doc_topic_histogram(), self.n_topics)
 
+    def alpha_table_numerator(self, alpha, table):
+        """The table's part of alpha's numerator for a table :meth:`doc_topic_table` returned
+        (:func:`sklearn_gpulda._priors.table_numerator`); a GPU engine runs it where its table
+        lies."""
+        return _priors.table_numerator(alpha, table)
+
     @abc.abstractmethod
     def word_topic_histogram(self):
         """How many (word, topic) cells hold each non-zero count, and the topic totals (for

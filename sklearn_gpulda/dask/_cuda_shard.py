@@ -13,7 +13,7 @@ Imported only on a worker that runs the CUDA engine (it needs CuPy).
 
 from ..backends.cuda import counts
 from ..backends.cuda.sparse import CudaSparseSampler
-from ._shard import cell_dtype
+from ._wire import cell_dtype
 
 
 class CudaShardChain(CudaSparseSampler):
@@ -28,7 +28,7 @@ class CudaShardChain(CudaSparseSampler):
 
     def local_word_topic(self):
         """The non-zero cells of the shard's part of B: ``(cells, counts)`` host arrays, cell
-        ``word * K + topic`` in the caller's word ids (:func:`~._shard.cell_dtype`), counts
+        ``word * K + topic`` in the caller's word ids (:func:`~._wire.cell_dtype`), counts
         float32."""
         cp = self._cp
         with self._dev():

@@ -19,19 +19,7 @@ from sklearn.utils.validation import check_non_negative
 from .._corpus import tokens
 from .._random import STREAM_SAMPLE
 from ..backends.numpy.sampler import NumpySampler
-
-
-def cell_dtype(n_words, n_topics):
-    """The integer type of a cell index ``word * K + topic`` on the wire: 4 bytes when every
-    cell fits, else 8."""
-    return np.uint32 if n_words * n_topics <= 2**32 else np.int64
-
-
-def dense_word_topic(cells, counts, n_words, n_topics, dtype=np.float32):
-    """B (V x K) of ``dtype`` from its non-zero cells."""
-    b = np.zeros(n_words * n_topics, dtype=dtype)
-    b[cells] = counts
-    return b.reshape(n_words, n_topics)
+from ._wire import cell_dtype, dense_word_topic
 
 
 def validated_block(block, n_words):
@@ -61,7 +49,7 @@ class ShardChain(NumpySampler):
 
     def local_word_topic(self):
         """The non-zero cells of the shard's part of B: ``(cells, counts)``, cell
-        ``word * K + topic`` (:func:`cell_dtype`), counts float32."""
+        ``word * K + topic`` (:func:`~._wire.cell_dtype`), counts float32."""
         b = self.local_b.ravel()
         cells = np.flatnonzero(b)
         return cells.astype(cell_dtype(*self.local_b.shape)), b[cells].astype(np.float32)
@@ -169,19 +157,3 @@ class Shard:
 
     def release(self):
         self.chain.release()
-
-
-def merge_histograms(parts):
-    """Sum per-shard ``(topic, count, n_docs)`` histograms into the corpus's, with its pairs in
-    the lexicographic order one process gives them (integers: the sums are exact)."""
-    topic = np.concatenate([p[0] for p in parts])
-    count = np.concatenate([p[1] for p in parts])
-    n_docs = np.concatenate([p[2] for p in parts])
-    if topic.size == 0:
-        return topic, count, n_docs
-    order = np.lexsort((count, topic))
-    topic, count, n_docs = topic[order], count[order], n_docs[order]
-    new = np.ones(topic.size, dtype=bool)
-    new[1:] = (topic[1:] != topic[:-1]) | (count[1:] != count[:-1])
-    starts = np.flatnonzero(new)
-    return topic[starts], count[starts], np.add.reduceat(n_docs, starts)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._corpus import frequency_relabel
+from ..._device import is_device_array
 from ... import _priors
 from ..._random import STREAM_INIT, STREAM_SAMPLE
 from ..._stages import stage
@@ -24,13 +25,9 @@ from ..base import Sampler
 from . import counts, sample_sparse
 from .chain import CudaChain, decode_keys
 from .constants import MAX_TOPICS, SAMPLE_BLOCK, SAMPLE_BLOCK_MAX, WARP
-from .layout import BUILD_PIECE_TOKENS, PIECE, build_chunks, chunk_bytes, topic_dtype
-from .streaming import ChunkStream, evict, slot_bytes
+from .layout import build_chunks, chunk_bytes
+from .streaming import ChunkStream, evict, streamed_chunk_tokens
 from .transfer import topic_major_to_host
-
-#: Fewest tokens a streamed chunk may hold: below this the per-chunk launches and copies cost
-#: more than the sampling they feed.
-MIN_STREAM_CHUNK = 1 << 16
 
 
 def tree_floats(n_topics):
@@ -134,41 +131,6 @@ class CudaSparseSampler(CudaChain, Sampler):
         # The table is allocated once the layout's build scratch is gone.
         return int(layout + table), int(max(layout_peak, layout + table))
 
-    def _streamed_chunk_tokens(self, corpus, budget):
-        """Tokens per chunk of a streamed layout, and per piece of its build, within ``budget``
-        device bytes: while building, the documents' arrays and one chunk's build; while
-        sampling, the model (B twice and averaging's sum), the documents' arrays and two slots.
-        MemoryError when chunks of :data:`MIN_STREAM_CHUNK` tokens do not fit."""
-        k, v, n, d = self.n_topics, corpus.n_words, corpus.n_tokens, corpus.n_docs
-        nnz = corpus.n_nonzero
-        weighted = corpus.weighted
-        entry = 8 if weighted or k > 65536 else 4
-        tbytes = np.dtype(topic_dtype(k)).itemsize
-        # Two B (the one sampled from, the one counted into) and averaging's float64 sum.
-        model = 2 * v * k * 4 + v * k * 8 + (-(-v // counts.ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
-        documents = d * 40 + (n // PIECE) * 16
-        per_token_docs = d / max(n, 1)
-        slots = 2 * (slot_bytes(1, 0, tbytes, entry, weighted)
-                     + slot_bytes(0, 1, tbytes, entry, weighted) * per_token_docs)
-        # A chunk's build: offsets, documents and weights; its counts on the device (first
-        # token, word, the uploaded indices and weights per non-zero); the sort scratch of a
-        # piece of a quarter of the chunk (about 80 bytes a token); its work items.
-        build = (8 + (4 if weighted else 0) + nnz / max(n, 1) * (8 + 4 + 4 + (4 if weighted else 0))
-                 + 80 / 4 + 16 * v / max(n, 1))
-        usable = 0.9 * budget - documents
-        tokens = int(min(usable / build, (usable - model) / slots))
-        if tokens < min(MIN_STREAM_CHUNK, n):
-            raise MemoryError(
-                f"the CUDA engine cannot stream {n} tokens at K={k}, V={v} within "
-                f"{budget / 2**30:.2f} GiB of GPU {self._index}: the word-topic tables take "
-                f"{model / 2**30:.2f} GiB and chunks of at least {MIN_STREAM_CHUNK} tokens must "
-                "fit beside them; raise max_device_memory, free device memory or lower "
-                "n_components")
-        if self.max_chunk_tokens is not None:
-            tokens = min(tokens, int(self.max_chunk_tokens))
-        tokens = max(1, tokens)
-        return tokens, min(BUILD_PIECE_TOKENS, max(1, tokens // 4))
-
     @property
     def streamed(self):
         """Whether the chunks live in host memory and are streamed through the device."""
@@ -183,7 +145,8 @@ class CudaSparseSampler(CudaChain, Sampler):
             budget = self._memory_budget()
             stream_tokens = None
             if peak > budget:
-                stream_tokens, piece_tokens = self._streamed_chunk_tokens(corpus, budget)
+                stream_tokens, piece_tokens = streamed_chunk_tokens(
+                    corpus, self.n_topics, budget, self.max_chunk_tokens, self._index)
             with stage("load: relabel"):
                 self.new_of_old, self.old_of_new = frequency_relabel(corpus.word_frequencies())
             with stage("load: layout"):
@@ -450,6 +413,13 @@ class CudaSparseSampler(CudaChain, Sampler):
             keys, n = big_keys.get(), n_big.get().astype(np.float64)
         topic, count = decode_keys(keys)
         return table, (topic, count, n)
+
+    def alpha_table_numerator(self, alpha, table):
+        if not is_device_array(table):
+            return super().alpha_table_numerator(alpha, table)
+        with self._dev():
+            return counts.alpha_table_numerator(self._cp.asarray(alpha, dtype=np.float64),
+                                                table).get()
 
     def _doc_topic_bins(self, corpus):
         """A's integer counts below ``KEY_BINS`` binned per topic by a kernel reading A's rows,

@@ -19,16 +19,60 @@ import numpy as np
 
 from ..._stages import stage
 from .constants import ROW_PAD
+from .counts import ROWS_PER_SLICE
+from .layout import BUILD_PIECE_TOKENS, PIECE, topic_dtype
 
-#: Device bytes per token of one slot, besides the entries of A: offset, document, the topic in
-#: both orders.
-_SLOT_TOKEN_BYTES = 4 + 4
+#: Fewest tokens a streamed chunk may hold: below this the per-chunk launches and copies cost
+#: more than the sampling they feed.
+MIN_STREAM_CHUNK = 1 << 16
 
 
 def slot_bytes(n_tokens, n_docs, topic_bytes, entry_bytes, weighted):
-    """Device bytes of one slot holding ``n_tokens`` tokens of ``n_docs`` documents."""
-    per_token = _SLOT_TOKEN_BYTES + 2 * topic_bytes + entry_bytes + (4 if weighted else 0)
+    """Device bytes of one slot holding ``n_tokens`` tokens of ``n_docs`` documents: offset,
+    document, weight, the topic in both orders and A's entries per token; A's row header and
+    padding per document."""
+    per_token = 4 + 4 + (4 if weighted else 0) + 2 * topic_bytes + entry_bytes
     return n_tokens * per_token + n_docs * (8 + ROW_PAD * entry_bytes)
+
+
+def streamed_chunk_tokens(corpus, n_topics, budget, max_chunk_tokens=None, gpu=0):
+    """Tokens per chunk of a streamed layout of ``corpus``, and per piece of its build, within
+    ``budget`` device bytes: while building, the documents' arrays and one chunk's build; while
+    sampling, the model (B twice and averaging's sum), the documents' arrays and two slots.
+
+    Raises
+    ------
+    MemoryError
+        When chunks of :data:`MIN_STREAM_CHUNK` tokens do not fit (``gpu`` names the GPU).
+    """
+    k, v, n, d = n_topics, corpus.n_words, corpus.n_tokens, corpus.n_docs
+    weighted = corpus.weighted
+    entry = 8 if weighted or k > 65536 else 4
+    tbytes = np.dtype(topic_dtype(k)).itemsize
+    # Two B (the one sampled from, the one counted into) and averaging's float64 sum.
+    model = 2 * v * k * 4 + v * k * 8 + (-(-v // ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
+    documents = d * 40 + (n // PIECE) * 16
+    per_token_docs = d / max(n, 1)
+    slots = 2 * (slot_bytes(1, 0, tbytes, entry, weighted)
+                 + slot_bytes(0, 1, tbytes, entry, weighted) * per_token_docs)
+    # A chunk's build: offsets, documents and weights; its counts on the device (first token,
+    # word, the uploaded indices and weights per non-zero); the sort scratch of a piece of a
+    # quarter of the chunk (about 80 bytes a token); its work items.
+    nz_per_token = corpus.n_nonzero / max(n, 1)
+    build = (8 + (4 if weighted else 0) + nz_per_token * (8 + 4 + 4 + (4 if weighted else 0))
+             + 80 / 4 + 16 * v / max(n, 1))
+    usable = 0.9 * budget - documents
+    tokens = int(min(usable / build, (usable - model) / slots))
+    if tokens < min(MIN_STREAM_CHUNK, n):
+        raise MemoryError(
+            f"the CUDA engine cannot stream {n} tokens at K={k}, V={v} within "
+            f"{budget / 2**30:.2f} GiB of GPU {gpu}: the word-topic tables take "
+            f"{model / 2**30:.2f} GiB and chunks of at least {MIN_STREAM_CHUNK} tokens must fit "
+            "beside them; raise max_device_memory, free device memory or lower n_components")
+    if max_chunk_tokens is not None:
+        tokens = min(tokens, int(max_chunk_tokens))
+    tokens = max(1, tokens)
+    return tokens, min(BUILD_PIECE_TOKENS, max(1, tokens // 4))
 
 
 class Slot:
