@@ -337,4 +337,3 @@ def _sweeps(plan, corpus, sampler, history, start):
         if evaluate and history.settled(bound, plan, n_iter, "sweeps"):
             break
     return n_iter, loglik
-

@@ -213,9 +213,8 @@ class Sampler(abc.ABC):
         """What ``components_`` of a fit stopped now would be: the averaged word-topic counts
         when any were accumulated, else the current ones, plus beta; a host array of shape
         (n_topics, n_words) and ``dtype`` (the arithmetic in float64)."""
-        counts = self.mean_word_topic() if self.n_accumulated else self.word_topic_counts()
         # A new array: with one topic or word the counts can be a view of the chain's own.
-        return (counts + self.beta).astype(dtype, copy=False)
+        return (self.word_topic_statistics() + self.beta).astype(dtype, copy=False)
 
     @abc.abstractmethod
     def _accumulate(self):

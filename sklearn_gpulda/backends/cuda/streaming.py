@@ -161,7 +161,6 @@ class ChunkStream:
         n = len(self.chunks)
         loaded = [None] * n
         freed = [None] * len(self.slots)
-        done = None
 
         def upload(i):
             s = i % len(self.slots)
@@ -174,8 +173,7 @@ class ChunkStream:
             upload(0)
         for i, chunk in enumerate(self.chunks):
             s = i % len(self.slots)
-            self.compute.wait_event(loaded[i])
-            self.slots[s].attach(chunk)
+            self.compute.wait_event(loaded[i])  # the chunk is in slot s since its upload
             with self.compute:
                 work(chunk)
             done = self.compute.record()
@@ -210,8 +208,6 @@ class ChunkStream:
         return [chunk.host_z_can for chunk in self.chunks]
 
     def release(self):
+        """Drop the slots (the chunks, with their host arrays, are the sampler's to release)."""
         self.slots = []
-        for chunk in self.chunks:
-            chunk.host = {}
-            chunk.host_z_can = None
         self.chunks = []
