@@ -10,8 +10,12 @@ constexpr int kWarp = 32;
 // Padding of a sparse A row in the lane-segment layout (entry.cuh): a row of len entries spans
 // fewer than len + 32 slots.
 constexpr int kRowPad = 31;
-// Largest K of the sparse sampler: the three-level W-ary tree of tree.cuh with W = 32.
-constexpr int kMaxTopics = 32768;
+// Largest K of the sparse sampler: topics are 16-bit in PDOW and in packed A entries, and the
+// three-level W-ary tree of tree.cuh (W = 32) searches its top level in up to two windows.
+constexpr int kMaxTopics = 65536;
+// Above this K (or when the word's table does not fit a block's shared memory) the sampler keeps
+// the table's leaves in global memory and long documents count their topics window by window.
+constexpr int kSharedMaxTopics = 32768;
 // Sampler blocks: 256 threads (SaberLDA 4.2 found 256 best) while the word's table is small; up to
 // 1,024 when the table's shared memory would leave too few warps per SM.
 constexpr int kSampleBlock = 256;
@@ -21,6 +25,8 @@ constexpr int kSampleBlockMax = 1024;
 constexpr int kCountBlock = 128;
 constexpr int kShortDocMax = 1024;
 constexpr int kHistMaxTopics = 2048;
+// Bins of the long-document histogram in shared memory (128 KB).
+constexpr int kLongHistWindow = 32768;
 // Fold-in (infer.cu): one block of this many threads per document.
 constexpr int kInferBlock = 256;
 // Dense sampler (sample_dense.cu): K ceiling of its per-thread tables, default and largest block.

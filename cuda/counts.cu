@@ -19,7 +19,7 @@ constexpr int kShortDocBits = 10;
 static_assert(kShortDocMax == 1 << kShortDocBits, "a short document's positions fill the key's low bits");
 constexpr int kCountWarps = kCountBlock / kWarp;
 static_assert(kCountBlock % kWarp == 0, "count block must be whole warps");
-static_assert((32768 - 1) < (1u << (32 - kShortDocBits)), "topic and position must share one 32-bit key");
+static_assert((kMaxTopics - 1) < (1u << (32 - kShortDocBits)), "topic and position must share one 32-bit key");
 static_assert(kShortDocMax * kCountWarps * 4 <= 48 * 1024, "short-document keys must fit static shared memory");
 // Resident blocks per SM the short-document kernel asks registers for (16 KB of keys per block).
 constexpr int kCountBlocksPerSm = 12;
@@ -99,49 +99,71 @@ __device__ __forceinline__ void rebuild_short(const int* __restrict__ docs, int 
   }
 }
 
+// One document's histogram over the topic window [w0, w0 + wn) in shared memory. Whole block;
+// ends with __syncthreads.
+template <typename TopicT>
+__device__ __forceinline__ void window_histogram(float* hist, const TopicT* __restrict__ z, const float* __restrict__ weight,
+                                                 int n, int w0, int wn) {
+  for (int k = threadIdx.x; k < wn; k += blockDim.x) hist[k] = 0.0f;
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int k = static_cast<int>(z[i]) - w0;
+    if (static_cast<unsigned>(k) < static_cast<unsigned>(wn)) atomicAdd(&hist[k], weight != nullptr ? weight[i] : 1.0f);
+  }
+  __syncthreads();
+}
+
+// Long documents: one block each, a histogram of `window` bins in shared memory. When K exceeds
+// the window (K > 32,768: 256 KB of bins at K = 65,536 is more than a block may have) the topics
+// are counted one window at a time, twice: once for the row's length, which fixes its segment
+// layout, and once to write it. With one window the histogram is made once.
 template <typename TopicT, bool kPacked>
 __device__ __forceinline__ void rebuild_long(const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off,
                                              const int* __restrict__ doc_len, const int* __restrict__ row_off,
                                              const TopicT* __restrict__ z_can, const float* __restrict__ weight,
-                                             int n_topics, int2* __restrict__ a_row,
+                                             int n_topics, int window, int2* __restrict__ a_row,
                                              typename AEntry<kPacked>::T* __restrict__ a_ent) {
   extern __shared__ float hist[];
   __shared__ int s_warp_tot[kCountWarps];
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
+  const bool one_window = window >= n_topics;
   for (int i_doc = blockIdx.x; i_doc < n_docs; i_doc += gridDim.x) {
     const int d = docs[i_doc];
     const int off = doc_off[d];
     const int n = doc_len[d];
-    for (int k = threadIdx.x; k < n_topics; k += blockDim.x) hist[k] = 0.0f;
-    __syncthreads();
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-      atomicAdd(&hist[z_can[off + i]], weight != nullptr ? weight[off + i] : 1.0f);
-    __syncthreads();
-    // The row's length fixes its segment layout, so count the non-zero bins first.
+    const float* w_doc = weight != nullptr ? weight + off : nullptr;
     int nnz = 0;
-    for (int k0 = 0; k0 < n_topics; k0 += blockDim.x) {
-      const int k = k0 + threadIdx.x;
-      nnz += __syncthreads_count(k < n_topics && hist[k] != 0.0f);
+    for (int w0 = 0; w0 < n_topics; w0 += window) {
+      const int wn = min(window, n_topics - w0);
+      window_histogram(hist, z_can + off, w_doc, n, w0, wn);
+      for (int k0 = 0; k0 < wn; k0 += blockDim.x) {
+        const int k = k0 + threadIdx.x;
+        nnz += __syncthreads_count(k < wn && hist[k] != 0.0f);
+      }
     }
     const int row = row_off[d];
     // Compact the non-zero bins in topic order: block-wide exclusive scan of the flags per tile.
     int written = 0;
-    for (int k0 = 0; k0 < n_topics; k0 += blockDim.x) {
-      const int k = k0 + threadIdx.x;
-      const float c = k < n_topics ? hist[k] : 0.0f;
-      const int flag = c != 0.0f;
-      const int incl = warp_inclusive_scan(flag);
-      if (lane == kWarp - 1) s_warp_tot[warp] = incl;
-      __syncthreads();
-      int before = 0, tile = 0;
-      for (int w = 0; w < kCountWarps; ++w) {
-        before += w < warp ? s_warp_tot[w] : 0;
-        tile += s_warp_tot[w];
+    for (int w0 = 0; w0 < n_topics; w0 += window) {
+      const int wn = min(window, n_topics - w0);
+      if (!one_window) window_histogram(hist, z_can + off, w_doc, n, w0, wn);
+      for (int k0 = 0; k0 < wn; k0 += blockDim.x) {
+        const int k = k0 + threadIdx.x;
+        const float c = k < wn ? hist[k] : 0.0f;
+        const int flag = c != 0.0f;
+        const int incl = warp_inclusive_scan(flag);
+        if (lane == kWarp - 1) s_warp_tot[warp] = incl;
+        __syncthreads();
+        int before = 0, tile = 0;
+        for (int w = 0; w < kCountWarps; ++w) {
+          before += w < warp ? s_warp_tot[w] : 0;
+          tile += s_warp_tot[w];
+        }
+        if (flag) a_ent[row + segment_slot(written + before + incl - 1, nnz)] = AEntry<kPacked>::make(w0 + k, c);
+        written += tile;
+        __syncthreads();
       }
-      if (flag) a_ent[row + segment_slot(written + before + incl - 1, nnz)] = AEntry<kPacked>::make(k, c);
-      written += tile;
-      __syncthreads();
     }
     if (threadIdx.x == 0) a_row[d] = make_int2(row, written);
     __syncthreads();
@@ -200,8 +222,9 @@ __device__ __forceinline__ void rebuild_hist(const int* __restrict__ docs, int n
 // present topic cost O(n + K / 32) per document, where the bitonic sort costs O(n log^2 n) and a
 // full histogram O(K). The bitmap's word order is topic order, so walking it emits the row sorted.
 // Counts are integers added with integer atomics: exact and independent of scheduling.
-constexpr int kBitmapMaxWords = 32768 / 32;
-static_assert(kCountWarps * (2 * kBitmapMaxWords + kShortDocMax) * 4 <= 48 * 1024,
+// At K = 32,768 a block's bitmaps, word prefixes and counters fit the 48 KB any GPU gives; above
+// that the launcher raises the kernel's limit (80 KB at K = 65,536).
+static_assert(kCountWarps * (2 * (32768 / 32) + kShortDocMax) * 4 <= 48 * 1024,
               "per-warp bitmap, word prefixes and counters at K = 32,768 must fit 48 KB");
 
 template <typename TopicT, bool kPacked>
@@ -276,8 +299,9 @@ __device__ __forceinline__ void rebuild_bitmap(const int* __restrict__ docs, int
 // [out] a_row[d] = (row_off[d], nnz); entry e of the row (topic order) at a_ent[row_off[d] +
 //       segment_slot(e, nnz)], in the AEntry format of the suffix (entry.cuh).
 // NumPy: row = np.bincount(z_can[off:off+n], weights, minlength=K); nz = row.nonzero()[0].
-// rebuild_a_long_*: the same for longer documents, one block each with a K-bin shared
-//      histogram: dynamic shared memory K * 4 bytes. Float: the histogram adds weights in
+// rebuild_a_long_*: the same for longer documents, one block each with a shared histogram of
+//      `window` bins (min(K, kLongHistWindow); several windows in turn when K is larger):
+//      dynamic shared memory window * 4 bytes. Float: the histogram adds weights in
 //      arrival order, exact for integer counts (all sums below 2^24), last-bit order-dependent
 //      for fractional weights.
 // ---------------------------------------------------------------------------------------------
@@ -315,9 +339,9 @@ GPULDA_COUNTS(i32, int)
   extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) rebuild_a_long_##SUFFIX(                  \
       const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off, const int* __restrict__ doc_len, \
       const int* __restrict__ row_off, const TOPIC_T* __restrict__ z_can, const float* __restrict__ weight,  \
-      int n_topics, int2* __restrict__ a_row, void* __restrict__ a_ent) {                                     \
-    gpulda::rebuild_long<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, weight, n_topics, a_row, \
-                                          static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));                    \
+      int n_topics, int window, int2* __restrict__ a_row, void* __restrict__ a_ent) {                         \
+    gpulda::rebuild_long<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, weight, n_topics,   \
+                                          window, a_row, static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));     \
   }
 // rebuild_a_hist_*: rebuild_a_short's result for every document, for K <= kHistMaxTopics and
 //      integer counts (no weight array). Dynamic shared memory kCountWarps * K * 4 bytes.

@@ -47,13 +47,18 @@ struct ChunkTokens {
 };
 
 // Persistent-block loop over work items. `Body(item, tree, leaf)` handles one item's tokens.
-template <typename Body>
+// kLargeK: the word's Bhat row (K floats: 256 KB at K = 65,536, more than a block's shared memory)
+// goes to the block's own row of `leaf_scratch` (gridDim.x x K floats in global memory), where
+// the per-token gathers find it in L1 or L2; levels 1-2 of the tree stay in shared memory, and
+// level 1 may span several windows of 32 groups. Never read through the non-coherent path: the
+// row is rewritten for every item.
+template <bool kLargeK, typename Body>
 __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, int n_items, int* counter,
                                               const BhatSource& src, const float* __restrict__ alpha,
-                                              int n_topics, Body body) {
+                                              int n_topics, float* leaf_scratch, Body body) {
   extern __shared__ float smem[];
-  float* leaf = smem;
-  float* l2 = leaf + n_topics;
+  float* leaf = kLargeK ? leaf_scratch + static_cast<size_t>(blockIdx.x) * n_topics : smem;
+  float* l2 = kLargeK ? smem : leaf + n_topics;
   float* l1 = l2 + tree_tiles(n_topics);
   __shared__ int s_item;
   for (;;) {
@@ -64,23 +69,23 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
     const Item item = items[it];
     load_bhat_row(leaf, src, item.word, n_topics);
     __syncthreads();
-    const WordTree tree = build_tree(leaf, l2, l1, alpha, n_topics);
+    const auto tree = build_tree<kLargeK>(leaf, l2, l1, alpha, n_topics);
     body(item, tree, leaf);
     __syncthreads();  // the next item overwrites the table and s_item
   }
 }
 
-template <typename TopicT, bool kPacked>
+template <typename TopicT, bool kPacked, bool kLargeK>
 __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ items, int n_items, int* counter,
                                                    ChunkTokens ch, BhatSource src, const float* __restrict__ alpha,
                                                    int n_topics, unsigned seed, unsigned iteration, unsigned stream,
-                                                   unsigned sweep, TopicT* __restrict__ z) {
+                                                   unsigned sweep, TopicT* __restrict__ z, float* leaf_scratch) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;
   const auto* ent = static_cast<const typename AEntry<kPacked>::T*>(ch.a_ent);
-  for_each_item(items, n_items, counter, src, alpha, n_topics,
-                [&](const Item& item, const WordTree& tree, const float* leaf) {
+  for_each_item<kLargeK>(items, n_items, counter, src, alpha, n_topics, leaf_scratch,
+                         [&](const Item& item, const auto& tree, const float* leaf) {
     for (int b = item.begin + warp * kWarp; b < item.end; b += n_warps * kWarp) {
       // Lane j stages token b + j: its uniform, its A row and its own topic's word side Bhat'
       // (a division each lane does once, instead of every lane once per token below). z[p] is
@@ -129,6 +134,9 @@ using gpulda::Item;
 //       weight (canonical minus t0, or nullptr for all-1 weights); B (V x K float32) with denom
 //       (K float64) in training, or bhat (V x K float32) with topics fixed (B = nullptr);
 //       alpha (K float32), the per-topic document-topic prior.
+// sample_tokens_*_large (K > 32,768, or a table too large for shared memory): the same, with
+//       dynamic shared memory tree_upper_floats(K) * 4 bytes and leaf_scratch (gridDim.x x K
+//       float32, contents ignored) holding each block's Bhat row; the others take nullptr.
 // [in/out] z: the current topic per PDOW position on entry, the new one on return; each
 //       position is read and then written by the same thread. Nothing else is written, so A and
 //       B stay the old state.
@@ -150,47 +158,55 @@ using gpulda::Item;
 #else
 #define GPULDA_SAMPLE_REGS(PACKED) 56
 #endif
+// The large-K samplers take the same caps, except on sm_90, where the wide one needs 40.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define GPULDA_SAMPLE_LARGE_REGS(PACKED) 40
+#else
+#define GPULDA_SAMPLE_LARGE_REGS(PACKED) GPULDA_SAMPLE_REGS(PACKED)
+#endif
 
-#define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED)                                                              \
-  extern "C" __global__ void __maxnreg__(GPULDA_SAMPLE_REGS(PACKED)) sample_tokens_##SUFFIX(                 \
+#define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED, LARGE, REGS)                                                 \
+  extern "C" __global__ void __maxnreg__(REGS) sample_tokens_##SUFFIX(                                       \
       const Item* __restrict__ items, int n_items, int* counter, const unsigned* __restrict__ tok,           \
       const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent,           \
       const float* __restrict__ weight, long long t0, const float* __restrict__ B,                          \
       const double* __restrict__ denom, double beta, const float* __restrict__ bhat,                        \
       const float* __restrict__ alpha, int n_topics, unsigned seed, unsigned iteration, unsigned stream,     \
-      unsigned sweep, TOPIC_T* __restrict__ z) {                                                             \
-    gpulda::sample_tokens_impl<TOPIC_T, PACKED>(items, n_items, counter,                                     \
-                                                ChunkTokens{tok, doc, a_row, a_ent, weight, t0},            \
-                                                BhatSource{B, denom, bhat, beta}, alpha, n_topics, seed,    \
-                                                iteration, stream, sweep, z);                               \
+      unsigned sweep, TOPIC_T* __restrict__ z, float* leaf_scratch) {                                        \
+    gpulda::sample_tokens_impl<TOPIC_T, PACKED, LARGE>(items, n_items, counter,                              \
+                                                       ChunkTokens{tok, doc, a_row, a_ent, weight, t0},     \
+                                                       BhatSource{B, denom, bhat, beta}, alpha, n_topics,   \
+                                                       seed, iteration, stream, sweep, z, leaf_scratch);    \
   }
-GPULDA_SAMPLE(u16_packed, unsigned short, true)
-GPULDA_SAMPLE(u16_wide, unsigned short, false)
-GPULDA_SAMPLE(i32_wide, int, false)
+GPULDA_SAMPLE(u16_packed, unsigned short, true, false, GPULDA_SAMPLE_REGS(true))
+GPULDA_SAMPLE(u16_wide, unsigned short, false, false, GPULDA_SAMPLE_REGS(false))
+GPULDA_SAMPLE(i32_wide, int, false, false, GPULDA_SAMPLE_REGS(false))
+GPULDA_SAMPLE(u16_packed_large, unsigned short, true, true, GPULDA_SAMPLE_LARGE_REGS(true))
+GPULDA_SAMPLE(u16_wide_large, unsigned short, false, true, GPULDA_SAMPLE_LARGE_REGS(false))
 
 // ---------------------------------------------------------------------------------------------
 // token_loglik_{packed,wide}: per-batch partial sums of w_t * log((S_t + Q_v) / (N_d + sum_k alpha_k)),
 // S_t = sum_k A[d,k] Bhat[v,k] and Q_v = sum_k alpha_k Bhat[v,k] (the word's tree total).
-// Launch as sample_tokens. [out] partial[item.batch + i] for the item's i-th 32-token batch
+// Launch as sample_tokens (the _large ones as the large samplers). [out] partial[item.batch + i] for the item's i-th 32-token batch
 // (every batch slot is written). `weight` (canonical, minus t0) may be nullptr; doc_norm[d] is
 // N_d + sum_k alpha_k in float64; B with denom, or a fixed bhat (B = nullptr), and alpha (K
 // float32) as for the sampler.
 // NumPy: NumpyEngine.log_likelihood before the final sum.
 // ---------------------------------------------------------------------------------------------
 namespace gpulda {
-template <bool kPacked>
+template <bool kPacked, bool kLargeK>
 __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items, int n_items, int* counter,
                                                   const unsigned* __restrict__ tok, const int* __restrict__ doc,
                                                   const int2* __restrict__ a_row, const void* a_ent_v,
                                                   const float* __restrict__ weight, const double* __restrict__ doc_norm,
                                                   const BhatSource& src, const float* __restrict__ alpha,
-                                                  int n_topics, double* __restrict__ partial) {
+                                                  int n_topics, double* __restrict__ partial, float* leaf_scratch) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;
   const auto* a_ent = static_cast<const typename AEntry<kPacked>::T*>(a_ent_v);
-  for_each_item(items, n_items, counter, src, alpha, n_topics,
-                [&](const Item& item, const WordTree& tree, const float* leaf) {
+  for_each_item<kLargeK>(items, n_items, counter, src, alpha, n_topics, leaf_scratch,
+                         [&](const Item& item, const auto& tree, const float* leaf) {
     const double q = static_cast<double>(tree.total());
     for (int b = item.begin + warp * kWarp; b < item.end; b += n_warps * kWarp) {
       const int p = b + lane;
@@ -218,18 +234,21 @@ __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items
 // Register note: __launch_bounds__(1024) alone makes ptxas budget 32 registers (two resident
 // blocks), which fits the sampler exactly (8 x 256 threads x 32 = the SM's 64 K registers) but
 // spills here; this kernel runs once per evaluation, so it takes 40 registers at lower occupancy.
-#define GPULDA_LOGLIK(SUFFIX, PACKED)                                                                          \
+#define GPULDA_LOGLIK(SUFFIX, PACKED, LARGE)                                                                   \
   extern "C" __global__ void __launch_bounds__(gpulda::kSampleBlockMax, 1) token_loglik_##SUFFIX(                 \
       const Item* __restrict__ items, int n_items, int* counter, const unsigned* __restrict__ tok,               \
       const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent,               \
       const float* __restrict__ weight, const double* __restrict__ doc_norm, const float* __restrict__ B,        \
       const double* __restrict__ denom, double beta, const float* __restrict__ bhat,                             \
-      const float* __restrict__ alpha, int n_topics, double* __restrict__ partial) {                             \
-    gpulda::token_loglik_impl<PACKED>(items, n_items, counter, tok, doc, a_row, a_ent, weight, doc_norm,        \
-                                      BhatSource{B, denom, bhat, beta}, alpha, n_topics, partial);               \
+      const float* __restrict__ alpha, int n_topics, double* __restrict__ partial, float* leaf_scratch) {        \
+    gpulda::token_loglik_impl<PACKED, LARGE>(items, n_items, counter, tok, doc, a_row, a_ent, weight, doc_norm, \
+                                             BhatSource{B, denom, bhat, beta}, alpha, n_topics, partial,        \
+                                             leaf_scratch);                                                     \
   }
-GPULDA_LOGLIK(packed, true)
-GPULDA_LOGLIK(wide, false)
+GPULDA_LOGLIK(packed, true, false)
+GPULDA_LOGLIK(wide, false, false)
+GPULDA_LOGLIK(packed_large, true, true)
+GPULDA_LOGLIK(wide_large, false, true)
 
 // ---------------------------------------------------------------------------------------------
 // init_topics_{u16,i32}: z[p] = uniform topic of token t0 + tok[p] (stream 0, or 2 for a batch).

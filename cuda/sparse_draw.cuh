@@ -102,10 +102,10 @@ __device__ __forceinline__ float own_bhat(const BhatSource& src, int v, int own,
 // Running sums: segment ends from the first pass; inside the chosen segment, the segment's start
 // plus a warp scan of its entries (windows of 32). Where rounding leaves no entry of the segment
 // above x, the segment's last entry is taken, as the contract takes K - 1 at the top.
-template <bool kPacked>
+template <bool kPacked, typename Tree>
 __device__ __forceinline__ int draw_one(const typename AEntry<kPacked>::T* __restrict__ ent, int len, float u,
                                         int own, float own_w, float b_adj, const float* leaf,
-                                        const WordTree& tree) {
+                                        const Tree& tree) {
   using E = AEntry<kPacked>;
   const int lane = lane_id();
   float seg_end, own_part_here;

@@ -1,5 +1,6 @@
 // Per-word sampling table for the prior (Q) branch: a three-level W-ary tree with W = 32
-// (SaberLDA 3.2.4, Fig. 6-7), built in shared memory by the block that owns the word.
+// (SaberLDA 3.2.4, Fig. 6-7), built by the block that owns the word: in shared memory, or with its
+// leaves in a global scratch row of the block's own when K is too large for shared memory.
 //
 // The tree is over the terms q_k = alpha_k * Bhat[v, k] (alpha may differ per topic). Levels: the
 // leaves are Bhat[v, 0..K-1] themselves (the S branch needs them too, so they are not overwritten
@@ -7,7 +8,9 @@
 // from global memory through the read-only cache (K floats, shared by every block); level 2 holds
 // the running sum of q at the end of every 32-leaf tile; level 1 the running sum at the end of
 // every 32-tile group. A query reads one level-1 word per lane, one level-2 cache line and one
-// leaf cache line (with its alphas), and scans the terms on the fly.
+// leaf cache line (with its alphas), and scans the terms on the fly. Above 32,768 topics level 1
+// has more than one warp's worth of groups (64 at K = 65,536): it is scanned and searched one
+// window of 32 groups at a time, which for K <= 32,768 is the single window of before.
 // Each level's running sums are "upper level + local warp scan", a fixed association; the sampler
 // contract allows any association (doc/algorithm.md), and where rounding leaves no hit inside the
 // chosen node the query takes the node's last child, as the contract takes K - 1 at the top.
@@ -16,13 +19,17 @@
 
 namespace gpulda {
 
-// Level 1 must fit in one warp: at most 32 groups of 32 tiles of 32 leaves.
-static_assert(kMaxTopics == kWarp * kWarp * kWarp, "the tree has three levels of 32");
+// Groups of 32 tiles of 32 leaves; level 1 holds one running sum per group, in whole windows of 32.
+static_assert(kMaxTopics <= 2 * kWarp * kWarp * kWarp, "level 1 is searched in at most two windows");
 
 __host__ __device__ constexpr int tree_tiles(int k) { return (k + kWarp - 1) / kWarp; }
 __host__ __device__ constexpr int tree_groups(int k) { return (tree_tiles(k) + kWarp - 1) / kWarp; }
+// Floats of level 1: the groups rounded up to whole windows of 32 (32 for any K <= 32,768).
+__host__ __device__ constexpr int tree_level1(int k) { return (tree_groups(k) + kWarp - 1) / kWarp * kWarp; }
 // Floats of shared memory a table for k topics needs (leaves, level 2, level 1).
-__host__ __device__ constexpr int tree_floats(int k) { return k + tree_tiles(k) + kWarp; }
+__host__ __device__ constexpr int tree_floats(int k) { return k + tree_tiles(k) + tree_level1(k); }
+// The same with the leaves in global memory (kLargeK): levels 1 and 2 only.
+__host__ __device__ constexpr int tree_upper_floats(int k) { return tree_tiles(k) + tree_level1(k); }
 
 // q_k = alpha_k * Bhat[v, k], rounded on its own (never fused into a running sum): the oracle's
 // float32 product.
@@ -30,7 +37,10 @@ __device__ __forceinline__ float prior_term(const float* __restrict__ alpha, con
   return __fmul_rn(__ldg(alpha + k), leaf[k]);
 }
 
-struct WordTree {
+// kWide: level 1 may span more than one window of 32 groups (K > 32,768). The narrow tree keeps
+// the single-window search of the sampler's main path, whose register budget is tight.
+template <bool kWide>
+struct WordTreeT {
   const float* leaf;   // Bhat[v, :], K floats
   const float* l2;     // running sum of q at the end of each tile
   const float* l1;     // running sum of q at the end of each group
@@ -45,7 +55,13 @@ struct WordTree {
     const int lane = lane_id();
     const int n_tiles = tree_tiles(n_topics);
     const int n_groups = tree_groups(n_topics);
-    const int g = warp_first(lane < n_groups && l1[lane] > y);
+    int g = warp_first(lane < n_groups && l1[lane] > y);
+    if (kWide) {
+      for (int g0 = kWarp; g < 0 && g0 < n_groups; g0 += kWarp) {
+        const int hit = warp_first(g0 + lane < n_groups && l1[g0 + lane] > y);
+        if (hit >= 0) g = g0 + hit;
+      }
+    }
     if (g < 0) return n_topics - 1;
     const int tile0 = g * kWarp;
     const int tiles_here = min(kWarp, n_tiles - tile0);
@@ -61,10 +77,13 @@ struct WordTree {
     return j * kWarp + kl;
   }
 };
+using WordTree = WordTreeT<false>;
 
-// Builds levels 1-2 over leaves already in shared memory. Whole block; ends with __syncthreads.
-// `l2` receives level 2 (tree_tiles(K) floats), `l1` level 1 (32 floats); `alpha` is K floats.
-__device__ __forceinline__ WordTree build_tree(const float* leaf, float* l2, float* l1,
+// Builds levels 1-2 over leaves already written (shared memory, or the block's global row, made
+// visible by the caller's __syncthreads). Whole block; ends with __syncthreads. `l2` receives
+// level 2 (tree_tiles(K) floats), `l1` level 1 (tree_level1(K) floats); `alpha` is K floats.
+template <bool kWide = false>
+__device__ __forceinline__ WordTreeT<kWide> build_tree(const float* leaf, float* l2, float* l1,
                                                const float* __restrict__ alpha, int n_topics) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
@@ -89,9 +108,16 @@ __device__ __forceinline__ WordTree build_tree(const float* leaf, float* l2, flo
   }
   __syncthreads();
   if (warp == 0) {
-    const float s = warp_inclusive_scan(lane < n_groups ? l1[lane] : 0.0f);
-    __syncwarp();
-    l1[lane] = s;  // lanes past n_groups hold the total; the query masks them anyway
+    // Window by window, the previous windows' total carried in; the narrow tree has one window.
+    float carry = 0.0f;
+    for (int g0 = 0; g0 < (kWide ? n_groups : 1); g0 += kWarp) {
+      const int g = g0 + lane;
+      float s = warp_inclusive_scan(g < n_groups ? l1[g] : 0.0f);
+      if (kWide) s = __fadd_rn(carry, s);
+      __syncwarp();
+      l1[g] = s;  // slots past n_groups hold the total; the query masks them anyway
+      carry = __shfl_sync(kFullMask, s, kWarp - 1);
+    }
   }
   __syncthreads();
   for (int j = threadIdx.x; j < n_tiles; j += blockDim.x) {
@@ -99,7 +125,7 @@ __device__ __forceinline__ WordTree build_tree(const float* leaf, float* l2, flo
     if (g > 0) l2[j] = __fadd_rn(l1[g - 1], l2[j]);
   }
   __syncthreads();
-  return WordTree{leaf, l2, l1, alpha, n_topics};
+  return WordTreeT<kWide>{leaf, l2, l1, alpha, n_topics};
 }
 
 }  // namespace gpulda

@@ -40,11 +40,12 @@ def philox_words(ctr, k0, k1):
     return out.get()
 
 
-def draw_fixed_row(a_row, bhat, alpha, own, own_w, u, packed, word_side=None):
+def draw_fixed_row(a_row, bhat, alpha, own, own_w, u, packed, word_side=None, large=None):
     """The sparse sampler's draw for one fixed (A row, Bhat row, own topic and weight), once per
     uniform of ``u``; the row is laid out in the lane-segment layout of ``cuda/entry.cuh``.
     ``word_side`` = (the word's counts B[v, :], n + V beta, beta) takes the token's own count out
-    of the word side too; None holds Bhat fixed."""
+    of the word side too; None holds Bhat fixed. ``large`` takes the large-K sampler's table
+    (leaves in global memory); None takes it where the sampler would (K > 32,768)."""
     import cupy as cp
 
     nz = np.flatnonzero(a_row)
@@ -62,8 +63,13 @@ def draw_fixed_row(a_row, bhat, alpha, own, own_w, u, packed, word_side=None):
     k = bhat.size
     out = cp.empty(u.size, dtype=cp.int32)
     alpha = np.broadcast_to(np.asarray(alpha, np.float32), (k,))
-    fn = kernel("draw_fixed_row_" + ("packed" if packed else "wide"))
-    smem = (k + -(-k // 32) + 32) * 4
+    if large is None:
+        large = k > 32768
+    fn = kernel("draw_fixed_row_" + ("packed" if packed else "wide") + ("_large" if large else ""))
+    tiles = -(-k // 32)
+    smem = ((0 if large else k) + tiles + -(-tiles // 1024) * 32) * 4
+    grid = 264
+    leaf_rows = cp.empty((grid, k), dtype=cp.float32) if large else None
     if smem > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = smem
     if word_side is None:
@@ -71,10 +77,11 @@ def draw_fixed_row(a_row, bhat, alpha, own, own_w, u, packed, word_side=None):
     else:
         b_row = cp.asarray(word_side[0], dtype=cp.float32)
         denom, beta = cp.asarray(word_side[1], dtype=cp.float64), word_side[2]
-    fn((264,), (256,),
+    fn((grid,), (256,),
        (cp.asarray(ent), np.int32(nz.size), cp.asarray(bhat, dtype=cp.float32),
         cp.asarray(np.ascontiguousarray(alpha)), b_row if b_row is not None else np.uintp(0),
         denom if denom is not None else np.uintp(0), np.float64(beta), np.int32(k), np.int32(own),
-        np.float32(own_w), cp.asarray(u, dtype=cp.float32), np.int64(u.size), out),
+        np.float32(own_w), cp.asarray(u, dtype=cp.float32), np.int64(u.size), out,
+        leaf_rows if leaf_rows is not None else np.uintp(0)),
        shared_mem=smem)
     return out.get()

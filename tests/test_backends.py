@@ -29,9 +29,10 @@ def test_every_entry_names_a_sampler_class_and_a_unique_name():
 def test_auto_reads_the_registry_in_order():
     assert choose_backend("auto", 50, CPU).name == "numpy-sparse"
     assert choose_backend("auto", 50, Device("cuda", (0,))).name == "cuda-sparse"
-    assert choose_backend("auto", 40_000, CPU).name == "numpy-sparse"
-    with pytest.raises(ValueError, match="no backend on cuda:0 supports n_components=40000"):
-        choose_backend("auto", 40_000, Device("cuda", (0,)))
+    assert choose_backend("auto", 70_000, CPU).name == "numpy-sparse"
+    assert choose_backend("auto", 65_536, Device("cuda", (0,))).name == "cuda-sparse"
+    with pytest.raises(ValueError, match="no backend on cuda:0 supports n_components=70000"):
+        choose_backend("auto", 70_000, Device("cuda", (0,)))
 
 
 def test_a_new_backend_is_one_registry_entry(monkeypatch):

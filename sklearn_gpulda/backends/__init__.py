@@ -77,8 +77,9 @@ _DENSE_WHY = ("the dense kernels keep a document's K probabilities in per-thread
 BACKENDS = (
     Backend("cuda-dense", "dense", "cuda", ".cuda.dense:CudaDenseSampler", max_topics=1024,
             auto_max_topics=0, why_max_topics=_DENSE_WHY),
-    Backend("cuda-sparse", "sparse", "cuda", ".cuda.sparse:CudaSparseSampler", max_topics=32768,
-            why_max_topics="the sparse kernels' per-word sampling tree has three levels of 32"),
+    Backend("cuda-sparse", "sparse", "cuda", ".cuda.sparse:CudaSparseSampler", max_topics=65536,
+            why_max_topics="topics are stored in 16 bits in the sparse kernels' token and "
+                           "document-topic layouts"),
     Backend("numpy-dense", "dense", "cpu", ".numpy.sampler:NumpySampler",
             options={"rule": "dense"}, max_topics=1024, auto_max_topics=0,
             why_max_topics=_DENSE_WHY),

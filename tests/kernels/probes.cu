@@ -25,21 +25,24 @@ extern "C" __global__ void philox_words(const uint4* __restrict__ ctr, long long
 // tree_floats(K) * 4 bytes; one warp per uniform. [in] ent (len entries, including own's),
 // bhat (K), alpha (K), and the word's counts b_row (K) with denom (K) and beta for the word side
 // of the collapsed conditional (b_row = nullptr: Bhat fixed), u (n); [out] out (n).
+// draw_fixed_row_*_large: the large-K sampler's table (leaves in leaf_rows, gridDim.x x K floats
+// of global memory; dynamic shared memory tree_upper_floats(K) * 4 bytes); the others ignore
+// leaf_rows.
 // ---------------------------------------------------------------------------------------------
-#define GPULDA_FIXED_ROW(SUFFIX, PACKED)                                                                      \
+#define GPULDA_FIXED_ROW(SUFFIX, PACKED, LARGE)                                                               \
   extern "C" __global__ void __launch_bounds__(gpulda::kSampleBlock) draw_fixed_row_##SUFFIX(                  \
       const void* __restrict__ ent_v, int len, const float* __restrict__ bhat, const float* __restrict__ alpha, \
       const float* __restrict__ b_row, const double* __restrict__ denom, double beta, int n_topics, int own,    \
-      float own_w, const float* __restrict__ u, long long n, int* __restrict__ out) {                           \
+      float own_w, const float* __restrict__ u, long long n, int* __restrict__ out, float* leaf_rows) {          \
     using namespace gpulda;                                                                                     \
     extern __shared__ float smem[];                                                                             \
     const auto* ent = static_cast<const typename AEntry<PACKED>::T*>(ent_v);                                    \
-    float* leaf = smem;                                                                                         \
-    float* l2 = leaf + n_topics;                                                                                \
+    float* leaf = LARGE ? leaf_rows + static_cast<size_t>(blockIdx.x) * n_topics : smem;                        \
+    float* l2 = LARGE ? smem : leaf + n_topics;                                                                 \
     float* l1 = l2 + tree_tiles(n_topics);                                                                      \
     for (int k = threadIdx.x; k < n_topics; k += blockDim.x) leaf[k] = bhat[k];                                 \
     __syncthreads();                                                                                            \
-    const WordTree tree = build_tree(leaf, l2, l1, alpha, n_topics);                                            \
+    const auto tree = build_tree<LARGE>(leaf, l2, l1, alpha, n_topics);                                         \
     const BhatSource src{b_row, denom, b_row == nullptr ? bhat : nullptr, beta};                                 \
     const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / kWarp);                           \
     for (long long i = blockIdx.x * static_cast<long long>(blockDim.x / kWarp) + threadIdx.x / kWarp; i < n;    \
@@ -49,5 +52,7 @@ extern "C" __global__ void philox_words(const uint4* __restrict__ ctr, long long
       if (lane_id() == 0) out[i] = k;                                                                           \
     }                                                                                                           \
   }
-GPULDA_FIXED_ROW(packed, true)
-GPULDA_FIXED_ROW(wide, false)
+GPULDA_FIXED_ROW(packed, true, false)
+GPULDA_FIXED_ROW(wide, false, false)
+GPULDA_FIXED_ROW(packed_large, true, true)
+GPULDA_FIXED_ROW(wide_large, false, true)

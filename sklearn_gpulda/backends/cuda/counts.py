@@ -3,7 +3,7 @@
 import numpy as np
 
 from ... import _kernels, _priors
-from .constants import COUNT_BLOCK, HIST_MAX_TOPICS, SHORT_DOC_MAX, WARP
+from .constants import COUNT_BLOCK, HIST_MAX_TOPICS, LONG_HIST_WINDOW, SHORT_DOC_MAX, WARP
 
 STEM = "counts"
 #: Rows of B per slice in the topic-total reduction.
@@ -69,8 +69,9 @@ def count_rows(chunk, n_topics, n_sm):
     else:
         _rebuild(chunk, "short", chunk.short_docs, n_short, n_sm, 12,
                  [(chunk.weight, np.float32)], 0)
+    window = min(n_topics, LONG_HIST_WINDOW)
     _rebuild(chunk, "long", chunk.long_docs, int(chunk.long_docs.shape[0]), n_sm, None,
-             [(chunk.weight, np.float32), (n_topics, "i32")], n_topics * 4)
+             [(chunk.weight, np.float32), (n_topics, "i32"), (window, "i32")], window * 4)
 
 
 def count_b(chunk, n_topics, B, n_sm):

@@ -25,16 +25,30 @@ def init_topics(tok, t0, n_topics, seed, iteration, stream, z, sweep=0):
     )
 
 
+def sampler_registers(device_index):
+    """Registers per thread of the large-K sampler on this device (they bound its resident
+    blocks, hence its grid and its global scratch)."""
+    import cupy
+
+    with cupy.cuda.Device(device_index):
+        fn = _kernels.get_function(STEM, "sample_tokens_u16_wide_large")
+        return int(getattr(fn, "num_regs", 0)) or 48
+
+
 def _token_walk(kernel, chunk, words, shape, tail):
     """Launch a kernel that walks a chunk's work items word by word (the sampler, the token
-    log-likelihood): they share their first arguments, and the scheduling counter starts at 0."""
+    log-likelihood): they share their first arguments, and the scheduling counter starts at 0.
+    With the word side's ``leaf_scratch`` set, the ``_large`` variant runs (Bhat rows in global
+    memory, ``cuda/sample_sparse.cu``)."""
     words.counter.fill(0)
     grid, block, shared = shape
+    if words.leaf_scratch is not None:
+        kernel += "_large"
     _kernels.launch(
         STEM, kernel, grid, block,
         [(chunk.items, np.int32), (chunk.items.shape[0], "i32"), (words.counter, np.int32),
          (chunk.tok, np.uint32), (chunk.doc, np.int32), (chunk.a_row, np.int32),
-         (chunk.a_ent, chunk.ent_dtype), *tail],
+         (chunk.a_ent, chunk.ent_dtype), *tail, (words.leaf_scratch, np.float32)],
         shared_mem=shared,
     )
 

@@ -24,15 +24,25 @@ from ..._stages import stage
 from ..base import Sampler
 from . import counts, sample_sparse
 from .chain import CudaChain, decode_keys
-from .constants import MAX_TOPICS, SAMPLE_BLOCK, SAMPLE_BLOCK_MAX, WARP
+from .constants import MAX_TOPICS, SAMPLE_BLOCK, SAMPLE_BLOCK_MAX, SHARED_MAX_TOPICS, WARP
 from .layout import build_chunks, chunk_bytes
 from .streaming import ChunkStream, evict, streamed_chunk_tokens
 from .transfer import topic_major_to_host
 
 
-def tree_floats(n_topics):
-    """Shared floats of one word's table: Bhat row, tile sums, group sums (``cuda/tree.cuh``)."""
-    return n_topics + -(-n_topics // WARP) + WARP
+def tree_floats(n_topics, leaves=True):
+    """Shared floats of one word's table (``cuda/tree.cuh``): the Bhat row unless ``leaves`` is
+    False (the large-K sampler keeps it in global memory), tile sums, group sums in windows of 32."""
+    tiles = -(-n_topics // WARP)
+    level1 = -(-tiles // (WARP * WARP)) * WARP
+    return (n_topics if leaves else 0) + tiles + level1
+
+
+def large_k_shape(smem_block, regs, block, n_sm, regs_sm=65536, max_threads_sm=2048):
+    """Grid of the large-K sampler: the blocks that are resident at once, since each holds a
+    global row of K floats (more blocks would only add scratch)."""
+    per_sm = max(1, min(max_threads_sm // block, regs_sm // max(1, regs * block)))
+    return n_sm * per_sm, block, smem_block
 
 
 def sample_shape(smem_block, smem_sm, max_threads_sm=2048):
@@ -65,6 +75,7 @@ class WordSide:
     alpha: object        # (K,) float32
     beta: float
     bhat_fixed: object = None  # (V, K) float32 when the topic-word side is held fixed
+    leaf_scratch: object = None  # (grid, K) float32: the large-K sampler's Bhat rows, or None
     b_current: bool = True     # whether B counts the current topics
 
 
@@ -114,13 +125,16 @@ class CudaSparseSampler(CudaChain, Sampler):
             smem_sm = int(props["sharedMemPerMultiprocessor"])
             smem_block_max = int(props.get("sharedMemPerBlockOptin", props["sharedMemPerBlock"]))
         smem = tree_floats(self.n_topics) * 4
-        if smem > smem_block_max:
-            raise ValueError(
-                f"n_topics={self.n_topics} needs {smem} bytes of shared memory per block, the "
-                f"device allows {smem_block_max}"
-            )
-        block, per_sm = sample_shape(smem, smem_sm)
-        self._shape = (self._n_sm * per_sm, block, smem)
+        # Past 32,768 topics (or where the table outgrows a block's shared memory) the word's
+        # Bhat row lives in a global scratch row per block: the *_large kernels.
+        self.large_k = self.n_topics > SHARED_MAX_TOPICS or smem > smem_block_max
+        if self.large_k:
+            regs = sample_sparse.sampler_registers(self._index)
+            self._shape = large_k_shape(tree_floats(self.n_topics, leaves=False) * 4, regs,
+                                        SAMPLE_BLOCK, self._n_sm)
+        else:
+            block, per_sm = sample_shape(smem, smem_sm)
+            self._shape = (self._n_sm * per_sm, block, smem)
 
     # -- memory ---------------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
@@ -128,6 +142,8 @@ class CudaSparseSampler(CudaChain, Sampler):
         k, v = self.n_topics, corpus.n_words
         layout, layout_peak = chunk_bytes(corpus, k, self.max_chunk_tokens)
         table = v * k * 4 + (-(-v // counts.ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
+        if self.large_k:
+            table += self._shape[0] * k * 4  # the sampler's global leaf rows
         # The table is allocated once the layout's build scratch is gone.
         return int(layout + table), int(max(layout_peak, layout + table))
 
@@ -168,6 +184,8 @@ class CudaSparseSampler(CudaChain, Sampler):
                 totals=cp.zeros(k, dtype=cp.float64), denom=cp.empty(k, dtype=cp.float64),
                 partial=cp.empty((max(1, -(-v // counts.ROWS_PER_SLICE)), k), dtype=cp.float64),
                 counter=cp.zeros(1, dtype=cp.int32), alpha=None, beta=self.beta,
+                leaf_scratch=(cp.empty((self._shape[0], k), dtype=cp.float32)
+                              if self.large_k else None),
             )
             self.corpus = corpus
             self._priors_changed()
