@@ -320,8 +320,14 @@ def test_sweep_agrees_with_numpy_engine(n_topics, symmetric, kind):
     bar = 0.999 if n_topics <= 2000 else 0.998 if n_topics <= 32768 else 0.99
     print(f"K={n_topics}: GPU-oracle {agree:.5f}, GPU-exact {np.mean(got == exact):.5f}, "
           f"oracle-exact {np.mean(oracle == exact):.5f}")
-    assert np.mean(got == exact) >= bar
-    assert agree >= bar, agree
+    gpu_exact, oracle_exact = np.mean(got == exact), np.mean(oracle == exact)
+    assert gpu_exact >= bar
+    if n_topics <= 32768:
+        assert agree >= bar, agree
+    else:
+        # Here the oracle is the one that drifts: its sequential float32 running sum over 65,536
+        # terms missed the exact draw in 1.6% of the draws on the H200, the GPU's tree in 0.3%.
+        assert gpu_exact >= oracle_exact, (gpu_exact, oracle_exact)
     eng.release()
 
 

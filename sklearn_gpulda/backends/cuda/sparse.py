@@ -38,6 +38,10 @@ def tree_floats(n_topics, leaves=True):
     return (n_topics if leaves else 0) + tiles + level1
 
 
+#: Threads per block of the large-K sampler (``benchmarks/bench_large_k.py`` compares sizes).
+LARGE_K_BLOCK = SAMPLE_BLOCK
+
+
 def large_k_shape(smem_block, regs, block, n_sm, regs_sm=65536, max_threads_sm=2048):
     """Grid of the large-K sampler: the blocks that are resident at once, since each holds a
     global row of K floats (more blocks would only add scratch)."""
@@ -131,7 +135,7 @@ class CudaSparseSampler(CudaChain, Sampler):
         if self.large_k:
             regs = sample_sparse.sampler_registers(self._index)
             self._shape = large_k_shape(tree_floats(self.n_topics, leaves=False) * 4, regs,
-                                        SAMPLE_BLOCK, self._n_sm)
+                                        LARGE_K_BLOCK, self._n_sm)
         else:
             block, per_sm = sample_shape(smem, smem_sm)
             self._shape = (self._n_sm * per_sm, block, smem)
