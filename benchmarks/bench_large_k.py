@@ -27,6 +27,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
 
 from _bench_common import after_first, cuda_sampler, describe_device, run_sweeps  # noqa: E402
 

@@ -38,8 +38,11 @@ def tree_floats(n_topics, leaves=True):
     return (n_topics if leaves else 0) + tiles + level1
 
 
-#: Threads per block of the large-K sampler (``benchmarks/bench_large_k.py`` compares sizes).
-LARGE_K_BLOCK = SAMPLE_BLOCK
+#: Threads per block of the large-K sampler: one 1,024-thread block per SM leaves one Bhat row
+#: per SM to compete for its L1 (and 132 rows, 34 MB at K = 65,536, for an H200's 50 MB L2);
+#: ``benchmarks/bench_large_k.py`` measured 160 ms per sweep at K = 65,536 on the NYTimes shape
+#: against 279 with 512 threads and 345 with 256 (H200).
+LARGE_K_BLOCK = SAMPLE_BLOCK_MAX
 
 
 def large_k_shape(smem_block, regs, block, n_sm, regs_sm=65536, max_threads_sm=2048):
