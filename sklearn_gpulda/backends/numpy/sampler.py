@@ -58,11 +58,12 @@ def check_host_memory(n_docs, n_words, n_tokens, n_topics):
         )
 
 
-def count_pairs(index, topics, weight, n_rows, n_topics):
-    """Weighted counts of (row, topic) pairs as float64 of shape (n_rows, n_topics)."""
+def count_pairs(index, topics, weight, n_rows, n_topics, dtype=np.float64):
+    """Weighted counts of (row, topic) pairs, shape (n_rows, n_topics): exact integer counts or
+    float64 weighted sums, rounded once to ``dtype``."""
     flat = index.astype(np.int64) * n_topics + topics
     counts = np.bincount(flat, weights=weight, minlength=n_rows * n_topics)
-    return counts.astype(np.float64, copy=False).reshape(n_rows, n_topics)
+    return counts.astype(dtype, copy=False).reshape(n_rows, n_topics)
 
 
 def value_counts(*keys):
@@ -217,7 +218,7 @@ class NumpySampler(HostWordTopic, Sampler):
         self._z = z
         self._a = self._doc_topic(z)
         if self._fixed_bhat is None:
-            self._b = self._word_topic(z).astype(np.float32)
+            self._b = self._word_topic(z, np.float32)
             self._priors_changed()
 
     def _doc_topic(self, z):
@@ -235,19 +236,20 @@ class NumpySampler(HostWordTopic, Sampler):
         self.team.map(fill, self.team.row_ranges(c.doc_ptr))
         return a
 
-    def _word_topic(self, z):
-        """B as float64 (V x K), its rows counted by word ranges on the team's threads."""
+    def _word_topic(self, z, dtype=np.float64):
+        """B (V x K) in ``dtype``, its rows counted, and rounded, by word ranges on the team's
+        threads: a V x K pass on one thread would cost a sweep as much as its draws."""
         c = self._require()
         if self.team.n_threads == 1:
             # One range: no need for the word-major order (load makes it only for threads).
-            return count_pairs(c.word, z, c.weight, c.n_words, self.n_topics)
-        b = np.empty((c.n_words, self.n_topics), dtype=np.float64)
+            return count_pairs(c.word, z, c.weight, c.n_words, self.n_topics, dtype)
+        b = np.empty((c.n_words, self.n_topics), dtype=dtype)
 
         def fill(rows):
             v0, v1 = rows
             t = self._by_word[self._word_ptr[v0]:self._word_ptr[v1]]
             w = None if c.weight is None else c.weight[t]
-            b[v0:v1] = count_pairs(c.word[t] - v0, z[t], w, v1 - v0, self.n_topics)
+            b[v0:v1] = count_pairs(c.word[t] - v0, z[t], w, v1 - v0, self.n_topics, dtype)
 
         self.team.map(fill, self.team.row_ranges(self._word_ptr))
         return b
@@ -256,9 +258,11 @@ class NumpySampler(HostWordTopic, Sampler):
         if self._fixed_bhat is not None:
             self._tables = WordTables(self._fixed_bhat, self.alpha, team=self.team)
         elif self._b is not None:
-            b = self._b.astype(np.float64)
-            self._tables = WordTables.from_counts(b, b.sum(axis=0), self.beta, self.alpha,
-                                                  team=self.team)
+            # The float32 counts go in as they are: the tables widen them to float64 range by
+            # range on the team's threads, and the column sums accumulate in float64 (a float64
+            # copy of B first was a serial V x K pass, a tenth of a 16-thread sweep at K = 1,000).
+            self._tables = WordTables.from_counts(self._b, self._b.sum(axis=0, dtype=np.float64),
+                                                  self.beta, self.alpha, team=self.team)
 
     # -- reading the state ----------------------------------------------------------------------
     def _word_major_counts(self):
