@@ -5,8 +5,8 @@ Above 32,768 topics each resident block of the sparse sampler keeps its word's B
 floats, 256 KB at K = 65,536) in a global scratch row of its own (``cuda/sample_sparse.cu``). The
 block size sets how many blocks are resident, hence how many rows compete for L1 and L2: one
 1,024-thread block per SM leaves one row per SM's L1, six 256-thread blocks leave six. This
-script times the same chain with each size (``sklearn_gpulda.backends.cuda.sparse.LARGE_K_BLOCK``)
-and checks that the topics do not depend on it.
+script times the same chain with each size (``LARGE_K_BLOCK`` of
+``sklearn_gpulda.backends.cuda.sample_sparse``) and checks that the topics do not depend on it.
 
 Corpus: ``make_lda_corpus(shape='nytimes', n_topics=100, random_state=0, scale=--scale)``.
 Printed per K and block: the grid, the mean of sweeps 2..n of the whole sweep and of its sampling
@@ -46,7 +46,7 @@ def main(argv=None):
     import cupy as cp
 
     from sklearn_gpulda._corpus import tokens
-    from sklearn_gpulda.backends.cuda import sparse
+    from sklearn_gpulda.backends.cuda import sample_sparse
     from sklearn_gpulda.datasets import make_lda_corpus
 
     describe_device(cp)
@@ -59,7 +59,7 @@ def main(argv=None):
     for k in args.topics:
         topics = None
         for block in args.blocks:
-            sparse.LARGE_K_BLOCK = block
+            sample_sparse.LARGE_K_BLOCK = block
             sampler = cuda_sampler("sparse", k, 1.0 / k, BETA, 0)
             pool = cp.get_default_memory_pool()
             run = run_sweeps(cp, sampler, corpus, args.iters)

@@ -343,9 +343,9 @@ def test_count_invariants_every_iteration(max_chunk_tokens, k):
 def _force_large_k(monkeypatch, window):
     """Make every engine built after this take the large-K kernels and count long documents'
     topics in windows of ``window``, whatever K."""
-    from sklearn_gpulda.backends.cuda import counts, sparse
+    from sklearn_gpulda.backends.cuda import counts, sample_sparse
 
-    monkeypatch.setattr(sparse, "SHARED_MAX_TOPICS", 0)
+    monkeypatch.setattr(sample_sparse, "SHARED_MAX_TOPICS", 0)
     monkeypatch.setattr(counts, "LONG_HIST_WINDOW", window)
 
 

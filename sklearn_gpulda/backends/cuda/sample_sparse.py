@@ -1,4 +1,5 @@
-"""Launchers of ``cuda/sample_sparse.cu``: initial topics, the E-step and the token log-likelihood.
+"""Launchers of ``cuda/sample_sparse.cu``: initial topics, the E-step and the token log-likelihood,
+and their launch geometry (block size, grid, shared memory; which K takes the large-K kernels).
 
 Each function checks nothing a kernel cannot run safely without (``_kernels.launch`` checks the
 dtype and contiguity of every array and casts every scalar); the sampler in :mod:`.sparse` decides
@@ -8,8 +9,62 @@ what to launch when.
 import numpy as np
 
 from ... import _kernels
+from .constants import SAMPLE_BLOCK, SAMPLE_BLOCK_MAX, SHARED_MAX_TOPICS, WARP
 
 STEM = "sample_sparse"
+
+
+def tree_floats(n_topics, leaves=True):
+    """Shared floats of one word's table (``cuda/tree.cuh``): the Bhat row unless ``leaves`` is
+    False (the large-K sampler keeps it in global memory), tile sums, group sums in windows of 32."""
+    tiles = -(-n_topics // WARP)
+    level1 = -(-tiles // (WARP * WARP)) * WARP
+    return (n_topics if leaves else 0) + tiles + level1
+
+
+#: Threads per block of the large-K sampler: one 1,024-thread block per SM leaves one Bhat row
+#: per SM to compete for its L1 (and 132 rows, 34 MB at K = 65,536, for an H200's 50 MB L2);
+#: ``benchmarks/bench_large_k.py`` measured 160 ms per sweep at K = 65,536 on the NYTimes shape
+#: against 279 with 512 threads and 345 with 256 (H200).
+LARGE_K_BLOCK = SAMPLE_BLOCK_MAX
+
+
+def large_k_shape(smem_block, regs, block, n_sm, regs_sm=65536, max_threads_sm=2048):
+    """Grid of the large-K sampler: the blocks that are resident at once, since each holds a
+    global row of K floats (more blocks would only add scratch)."""
+    per_sm = max(1, min(max_threads_sm // block, regs_sm // max(1, regs * block)))
+    return n_sm * per_sm, block, smem_block
+
+
+def sample_shape(smem_block, smem_sm, max_threads_sm=2048):
+    """Sampler block size and resident blocks per SM: the smallest block reaching the most warps.
+
+    A large K takes enough shared memory per block (the word's Bhat row and tree) to cap resident
+    blocks; larger blocks then keep the SM's warp slots full.
+    """
+    best = None
+    block = SAMPLE_BLOCK
+    while block <= SAMPLE_BLOCK_MAX:
+        per_sm = max(1, min(max_threads_sm // block, smem_sm // (smem_block + 1024)))
+        if best is None or per_sm * block > best[0] * best[1]:
+            best = (block, per_sm)
+        block *= 2
+    return best
+
+
+def launch_shape(n_topics, device_index, n_sm, smem_sm, smem_block_max):
+    """Whether K takes the large-K kernels, and the sampler's (grid, block, shared bytes).
+
+    Past 32,768 topics, or where the word's table outgrows a block's shared memory, the Bhat row
+    lives in a global scratch row per resident block (the ``*_large`` kernels).
+    """
+    smem = tree_floats(n_topics) * 4
+    if n_topics > SHARED_MAX_TOPICS or smem > smem_block_max:
+        regs = sampler_registers(device_index)
+        return True, large_k_shape(tree_floats(n_topics, leaves=False) * 4, regs, LARGE_K_BLOCK,
+                                   n_sm)
+    block, per_sm = sample_shape(smem, smem_sm)
+    return False, (n_sm * per_sm, block, smem)
 
 
 def init_topics(tok, t0, n_topics, seed, iteration, stream, z, sweep=0):

@@ -24,48 +24,10 @@ from ..._stages import stage
 from ..base import Sampler
 from . import counts, sample_sparse
 from .chain import CudaChain, decode_keys
-from .constants import MAX_TOPICS, SAMPLE_BLOCK, SAMPLE_BLOCK_MAX, SHARED_MAX_TOPICS, WARP
+from .constants import MAX_TOPICS
 from .layout import build_chunks, chunk_bytes
 from .streaming import ChunkStream, evict, streamed_chunk_tokens
 from .transfer import topic_major_to_host
-
-
-def tree_floats(n_topics, leaves=True):
-    """Shared floats of one word's table (``cuda/tree.cuh``): the Bhat row unless ``leaves`` is
-    False (the large-K sampler keeps it in global memory), tile sums, group sums in windows of 32."""
-    tiles = -(-n_topics // WARP)
-    level1 = -(-tiles // (WARP * WARP)) * WARP
-    return (n_topics if leaves else 0) + tiles + level1
-
-
-#: Threads per block of the large-K sampler: one 1,024-thread block per SM leaves one Bhat row
-#: per SM to compete for its L1 (and 132 rows, 34 MB at K = 65,536, for an H200's 50 MB L2);
-#: ``benchmarks/bench_large_k.py`` measured 160 ms per sweep at K = 65,536 on the NYTimes shape
-#: against 279 with 512 threads and 345 with 256 (H200).
-LARGE_K_BLOCK = SAMPLE_BLOCK_MAX
-
-
-def large_k_shape(smem_block, regs, block, n_sm, regs_sm=65536, max_threads_sm=2048):
-    """Grid of the large-K sampler: the blocks that are resident at once, since each holds a
-    global row of K floats (more blocks would only add scratch)."""
-    per_sm = max(1, min(max_threads_sm // block, regs_sm // max(1, regs * block)))
-    return n_sm * per_sm, block, smem_block
-
-
-def sample_shape(smem_block, smem_sm, max_threads_sm=2048):
-    """Sampler block size and resident blocks per SM: the smallest block reaching the most warps.
-
-    A large K takes enough shared memory per block (the word's Bhat row and tree) to cap resident
-    blocks; larger blocks then keep the SM's warp slots full.
-    """
-    best = None
-    block = SAMPLE_BLOCK
-    while block <= SAMPLE_BLOCK_MAX:
-        per_sm = max(1, min(max_threads_sm // block, smem_sm // (smem_block + 1024)))
-        if best is None or per_sm * block > best[0] * best[1]:
-            best = (block, per_sm)
-        block *= 2
-    return best
 
 
 @dataclass
@@ -131,17 +93,8 @@ class CudaSparseSampler(CudaChain, Sampler):
             self._n_sm = int(props["multiProcessorCount"])
             smem_sm = int(props["sharedMemPerMultiprocessor"])
             smem_block_max = int(props.get("sharedMemPerBlockOptin", props["sharedMemPerBlock"]))
-        smem = tree_floats(self.n_topics) * 4
-        # Past 32,768 topics (or where the table outgrows a block's shared memory) the word's
-        # Bhat row lives in a global scratch row per block: the *_large kernels.
-        self.large_k = self.n_topics > SHARED_MAX_TOPICS or smem > smem_block_max
-        if self.large_k:
-            regs = sample_sparse.sampler_registers(self._index)
-            self._shape = large_k_shape(tree_floats(self.n_topics, leaves=False) * 4, regs,
-                                        LARGE_K_BLOCK, self._n_sm)
-        else:
-            block, per_sm = sample_shape(smem, smem_sm)
-            self._shape = (self._n_sm * per_sm, block, smem)
+        self.large_k, self._shape = sample_sparse.launch_shape(
+            self.n_topics, self._index, self._n_sm, smem_sm, smem_block_max)
 
     # -- memory ---------------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
