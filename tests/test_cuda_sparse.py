@@ -332,7 +332,8 @@ def test_sweep_agrees_with_numpy_engine(n_topics, symmetric, kind):
 
 
 # K = 5000 rebuilds A through the topic bitmap (short documents) and block histograms (long).
-@pytest.mark.parametrize("max_chunk_tokens, k", [(None, 23), (2500, 23), (None, 5000), (2500, 65536)])
+@pytest.mark.parametrize("max_chunk_tokens, k",
+                         [(None, 23), (2500, 23), (None, 5000), (2500, 65536)])
 def test_count_invariants_every_iteration(max_chunk_tokens, k):
     corpus = _corpus()
     eng = initialised(_engine(k, max_chunk_tokens=max_chunk_tokens), corpus)

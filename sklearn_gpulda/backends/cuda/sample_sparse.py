@@ -16,7 +16,8 @@ STEM = "sample_sparse"
 
 def tree_floats(n_topics, leaves=True):
     """Shared floats of one word's table (``cuda/tree.cuh``): the Bhat row unless ``leaves`` is
-    False (the large-K sampler keeps it in global memory), tile sums, group sums in windows of 32."""
+    False (the large-K sampler keeps it in global memory), tile sums, and group sums in windows
+    of 32."""
     tiles = -(-n_topics // WARP)
     level1 = -(-tiles // (WARP * WARP)) * WARP
     return (n_topics if leaves else 0) + tiles + level1
