@@ -58,6 +58,39 @@ def check_counts(estimator, X, reset, whom, device, upload=False, keep_integers=
     return X
 
 
+def check_fit_input(estimator, X, whom, device, batch):
+    """What ``fit`` learns from, checked: a count matrix, or (batch learning) a list of row blocks.
+
+    A batch fit on a GPU checks and keeps the counts there (:func:`counts_go_up`), unless the
+    corpus may have to be streamed; then integer counts stay integers on the host.
+
+    Returns
+    -------
+    X : matrix or list of blocks
+        As :func:`check_counts` or :func:`check_blocks` return them.
+    blocks : bool
+        Whether ``X`` is a list of row blocks.
+    components_dtype : numpy dtype
+        scikit-learn's rule: float32 when all counts are float32, float64 otherwise.
+    """
+    from ._block_corpus import is_block_sequence
+
+    blocks = is_block_sequence(X)
+    if blocks and not batch:
+        raise ValueError("a list of row blocks is for batch learning; for "
+                         "learning_method='online' call partial_fit on each block")
+    if blocks:
+        X = check_blocks(estimator, X, whom, device)
+        dtypes = {block.dtype for block in X}
+    else:
+        upload = batch and counts_go_up(X, device, estimator.max_device_memory)
+        X = check_counts(estimator, X, reset=True, whom=whom, device=device, upload=upload,
+                         keep_integers=batch and device.kind == "cuda" and not upload)
+        dtypes = {X.dtype}
+    dtype = np.float32 if all(t == np.float32 for t in dtypes) else np.float64
+    return X, blocks, dtype
+
+
 def counts_go_up(X, device, max_device_memory):
     """Whether a batch fit on ``device`` checks and keeps the whole count matrix ``X`` there.
 

@@ -23,11 +23,11 @@ from sklearn.utils.validation import check_is_fitted
 from . import _fit, _fit_online
 from ._device import resolve_device, to_host
 from ._docstrings import ESTIMATOR_DOC
-from ._block_corpus import BlockCorpus, is_block_sequence
+from ._block_corpus import BlockCorpus
 from ._corpus import tokens
 from ._fitted import FittedStateMixin, transaction
 from ._stages import stage
-from ._validation import check_blocks, check_counts, counts_go_up
+from ._validation import check_counts, check_fit_input
 from ._warnings import warn_caller
 from .backends import algorithm_names, choose_backend, fold_in
 
@@ -222,28 +222,11 @@ class GPULatentDirichletAllocation(
         with transaction(self):
             device = self._fit_device()
             batch = self.learning_method == "batch"
-            blocks = is_block_sequence(X)
-            if blocks and not batch:
-                raise ValueError(
-                    "a list of row blocks is for batch learning; for learning_method='online' "
-                    "call partial_fit on each block")
             with stage("validate"):
-                if blocks:
-                    X = check_blocks(self, X, whom, device)
-                    dtypes = {block.dtype for block in X}
-                else:
-                    # A batch fit on a GPU reads the counts there only: they go up as they
-                    # are, unless the corpus may have to be streamed.
-                    upload = batch and counts_go_up(X, device, self.max_device_memory)
-                    X = check_counts(self, X, reset=True, whom=whom, device=device,
-                                     upload=upload,
-                                     keep_integers=batch and device.kind == "cuda" and not upload)
-                    dtypes = {X.dtype}
+                X, blocks, dtype = check_fit_input(self, X, whom, device, batch)
             plan = self._plan(device, self.algorithm, self._new_seed())
             plan.callback = callback
-            # scikit-learn's rule: float32 for float32 counts, float64 for any other.
-            dtype = plan.components_dtype = (
-                np.float32 if all(t == np.float32 for t in dtypes) else np.float64)
+            plan.components_dtype = dtype
             if batch:
                 with stage("tokens"):
                     corpus = BlockCorpus(X) if blocks else tokens(X)
@@ -291,7 +274,8 @@ class GPULatentDirichletAllocation(
             device = self._fit_device() if first else self._inference_device()
             X = check_counts(self, X, reset=first,
                              whom="GPULatentDirichletAllocation.partial_fit", device=device)
-            self._warn_if_empty(float(X.sum()), "partial_fit")
+            total = float(X.sum())
+            self._warn_if_empty(total, "partial_fit")
             if first:
                 plan = self._plan(device, self.algorithm, self._new_seed(), batch=False)
                 components, alpha, n_batch_iter, n_iter = None, plan.alpha.value, 1, 0
@@ -319,7 +303,7 @@ class GPULatentDirichletAllocation(
                 doc_topic_prior=_fit.public_prior(alpha, plan.alpha),
                 topic_word_prior=float(plan.beta.value), n_iter=n_iter,
                 n_batch_iter=n_batch_iter, bound=_fit.perplexity(loglik, n_tokens),
-                n_tokens=float(X.sum()), fit_time=time.perf_counter() - start,
+                n_tokens=total, fit_time=time.perf_counter() - start,
                 history=getattr(self, "history_", {}),
             )
             self._assign(state, X.dtype, device, plan.backend, plan.seed)
