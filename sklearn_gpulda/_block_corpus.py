@@ -90,7 +90,8 @@ class BlockCorpus(Corpus):
         for part, d_off, _ in self.parts():
             docs.append(part.doc + np.int32(d_off))
             words.append(part.word)
-            weights.append(part.weight if part.weight is not None
-                           else np.ones(part.n_tokens, dtype=np.float32))
+            if not self.integral:
+                weights.append(part.weight if part.weight is not None
+                               else np.ones(part.n_tokens, dtype=np.float32))
         weight = None if self.integral else np.concatenate(weights)
         return np.concatenate(docs), np.concatenate(words), weight

@@ -10,7 +10,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_non_negative, validate_data
 
-from ._device import is_device_array, to_host
+from ._block_corpus import is_block_sequence
+from ._device import free_device_bytes, import_cupy, is_device_array, to_host
 
 
 def check_counts(estimator, X, reset, whom, device, upload=False, keep_integers=False):
@@ -73,8 +74,9 @@ def check_fit_input(estimator, X, whom, device, batch):
     components_dtype : numpy dtype
         scikit-learn's rule: float32 when all counts are float32, float64 otherwise.
     """
-    from ._block_corpus import is_block_sequence
-
+    if isinstance(X, (list, tuple)) and X and all(is_device_array(b) for b in X):
+        raise TypeError("X is a list of GPU arrays; row blocks must be host arrays (join "
+                        "device arrays into one matrix instead)")
     blocks = is_block_sequence(X)
     if blocks and not batch:
         raise ValueError("a list of row blocks is for batch learning; for "
@@ -102,8 +104,6 @@ def counts_go_up(X, device, max_device_memory):
         return False
     if is_device_array(X):
         return True  # already there
-    from ._device import free_device_bytes, import_cupy
-
     cupy, _ = import_cupy()
     with cupy.cuda.Device(device.index):
         free, _ = free_device_bytes(cupy)
@@ -126,16 +126,13 @@ def check_blocks(estimator, blocks, whom, device):
     """
     kept = []
     for i, block in enumerate(blocks):
-        if is_device_array(block):
-            raise TypeError(f"block {i} of X is on a GPU; blocks must be host arrays "
-                            "(join device arrays into one matrix instead)")
         try:
-            valid = check_counts(estimator, block, reset=i == 0, whom=whom, device=device)
+            # Integer blocks are checked as integers: a float64 copy would be thrown away.
+            valid = check_counts(estimator, block, reset=i == 0, whom=whom, device=device,
+                                 keep_integers=True)
         except ValueError as exc:
             raise ValueError(f"block {i} of X: {exc}") from exc
-        numeric = (sp.issparse(block) or isinstance(block, np.ndarray)) and \
-            block.dtype.kind in "biuf"
-        kept.append(block if numeric else valid)
+        kept.append(block if block.dtype.kind in "biuf" else valid)
     return kept
 
 

@@ -63,11 +63,13 @@ def draw_fixed_row(a_row, bhat, alpha, own, own_w, u, packed, word_side=None, la
     k = bhat.size
     out = cp.empty(u.size, dtype=cp.int32)
     alpha = np.broadcast_to(np.asarray(alpha, np.float32), (k,))
+    from sklearn_gpulda.backends.cuda.constants import SHARED_MAX_TOPICS
+    from sklearn_gpulda.backends.cuda.sample_sparse import tree_floats
+
     if large is None:
-        large = k > 32768
+        large = k > SHARED_MAX_TOPICS
     fn = kernel("draw_fixed_row_" + ("packed" if packed else "wide") + ("_large" if large else ""))
-    tiles = -(-k // 32)
-    smem = ((0 if large else k) + tiles + -(-tiles // 1024) * 32) * 4
+    smem = tree_floats(k, leaves=not large) * 4
     grid = 264
     leaf_rows = cp.empty((grid, k), dtype=cp.float32) if large else None
     if smem > 48 * 1024:

@@ -162,5 +162,5 @@ def test_memory_mapped_blocks_stay_as_given(kjv, tmp_path):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(BlockCorpus, "__init__", spy)
         model = GPULatentDirichletAllocation(**PARAMS).fit(blocks)
-    assert all(k is b for k, b in zip(kept, blocks))
+    assert len(kept) == len(blocks) and all(k is b for k, b in zip(kept, blocks))
     _same_model(model, GPULatentDirichletAllocation(**PARAMS).fit(kjv))

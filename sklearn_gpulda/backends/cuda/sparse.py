@@ -102,10 +102,13 @@ class CudaSparseSampler(CudaChain, Sampler):
         k, v = self.n_topics, corpus.n_words
         layout, layout_peak = chunk_bytes(corpus, k, self.max_chunk_tokens)
         table = v * k * 4 + (-(-v // counts.ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
-        if self.large_k:
-            table += self._shape[0] * k * 4  # the sampler's global leaf rows
+        table += self._leaf_scratch_bytes()
         # The table is allocated once the layout's build scratch is gone.
         return int(layout + table), int(max(layout_peak, layout + table))
+
+    def _leaf_scratch_bytes(self):
+        """Device bytes of the large-K sampler's global Bhat rows (0 below that K)."""
+        return self._shape[0] * self.n_topics * 4 if self.large_k else 0
 
     @property
     def streamed(self):
@@ -122,7 +125,8 @@ class CudaSparseSampler(CudaChain, Sampler):
             stream_tokens = None
             if peak > budget:
                 stream_tokens, piece_tokens = streamed_chunk_tokens(
-                    corpus, self.n_topics, budget, self.max_chunk_tokens, self._index)
+                    corpus, self.n_topics, budget, self.max_chunk_tokens, self._index,
+                    scratch_bytes=self._leaf_scratch_bytes())
             with stage("load: relabel"):
                 self.new_of_old, self.old_of_new = frequency_relabel(corpus.word_frequencies())
             with stage("load: layout"):

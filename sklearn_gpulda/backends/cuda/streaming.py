@@ -35,10 +35,12 @@ def slot_bytes(n_tokens, n_docs, topic_bytes, entry_bytes, weighted):
     return n_tokens * per_token + n_docs * (8 + ROW_PAD * entry_bytes)
 
 
-def streamed_chunk_tokens(corpus, n_topics, budget, max_chunk_tokens=None, gpu=0):
+def streamed_chunk_tokens(corpus, n_topics, budget, max_chunk_tokens=None, gpu=0,
+                          scratch_bytes=0):
     """Tokens per chunk of a streamed layout of ``corpus``, and per piece of its build, within
     ``budget`` device bytes: while building, the documents' arrays and one chunk's build; while
-    sampling, the model (B twice and averaging's sum), the documents' arrays and two slots.
+    sampling, the model (B twice and averaging's sum, plus ``scratch_bytes`` the sampler keeps
+    beside it), the documents' arrays and two slots.
 
     Raises
     ------
@@ -47,10 +49,11 @@ def streamed_chunk_tokens(corpus, n_topics, budget, max_chunk_tokens=None, gpu=0
     """
     k, v, n, d = n_topics, corpus.n_words, corpus.n_tokens, corpus.n_docs
     weighted = corpus.weighted
-    entry = 8 if weighted or k > 65536 else 4
+    entry = 8 if weighted else 4  # packed 4-byte A entries for integer counts (any K taken)
     tbytes = np.dtype(topic_dtype(k)).itemsize
     # Two B (the one sampled from, the one counted into) and averaging's float64 sum.
-    model = 2 * v * k * 4 + v * k * 8 + (-(-v // ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
+    model = (2 * v * k * 4 + v * k * 8 + (-(-v // ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
+             + scratch_bytes)
     documents = d * 40 + (n // PIECE) * 16
     per_token_docs = d / max(n, 1)
     slots = 2 * (slot_bytes(1, 0, tbytes, entry, weighted)
