@@ -11,7 +11,8 @@ import scipy.sparse as sp
 from sklearn.utils.validation import check_non_negative, validate_data
 
 from ._block_corpus import is_block_sequence
-from ._device import free_device_bytes, import_cupy, is_device_array, to_host
+from . import _device
+from ._device import is_device_array, to_host
 
 
 def check_counts(estimator, X, reset, whom, device, upload=False, keep_integers=False):
@@ -104,9 +105,9 @@ def counts_go_up(X, device, max_device_memory):
         return False
     if is_device_array(X):
         return True  # already there
-    cupy, _ = import_cupy()
+    cupy, _ = _device.import_cupy()
     with cupy.cuda.Device(device.index):
-        free, _ = free_device_bytes(cupy)
+        free, _ = _device.free_device_bytes(cupy)
     if sp.issparse(X):
         size = X.nnz * (X.dtype.itemsize + 8)  # values and indices, whatever the format
     else:
