@@ -80,6 +80,21 @@ class BlockCorpus(Corpus):
         for i, block in enumerate(self.blocks):
             yield tokens(block), int(self.doc_offsets[i]), int(self.token_offsets[i])
 
+    def doc_range(self, d0, d1):
+        """Documents ``d0:d1`` as a :class:`BlockCorpus` of the blocks' rows (a block's part is
+        a slice of it), with this corpus's ``integral``; the part's summaries are computed anew,
+        a second pass over those rows."""
+        if self.blocks is None:
+            raise RuntimeError("the corpus's blocks were released before it was split")
+        rows = []
+        for block, start, stop in zip(self.blocks, self.doc_offsets[:-1], self.doc_offsets[1:]):
+            lo, hi = max(d0, int(start)), min(d1, int(stop))
+            if lo < hi:
+                rows.append(block[lo - start : hi - start])
+        part = BlockCorpus(rows)
+        part.integral = self.integral
+        return part
+
     def release_counts(self):
         """Forget the blocks (the caller's, which it may free), keeping the summaries."""
         self.blocks = None

@@ -160,6 +160,40 @@ class TokenCorpus(Corpus):
                                shape=(self.n_docs, self.n_words), copy=False)
         return np.asarray(counts.sum(axis=0), dtype=np.float64).ravel()
 
+    def doc_range(self, d0, d1, move=None):
+        """Documents ``d0:d1`` as a corpus of their own, tokens numbered from 0 (a sampler
+        holding it sets its ``token_offset`` to ``doc_ptr[d0]``).
+
+        Parameters
+        ----------
+        d0, d1 : int
+        move : callable, optional
+            Applied to each per-non-zero array of the part (e.g. a copy to another GPU); by
+            default the part holds slices of these arrays, where they lie.
+
+        Returns
+        -------
+        TokenCorpus
+            With this corpus's ``integral``, so that a part of a weighted corpus weighs its
+            tokens as the whole does even where its own counts are all integers.
+        """
+        if self.nz_ptr is None:
+            raise RuntimeError("the corpus's counts were released before it was split")
+        move = move or (lambda a: a)
+        j0, j1 = int(self.indptr[d0]), int(self.indptr[d1])
+        t0 = int(self.doc_ptr[d0])
+        part = TokenCorpus.__new__(TokenCorpus)
+        part.n_docs, part.n_words = int(d1 - d0), self.n_words
+        part.indptr = move(self.indptr[d0 : d1 + 1] - j0)
+        part.indices = move(self.indices[j0:j1])
+        part.nz_ptr = move(self.nz_ptr[j0 : j1 + 1] - t0)
+        part.nz_weight = None if self.nz_weight is None else move(self.nz_weight[j0:j1])
+        part.integral = self.integral
+        part.doc_ptr = self.doc_ptr[d0 : d1 + 1] - t0
+        part.n_tokens = int(part.doc_ptr[-1])
+        part._doc_lengths = self._doc_lengths[d0:d1]
+        return part
+
     def release_counts(self):
         """Drop the per-non-zero arrays, keeping the shape, ``doc_ptr``, the lengths and any
         token arrays already made (an engine that reads those keeps them): for a fit whose
@@ -265,6 +299,27 @@ class PDOWChunk:
     doc_end: int
     token: np.ndarray
     word_ptr: np.ndarray
+
+
+def split_documents(doc_ptr, n_parts):
+    """Bounds of ``n_parts`` consecutive document ranges holding about equal numbers of tokens,
+    each with at least one document (``n_parts`` at most the number of documents).
+
+    Returns
+    -------
+    bounds : ndarray of int64
+        ``[0, ..., n_docs]``; part i holds documents ``bounds[i]:bounds[i + 1]``.
+    """
+    n_docs = doc_ptr.size - 1
+    if not 1 <= n_parts <= max(n_docs, 1):
+        raise ValueError(f"cannot split {n_docs} documents into {n_parts} non-empty parts")
+    targets = doc_ptr[-1] * np.arange(1, n_parts, dtype=np.float64) / n_parts
+    bounds = np.concatenate([[0], np.searchsorted(doc_ptr, targets), [n_docs]]).astype(np.int64)
+    for i in range(1, n_parts):              # at least one document in each part ...
+        bounds[i] = max(bounds[i], bounds[i - 1] + 1)
+    for i in range(n_parts - 1, 0, -1):      # ... the last ones included
+        bounds[i] = min(bounds[i], bounds[i + 1] - 1)
+    return bounds
 
 
 def chunk_bounds(doc_ptr, max_tokens):

@@ -1,10 +1,11 @@
 """The ``device`` parameter, parsed in one place, and what crosses between host and device.
 
-``device`` is ``'auto'``, ``'cpu'``, ``'cuda'`` or ``'cuda:N'``; ``'cuda:N,M,...'`` names several
-GPUs of one host, which the registry of :mod:`sklearn_gpulda.backends` refuses until a backend
-that uses several GPUs exists. :func:`parse_device` checks the spelling only; :func:`resolve_device`
-checks it against this machine (CuPy importable, the GPU ordinals present). CuPy is imported
-lazily, so this module imports on machines without it.
+``device`` is ``'auto'``, ``'cpu'``, ``'cuda'`` or ``'cuda:N'``; ``'cuda:N,M,...'`` (or a list of
+GPU ordinals or ``'cuda:N'`` strings) names several GPUs of one host, over which a batch fit
+spreads its documents (the registry of :mod:`sklearn_gpulda.backends` says which algorithms can).
+:func:`parse_device` checks the spelling only; :func:`resolve_device` checks it against this
+machine (CuPy importable, the GPU ordinals present). CuPy is imported lazily, so this module
+imports on machines without it.
 """
 
 import re
@@ -34,6 +35,12 @@ class Device:
         if self.kind == "cpu":
             return "cpu"
         return "cuda:" + ",".join(str(i) for i in self.indices)
+
+    @property
+    def lead(self):
+        """The first GPU alone (the CPU for the CPU): where work that runs on one GPU goes when
+        several are named (online learning, inference)."""
+        return self if self.kind == "cpu" else Device("cuda", self.indices[:1])
 
     @property
     def index(self):
@@ -76,7 +83,8 @@ def parse_device(value):
 
     Parameters
     ----------
-    value : str
+    value : str, or list or tuple of int or str
+        A list names GPUs: ordinals, or ``'cuda:N'`` strings.
 
     Returns
     -------
@@ -90,8 +98,11 @@ def parse_device(value):
         Anything else, with the accepted forms in the message. Spelling is exact (``'CUDA'`` is
         refused), as for every other string parameter of scikit-learn.
     """
+    if isinstance(value, (list, tuple)) and value:
+        return parse_device("cuda:" + ",".join(_gpu_ordinal(item) for item in value))
     if not isinstance(value, str):
-        raise ValueError(f"device must be a string, got {type(value).__name__}")
+        raise ValueError(f"device must be a string or a list of GPUs, got "
+                         f"{type(value).__name__}")
     if value in DEVICE_WORDS:
         return value, None
     kind, sep, rest = value.partition(":")
@@ -105,6 +116,15 @@ def parse_device(value):
         f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'cuda:N,M,...' (distinct GPU "
         f"numbers), got {value!r}"
     )
+
+
+def _gpu_ordinal(item):
+    """One GPU of a ``device`` list as the digits of its ordinal."""
+    if isinstance(item, (int, np.integer)) and not isinstance(item, bool) and item >= 0:
+        return str(int(item))
+    if isinstance(item, str) and item.startswith("cuda:") and "," not in item:
+        return item[5:]
+    raise ValueError(f"a device list holds GPU ordinals or 'cuda:N' strings, got {item!r}")
 
 
 def import_cupy():

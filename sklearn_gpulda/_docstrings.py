@@ -73,8 +73,13 @@ ESTIMATOR_DOC = """Latent Dirichlet Allocation trained by sparsity-aware ESCA sa
         every ``evaluate_every`` iterations.
     random_state : int, RandomState instance or None, default=None
         Seeds the counter-based generator; an int gives the same model on the same hardware.
-    device : {'auto', 'cpu', 'cuda'} or 'cuda:N', default='auto'
-        Where to sample. 'auto' picks the GPU when CuPy sees one, else the CPU.
+    device : {'auto', 'cpu', 'cuda'}, 'cuda:N', 'cuda:N,M,...' or list, default='auto'
+        Where to sample. 'auto' picks the GPU when CuPy sees one, else the CPU. Several GPUs of
+        this host ('cuda:0,1', or a list such as ``[0, 1]``) share a batch fit with
+        ``algorithm='sparse'``: each samples a contiguous part of the documents and the
+        word-topic counts are summed over them after every sweep (through NCCL where CuPy has
+        it), which gives the model one GPU gives, bit for bit, for integer counts. Online
+        learning, ``partial_fit`` and inference run on the first GPU named.
     algorithm : {'auto', 'sparse', 'dense'}, default='auto'
         Sampler. 'sparse' is ESCA with the two-branch sparsity-aware draw, whose cost per token
         grows with the non-zeros of the document's topic counts. 'dense' evaluates all K topics

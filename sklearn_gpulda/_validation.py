@@ -99,9 +99,11 @@ def counts_go_up(X, device, max_device_memory):
 
     Not when the corpus may have to be streamed (a ``max_device_memory`` budget is set, or the
     counts take more than an eighth of what the GPU has free; the layout takes about three times
-    the counts): then they stay in host memory and go up a chunk at a time.
+    the counts): then they stay in host memory and go up a chunk at a time. Nor for several
+    GPUs, each of which takes its documents from the host.
     """
-    if device.kind != "cuda" or max_device_memory is not None:
+    if device.kind != "cuda" or max_device_memory is not None or len(device.indices) > 1:
+        # Several GPUs: each uploads its own documents.
         return False
     if is_device_array(X):
         return True  # already there

@@ -55,7 +55,7 @@ class GPULatentDirichletAllocation(
         "n_jobs": [None, Integral],
         "verbose": ["verbose"],
         "random_state": ["random_state"],
-        "device": [str],
+        "device": [str, list, tuple],
         # Checked against the backend registry at fit: a new backend needs no change here.
         "algorithm": [str],
         "n_batch_sweeps": [Interval(Integral, 1, None, closed="left")],
@@ -142,7 +142,7 @@ class GPULatentDirichletAllocation(
         trained on a GPU must still load and transform on a machine without one.
         """
         try:
-            return resolve_device(self.device)
+            return resolve_device(self.device).lead
         except RuntimeError:
             warn_caller(
                 f"device={self.device!r} is not usable here; using the CPU for this model",
@@ -220,8 +220,9 @@ class GPULatentDirichletAllocation(
         """
         whom = "GPULatentDirichletAllocation.fit"
         with transaction(self):
-            device = self._fit_device()
             batch = self.learning_method == "batch"
+            # Mini-batches are small: online learning runs on the first GPU named.
+            device = self._fit_device() if batch else self._fit_device().lead
             with stage("validate"):
                 X, blocks, dtype = check_fit_input(self, X, whom, device, batch)
             plan = self._plan(device, self.algorithm, self._new_seed())
@@ -271,7 +272,7 @@ class GPULatentDirichletAllocation(
         """
         with transaction(self):
             first = not hasattr(self, "components_")
-            device = self._fit_device() if first else self._inference_device()
+            device = self._fit_device().lead if first else self._inference_device()
             X = check_counts(self, X, reset=first,
                              whom="GPULatentDirichletAllocation.partial_fit", device=device)
             total = float(X.sum())

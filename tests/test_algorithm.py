@@ -10,6 +10,7 @@ import functools
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.utils._param_validation import InvalidParameterError
 from _engine_checks import (
     check_counts_every_sweep, check_same_seed_same_model, check_weighted_counts, initialised)
 from _stats import merged_chisquare
@@ -178,9 +179,22 @@ def test_registry_makes_the_cpu_samplers(algorithm):
     assert choose_backend("auto", 7, CPU).make(7, ALPHA, BETA, SEED, CPU).rule == "sparse"
 
 
-def test_several_gpus_are_refused_until_a_backend_uses_them():
-    with pytest.raises(ValueError, match="names 2 GPUs"):
-        choose_backend("sparse", 8, Device("cuda", (0, 1)))
+def test_several_gpus_take_the_sparse_backend_only():
+    two = Device("cuda", (0, 1))
+    with pytest.raises(ValueError, match="names 2 GPUs, but algorithm='dense' trains on one"):
+        choose_backend("dense", 8, two)
+    for algorithm in ("sparse", "auto"):
+        backend = choose_backend(algorithm, 8, two)
+        assert backend.name == "cuda-sparse"
+        assert backend.sampler_class(2).__name__ == "MultiGpuSampler"
+        assert backend.sampler_class(1).__name__ == "CudaSparseSampler"
+
+
+def test_estimator_refuses_a_gpu_named_twice():
+    X = sp.csr_matrix(np.ones((3, 4)))
+    for device in ("cuda:0,0", [1, 1]):
+        with pytest.raises(InvalidParameterError, match="distinct GPU numbers"):
+            GPULatentDirichletAllocation(device=device).fit(X)
 
 
 # -- the estimator on the CPU ---------------------------------------------------------------------

@@ -164,3 +164,21 @@ def test_memory_mapped_blocks_stay_as_given(kjv, tmp_path):
         model = GPULatentDirichletAllocation(**PARAMS).fit(blocks)
     assert len(kept) == len(blocks) and all(k is b for k, b in zip(kept, blocks))
     _same_model(model, GPULatentDirichletAllocation(**PARAMS).fit(kjv))
+
+
+@pytest.mark.parametrize("fractional", [False, True])
+def test_document_ranges_of_blocks(kjv, fractional):
+    X = kjv.astype(np.float64)
+    if fractional:
+        X.data[X.indptr[300]:] *= 0.6       # only the last block's counts are fractional
+    corpus = BlockCorpus(_blocks(X, [100, 300]))
+    for d0, d1 in [(0, 50), (50, 320), (320, 400), (100, 300)]:
+        part, alone = corpus.doc_range(d0, d1), tokens(X[d0:d1])
+        assert (part.n_docs, part.n_tokens) == (d1 - d0, alone.n_tokens)
+        assert part.integral == corpus.integral
+        np.testing.assert_array_equal(part.doc_ptr, alone.doc_ptr)
+        np.testing.assert_array_equal(part.doc_lengths(), corpus.doc_lengths()[d0:d1])
+        np.testing.assert_array_equal(part.word, alone.word)
+    corpus.release_counts()
+    with pytest.raises(RuntimeError, match="released before it was split"):
+        corpus.doc_range(0, 10)

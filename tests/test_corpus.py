@@ -10,6 +10,7 @@ import scipy.sparse as sp
 
 from sklearn_gpulda._corpus import (
     chunk_bounds,
+    split_documents,
     frequency_relabel,
     pdow_chunks,
     segmented_csr,
@@ -376,3 +377,50 @@ def test_streamed_chunk_plan_fits_its_budget(kjv):
     assert streaming.streamed_chunk_tokens(corpus, k, model + (400 << 20), 70_000)[0] == 70_000
     with pytest.raises(MemoryError, match="cannot stream .* K=50"):
         streaming.streamed_chunk_tokens(corpus, k, model)
+
+
+# -- splitting a corpus by documents (the parts of a multi-GPU chain) ------------------------------
+def test_split_balances_tokens_and_keeps_every_part_non_empty(kjv):
+    doc_ptr = tokens(kjv).doc_ptr
+    for n_parts in (1, 2, 3, 8):
+        bounds = split_documents(doc_ptr, n_parts)
+        assert bounds[0] == 0 and bounds[-1] == kjv.shape[0] and len(bounds) == n_parts + 1
+        assert np.all(np.diff(bounds) >= 1)
+        sizes = np.diff(doc_ptr[bounds])
+        # No part is off its share by more than its longest document (Psalm 119 is 2,400 tokens).
+        longest = np.diff(doc_ptr).max()
+        assert np.all(np.abs(sizes - doc_ptr[-1] / n_parts) <= longest)
+    # Fewer tokens than parts, or one document holding them all: still one document each.
+    skewed = np.array([0, 1000, 1000, 1000, 1001])
+    bounds = split_documents(skewed, 4)
+    np.testing.assert_array_equal(bounds, [0, 1, 2, 3, 4])
+    with pytest.raises(ValueError, match="cannot split 4 documents into 5"):
+        split_documents(skewed, 5)
+
+
+@pytest.mark.parametrize("fractional", [False, True])
+def test_document_ranges_are_the_whole_corpus_cut(kjv, fractional):
+    X = kjv.astype(np.float64)
+    if fractional:
+        X.data[X.indptr[500]:] *= 0.75      # the first 500 chapters keep integer counts
+    whole = tokens(X)
+    bounds = split_documents(whole.doc_ptr, 3)
+    assert bounds[1] < 500 or not fractional
+    for d0, d1 in zip(bounds[:-1], bounds[1:]):
+        part, alone = whole.doc_range(d0, d1), tokens(X[d0:d1])
+        t0, t1 = whole.doc_ptr[d0], whole.doc_ptr[d1]
+        assert (part.n_docs, part.n_words, part.n_tokens) == (d1 - d0, X.shape[1], t1 - t0)
+        # A part of a weighted corpus weighs its tokens even where its own counts are integers.
+        assert part.integral == whole.integral
+        np.testing.assert_array_equal(part.doc_ptr, alone.doc_ptr)
+        np.testing.assert_array_equal(part.doc_lengths(), whole.doc_lengths()[d0:d1])
+        np.testing.assert_array_equal(part.doc, whole.doc[t0:t1] - d0)
+        np.testing.assert_array_equal(part.word, whole.word[t0:t1])
+        if fractional:
+            np.testing.assert_array_equal(part.weight, whole.weight[t0:t1])
+        else:
+            assert part.weight is None
+        np.testing.assert_array_equal(part.word_frequencies(), alone.word_frequencies())
+    whole.release_counts()
+    with pytest.raises(RuntimeError, match="released before it was split"):
+        whole.doc_range(0, 1)

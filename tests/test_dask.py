@@ -154,14 +154,44 @@ def gpu_reference(kjv):
     return GPULatentDirichletAllocation(**GPU_PARAMS).fit(kjv)
 
 
+def _spy_on_nccl(monkeypatch):
+    """The list of NCCL communicators the driver asks the shards to make during the test."""
+    from sklearn_gpulda.dask import _sampler
+
+    joined, real = [], _sampler.NcclDaskSampler.join
+
+    def join(self):
+        joined.append(len(self.shards))
+        real(self)
+
+    monkeypatch.setattr(_sampler.NcclDaskSampler, "join", join)
+    return joined
+
+
+def test_which_shards_sum_in_place():
+    from sklearn_gpulda.dask._estimator import _sum_in_place
+
+    assert _sum_in_place([("a", "0000:1b:00.0"), ("a", "0000:1c:00.0")])
+    assert _sum_in_place([("a", "0000:1b:00.0")])
+    assert not _sum_in_place([("a", "0000:1b:00.0"), ("a", "0000:1b:00.0")])  # one GPU
+    assert not _sum_in_place([("a", "0000:1b:00.0"), ("b", "0000:1c:00.0")])  # two hosts
+    assert not _sum_in_place([("a", "0000:1b:00.0"), None])                   # a CPU or no NCCL
+    assert not _sum_in_place([])
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n_workers", [1, 2])
-def test_gpu_workers_equal_one_gpu_fit(kjv, gpu_reference, n_workers):
+def test_gpu_workers_equal_one_gpu_fit(kjv, gpu_reference, n_workers, monkeypatch):
     # Worker processes of a plain cluster share GPU 0: two shards, each keyed by its tokens'
-    # places in the whole corpus, with B summed on the driver, give the one-GPU chain.
+    # places in the whole corpus, with B summed on the driver, give the one-GPU chain. One
+    # worker sums B in place (NCCL on one rank) where its CuPy has NCCL.
+    from sklearn_gpulda.backends.cuda.all_reduce import nccl_module
+
+    joined = _spy_on_nccl(monkeypatch)
     cluster, client = _cluster(n_workers)
     with cluster, client:
         model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
+        assert joined == ([1] if n_workers == 1 and nccl_module() is not None else [])
         _same_model(model, gpu_reference)
         assert model.device_ == "cuda:0"
         X = da.from_array(kjv, chunks=((500, 1, kjv.shape[0] - 501), kjv.shape[1]),
@@ -177,3 +207,15 @@ def test_one_dask_cuda_worker_equals_one_gpu_fit(kjv, gpu_reference):
             distributed.Client(cluster) as client:
         model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
         _same_model(model, gpu_reference)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_count() < 2, reason="needs two GPUs")
+def test_two_dask_cuda_workers_sum_in_place(kjv, gpu_reference, monkeypatch):
+    dask_cuda = pytest.importorskip("dask_cuda")
+    joined = _spy_on_nccl(monkeypatch)
+    with dask_cuda.LocalCUDACluster(n_workers=2, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
+        _same_model(model, gpu_reference)
+    assert joined == [2]

@@ -24,6 +24,30 @@ def test_parse_refuses(text):
         parse_device(text)
 
 
+@pytest.mark.parametrize("value, parsed", [
+    ([0, 1], ("cuda", (0, 1))), ((2,), ("cuda", (2,))), (["cuda:1", "cuda:0"], ("cuda", (1, 0))),
+    ([np.int64(3), "cuda:0"], ("cuda", (3, 0))),
+])
+def test_parse_accepts_a_list_of_gpus(value, parsed):
+    assert parse_device(value) == parsed
+
+
+@pytest.mark.parametrize("value, message", [
+    ([0, 0], "distinct GPU numbers"), ([-1], "GPU ordinals or 'cuda:N'"),
+    ([True], "GPU ordinals or 'cuda:N'"), (["cpu"], "GPU ordinals or 'cuda:N'"),
+    (["cuda:0,1"], "GPU ordinals or 'cuda:N'"), ([], "a string or a list of GPUs"),
+    (["cuda:x"], "device must be"), (0, "a string or a list of GPUs"),
+])
+def test_parse_refuses_bad_lists(value, message):
+    with pytest.raises(ValueError, match=message):
+        parse_device(value)
+
+
+def test_lead_is_the_first_gpu():
+    assert Device("cuda", (2, 0)).lead == Device("cuda", (2,))
+    assert CPU.lead == CPU
+
+
 def _fake_cupy(n_gpus):
     runtime = types.SimpleNamespace(getDeviceCount=lambda: n_gpus)
     return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime))

@@ -28,6 +28,8 @@
 #                 tar -x -C .carry/old` and name .carry/old in the call's carry.
 #   STREAM_STACK  copies of the NYTimes shape bench-streaming stacks (default 20: about 2 G tokens)
 #   DASK_SCALES   NYTimes-shape scales of bench-dask-gpu (default "0.1 1": 10 M and 100 M tokens)
+#   GPUS          the GPUs of bench-multi-gpu's several-GPU fits (default 0,1)
+#   MULTI_STACK   copies of the NYTimes shape bench-multi-gpu stacks (default "1 7")
 #   PEERS         peers.py invocations for the peers stage, separated by ';', e.g.
 #                 "--corpora kos --topics 20 --budget 8 --deadline 200; --corpora nips ..."
 #                 (carry .whl and .carry/data: see benchmarks/run_peers_on_device.sh)
@@ -40,6 +42,10 @@ export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 TOPICS=${TOPICS:-100 1000 10000}
 COMPARE_DIR=${COMPARE_DIR:-.carry/old}
 DASK_SCALES=${DASK_SCALES:-0.1 1}
+GPUS=${GPUS:-0,1}
+MULTI_STACK=${MULTI_STACK:-1 7}
+# NVLink multicast stays off wherever NCCL runs (the device notes say why).
+export NCCL_NVLS_ENABLE=0
 STREAM_STACK=${STREAM_STACK:-20}
 
 # name|box in seconds|what it does
@@ -58,6 +64,8 @@ STAGES=(
   "ncu|300|Nsight Compute on a sampling and an A-rebuild launch of bench_cuda.py, K = 1000"
   "cpu-threads|300|bench_cpu_threads.py on the host's cores: 1, 2, 4, 8, 16 threads, K = 20, 100, 1000"
   "bench-streaming|420|bench_streaming.py: held against streamed at a quarter of the memory, K = 1000, NYTimes x \$STREAM_STACK"
+  "multi-gpu-tests|240|the multi-GPU chain's tests (tests/test_multi_gpu.py; two-GPU ones skip on one)"
+  "bench-multi-gpu|560|bench_multi_gpu.py: one GPU against \$GPUS, K = 1000, NYTimes shape stacked \$MULTI_STACK"
   "bench-dask-gpu|240|bench_dask.py: one dask-cuda GPU worker against the plain GPU fit, K = 1000, NYTimes shape at \$DASK_SCALES"
 )
 
@@ -205,6 +213,17 @@ stage_bench_dense() {
 stage_bench_streaming() {
   boxed python3 benchmarks/bench_streaming.py --stack "$STREAM_STACK" --topics 1000 \
     --sweeps 12 --fraction 0.25 --json "$DIR/bench_streaming.json"
+}
+
+stage_multi_gpu_tests() {
+  boxed python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/test_multi_gpu.py \
+    tests/test_dask.py
+}
+
+stage_bench_multi_gpu() {
+  # shellcheck disable=SC2086  # MULTI_STACK is a list
+  boxed python3 benchmarks/bench_multi_gpu.py --gpus "$GPUS" --stack $MULTI_STACK \
+    --budget-s "$(budget 90)" --json "$DIR/bench_multi_gpu.json"
 }
 
 stage_bench_dask_gpu() {

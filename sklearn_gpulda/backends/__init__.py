@@ -35,8 +35,9 @@ class Backend:
         Largest K it supports (None: no limit of its own).
     auto_max_topics : int or None
         Largest K at which ``algorithm='auto'`` picks it (None: up to ``max_topics``; 0: never).
-    max_devices : int
-        GPUs one sampler can use.
+    multi_target : str or None
+        ``'module:Class'`` of the sampler that spreads the chain over several GPUs of the host,
+        made where the device names more than one; None: one GPU only.
     why_max_topics : str
         What ``max_topics`` comes from, for the error message.
     """
@@ -48,17 +49,19 @@ class Backend:
     options: dict = field(default_factory=dict)
     max_topics: int = None
     auto_max_topics: int = None
-    max_devices: int = 1
+    multi_target: str = None
     why_max_topics: str = ""
 
-    def sampler_class(self):
-        module, _, cls = self.target.partition(":")
+    def sampler_class(self, n_devices=1):
+        target = self.target if n_devices <= 1 else self.multi_target
+        module, _, cls = target.partition(":")
         return getattr(importlib.import_module(module, __name__), cls)
 
     def make(self, n_topics, alpha, beta, seed, device, **options):
-        """A :class:`~.base.Sampler` of this backend; ``options`` override the entry's."""
-        return self.sampler_class()(n_topics, alpha, beta, seed, device,
-                                    **{**self.options, **options})
+        """A :class:`~.base.Sampler` of this backend on ``device`` (the multi-GPU one where it
+        names several GPUs); ``options`` override the entry's."""
+        cls = self.sampler_class(len(device.indices))
+        return cls(n_topics, alpha, beta, seed, device, **{**self.options, **options})
 
     def auto_admits(self, n_topics):
         limit = self.max_topics if self.auto_max_topics is None else self.auto_max_topics
@@ -78,6 +81,7 @@ BACKENDS = (
     Backend("cuda-dense", "dense", "cuda", ".cuda.dense:CudaDenseSampler", max_topics=1024,
             auto_max_topics=0, why_max_topics=_DENSE_WHY),
     Backend("cuda-sparse", "sparse", "cuda", ".cuda.sparse:CudaSparseSampler", max_topics=65536,
+            multi_target=".cuda.multi_gpu:MultiGpuSampler",
             why_max_topics="topics are stored in 16 bits in the sparse kernels' token and "
                            "document-topic layouts"),
     Backend("numpy-dense", "dense", "cpu", ".numpy.sampler:NumpySampler",
@@ -132,10 +136,10 @@ def choose_backend(algorithm, n_topics, device):
                 "algorithm='sparse' or 'auto'"
             )
     n_gpus = len(device.indices)
-    if n_gpus > chosen.max_devices:
+    if n_gpus > 1 and chosen.multi_target is None:
         raise ValueError(
-            f"device={str(device)!r} names {n_gpus} GPUs, but the {chosen.name} backend uses "
-            f"{chosen.max_devices}; no backend trains on several GPUs yet, name one GPU"
+            f"device={str(device)!r} names {n_gpus} GPUs, but algorithm={chosen.algorithm!r} "
+            "trains on one GPU; name one GPU, or use algorithm='sparse' on several"
         )
     return chosen
 

@@ -11,20 +11,13 @@ for bit.
 Imported only on a worker that runs the CUDA engine (it needs CuPy).
 """
 
-from ..backends.cuda import counts
-from ..backends.cuda.sparse import CudaSparseSampler
+from ..backends.cuda.multi_gpu import DeviceShard
 from ._wire import cell_dtype
 
 
-class CudaShardChain(CudaSparseSampler):
-    """:class:`~sklearn_gpulda.backends.cuda.sparse.CudaSparseSampler` whose B comes from the
-    driver (see the module's docstring)."""
-
-    def _count_words(self):
-        # The shard's part of B only: the topic totals are the corpus's, set with its B.
-        if self.words.bhat_fixed is not None:
-            raise NotImplementedError("a shard's topic-word side is never fixed")
-        self._count_b()
+class CudaShardChain(DeviceShard):
+    """The sparse CUDA sampler on a shard, whose M-step counts the shard's part of B and whose
+    corpus-wide B comes from the driver (see the module's docstring)."""
 
     def local_word_topic(self):
         """The non-zero cells of the shard's part of B: ``(cells, counts)`` host arrays, cell
@@ -52,7 +45,4 @@ class CudaShardChain(CudaSparseSampler):
             w.B.fill(0)
             w.B.ravel()[rows * k + cells % k] = cp.asarray(values, dtype=cp.float32)
             del cells, rows
-            counts.column_partials(w.B, w.partial)
-            cp.sum(w.partial, axis=0, out=w.totals)
-            w.denom[...] = w.totals + w.n_words * w.beta
-            w.b_current = True
+            self.finish_reduction()

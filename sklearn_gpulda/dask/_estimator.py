@@ -12,7 +12,7 @@ from .._fitted import transaction
 from .._validation import check_counts
 from .._warnings import warn_caller
 from ..estimator import GPULatentDirichletAllocation
-from ._sampler import DaskSampler, ShardedCorpus, WorkerLost
+from ._sampler import DaskSampler, NcclDaskSampler, ShardedCorpus, WorkerLost
 from ._shard import Shard, validated_block
 
 _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-parallel.
@@ -46,7 +46,10 @@ _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-paral
     Input: a Dask array of row blocks (dense or SciPy sparse chunks; split along rows only, it is
     rechunked otherwise), or anything the plain estimator takes, which is then split into one
     block per worker. Per sweep each shard sends its non-zero word-topic cells (8 bytes each, at
-    most one per token it holds) and receives those of the corpus's word-topic matrix.
+    most one per token it holds) and receives those of the corpus's word-topic matrix. GPU
+    workers of one host, one shard per GPU (dask-cuda's ``LocalCUDACluster`` with one block per
+    worker), instead sum the matrix among themselves in place through NCCL, where their CuPy
+    has it: nothing of it crosses to the driver during the sweeps.
     ``bound_``, the final training perplexity, is summed over shards and may differ from a
     single-process fit's in the last digits; the model does not.
 
@@ -70,6 +73,16 @@ def _worker_has_gpu():
     from .._device import gpu_count
 
     return gpu_count() > 0
+
+
+def _sum_in_place(identities):
+    """Whether GPU shards at ``identities`` (:meth:`~._shard.Shard.gpu_identity`) sum their
+    word-topic counts among themselves through NCCL: every one has NCCL, all are on one host,
+    and no two share a GPU (NCCL takes one rank per GPU)."""
+    if not identities or any(i is None for i in identities):
+        return False
+    hosts = {host for host, _ in identities}
+    return len(hosts) == 1 and len(set(identities)) == len(identities)
 
 
 def _is_dask_array(X):
@@ -225,8 +238,16 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
                                       plan.seed, device, check_alive)
                 summaries = sampler.call_all("summary")
                 offsets = np.cumsum([0] + [n_tokens for n_tokens, _, _ in summaries])[:-1]
-                for shard, offset in zip(shards, offsets):
-                    shard.set_token_offset(int(offset)).result()
+                in_place = device.kind == "cuda" and _sum_in_place(
+                    sampler.call_all("gpu_identity"))
+                frequencies = None
+                if in_place:
+                    sampler = NcclDaskSampler(shards, plan.n_topics, plan.alpha.value,
+                                              plan.beta.value, plan.seed, device, check_alive)
+                    frequencies = np.sum(sampler.call_all("word_frequencies"), axis=0)
+                sampler.call_each("prepare", [(int(o), frequencies) for o in offsets])
+                if in_place:
+                    sampler.join()
                 corpus = ShardedCorpus(self.n_features_in_, summaries)
                 if corpus.n_tokens == 0:
                     warn_caller("fit: X holds no tokens (every count is zero), so there is "

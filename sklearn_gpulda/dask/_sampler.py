@@ -76,7 +76,13 @@ class DaskSampler(HostWordTopic, Sampler):
     # -- talking to the shards ------------------------------------------------------------------
     def call_all(self, method, *args):
         """Call ``method`` on every shard at once; their results in shard order."""
-        futures = [getattr(shard, method)(*args) for shard in self.shards]
+        return self.call_each(method, [args] * len(self.shards))
+
+    def call_each(self, method, args, shards=None):
+        """Call ``method`` on each shard (of ``shards``, by default all) at once with its own
+        arguments (a tuple per shard); their results in shard order."""
+        shards = self.shards if shards is None else shards
+        futures = [getattr(shard, method)(*a) for shard, a in zip(shards, args)]
         results = []
         for future in futures:
             while True:
@@ -185,3 +191,52 @@ class DaskSampler(HostWordTopic, Sampler):
     def release(self):
         super().release()
         self._b = self._sum = self._scratch = self._cells = self._counts = None
+
+
+class NcclDaskSampler(DaskSampler):
+    """A chain over GPU workers of one host whose shards sum B among themselves in place
+    through NCCL (:meth:`~._shard.Shard.join_all_reduce`): no part of B crosses to the driver
+    in a sweep. Every shard's GPU then holds the corpus-wide B; the driver reads the model, the
+    histogram learning beta and the averaging from the first shard's. The same chain as
+    :class:`DaskSampler`'s, bit for bit (integer counts sum exactly in any order).
+
+    Every shard must be on its own GPU (NCCL takes one rank per GPU) and have been prepared
+    with the whole corpus's word frequencies (the same rows of B everywhere).
+    """
+
+    def join(self):
+        """Make the communicator: one shard draws its unique id, every shard joins at once."""
+        (unique_id,) = self.call_each("nccl_unique_id", [()], self.shards[:1])
+        n = len(self.shards)
+        self.call_each("join_all_reduce", [(n, unique_id, rank) for rank in range(n)])
+
+    def _lead(self, method, *args):
+        return self.call_each(method, [args], self.shards[:1])[0]
+
+    def init_topics(self, iteration=0, stream=STREAM_INIT):
+        if iteration != 0 or stream != STREAM_INIT:
+            raise NotImplementedError("shards draw their initial topics from iteration 0 only")
+        self.call_all("init_topics_summed")
+        self._b = None
+
+    def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
+        if stream != STREAM_SAMPLE or sub:
+            raise NotImplementedError("a sharded chain runs batch sweeps only")
+        self.call_all("sweep_summed", int(iteration))
+        self._b = None
+
+    def _word_major_counts(self):
+        if self._b is None:
+            cells, counts = self._lead("word_topic_cells")
+            self._b = dense_word_topic(cells, counts, self._require().n_words, self.n_topics,
+                                       np.float64)
+        return self._b
+
+    def word_topic_histogram(self):
+        return self._lead("word_topic_histogram")
+
+    def _accumulate(self):
+        self._lead("accumulate_word_topic")
+
+    def _accumulated(self, divisor):
+        return self._lead("accumulated", divisor)

@@ -105,21 +105,94 @@ class Shard:
                  engine="cpu"):
         self.corpus = tokens(sp.csr_matrix(block))
         self.chain = shard_chain(engine, n_topics, alpha, beta, seed, n_jobs, rule)
-        self.chain.load(self.corpus)
         # Iterations done; None until init_topics. Dask may quietly make an actor anew on
         # another worker when its worker dies: the check in sweep turns that into an error
         # instead of a shard that has forgotten its topics.
         self.iteration = None
+        self._rank = None  # the NCCL rank summing B among the GPU workers, if they do
 
     def summary(self):
         """``(n_tokens, total_weight, doc_lengths)`` of the shard."""
         c = self.corpus
         return c.n_tokens, c.total_weight, c.doc_lengths()
 
-    def set_token_offset(self, offset):
-        """Canonical index of the shard's first token, known once every shard has counted its
-        tokens; before :meth:`init_topics`."""
+    def word_frequencies(self):
+        return self.corpus.word_frequencies()
+
+    def prepare(self, offset, word_frequencies=None):
+        """Lay the shard's tokens out, once every shard has counted its tokens; before
+        :meth:`init_topics`.
+
+        Parameters
+        ----------
+        offset : int
+            Canonical index of the shard's first token.
+        word_frequencies : ndarray, optional
+            The whole corpus's, for GPU shards whose B are summed in place: every shard then
+            relabels its words alike, so that their B have the same rows.
+        """
         self.chain.token_offset = int(offset)
+        if word_frequencies is not None:
+            self.chain.word_frequencies = word_frequencies
+        self.chain.load(self.corpus)
+
+    # -- summing B among GPU workers with NCCL ---------------------------------------------------
+    def gpu_identity(self):
+        """``(host, PCI bus id)`` of the shard's GPU, or None for a CPU shard or without NCCL."""
+        from ..backends.cuda.all_reduce import gpu_identity, nccl_module
+
+        if not hasattr(self.chain, "_dev") or nccl_module() is None:
+            return None
+        with self.chain._dev():
+            return gpu_identity(self.chain._cp)
+
+    def nccl_unique_id(self):
+        from ..backends.cuda.all_reduce import nccl_unique_id
+
+        return nccl_unique_id()
+
+    def join_all_reduce(self, n_ranks, unique_id, rank):
+        """Join the communicator of the GPU shards (every shard calls this at once)."""
+        from ..backends.cuda.all_reduce import NcclRank
+
+        self._rank = NcclRank(self.chain._cp, self.chain._index, n_ranks, unique_id, rank)
+
+    def _summed(self):
+        self._rank.all_reduce(self.chain.words.B)
+        with self.chain._dev():
+            self.chain.finish_reduction()
+
+    def init_topics_summed(self):
+        """Initial topics, the shard's part of B summed with the others' in place."""
+        self.chain.init_topics()
+        self._summed()
+        self.iteration = 0
+
+    def sweep_summed(self, iteration):
+        """One E-step and the shard's M-step, B summed in place; returns nothing."""
+        self._check_iteration(iteration)
+        self.chain.sweep(iteration)
+        self._summed()
+        self.iteration = iteration
+
+    def word_topic_cells(self):
+        """The non-zero cells of the shard's B (the corpus's, once summed in place)."""
+        return self.chain.local_word_topic()
+
+    def word_topic_histogram(self):
+        return self.chain.word_topic_histogram()
+
+    def accumulate_word_topic(self):
+        self.chain.accumulate_word_topic()
+
+    def accumulated(self, divisor):
+        return self.chain._accumulated(divisor)
+
+    def _check_iteration(self, iteration):
+        if self.iteration != iteration - 1:
+            raise RuntimeError(
+                f"this shard was asked for sweep {iteration} after sweep {self.iteration}: it "
+                "was made anew (its worker was lost), so its chain is gone")
 
     def init_topics(self):
         """Initial topics; returns the shard's part of B as (cell indices, counts)."""
@@ -129,10 +202,7 @@ class Shard:
 
     def sweep(self, iteration):
         """One E-step and the shard's M-step; returns its part of B as :meth:`init_topics`."""
-        if self.iteration != iteration - 1:
-            raise RuntimeError(
-                f"this shard was asked for sweep {iteration} after sweep {self.iteration}: it "
-                "was made anew (its worker was lost), so its chain is gone")
+        self._check_iteration(iteration)
         self.chain.sweep(iteration)
         self.iteration = iteration
         return self.chain.local_word_topic()
@@ -156,4 +226,7 @@ class Shard:
         return self.chain.doc_topic_counts()
 
     def release(self):
+        if self._rank is not None:
+            self._rank.close()
+            self._rank = None
         self.chain.release()

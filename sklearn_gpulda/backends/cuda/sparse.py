@@ -48,6 +48,14 @@ class WordSide:
     b_current: bool = True     # whether B counts the current topics
 
 
+def alpha_table_of_bins(cp, table, keys, n):
+    """:meth:`~sklearn_gpulda.backends.base.Sampler.doc_topic_table`'s pair from
+    :meth:`CudaSparseSampler._doc_topic_bins`' arrays (``keys`` and ``n`` on the host): the
+    table stays on the device, where update_alpha runs its part."""
+    topic, count = decode_keys(keys)
+    return table[:, 1:].astype(cp.float64), (topic, count, n.astype(np.float64))
+
+
 class CudaSparseSampler(CudaChain, Sampler):
     """ESCA on a CUDA GPU (see :class:`~sklearn_gpulda.backends.base.Sampler`).
 
@@ -69,6 +77,9 @@ class CudaSparseSampler(CudaChain, Sampler):
     token_offset : int
         Canonical index of the loaded corpus's first token (0 for a whole corpus); a shard of a
         larger corpus sets it, so that its tokens draw the numbers they draw in the whole.
+    word_frequencies : ndarray or None
+        What words are relabelled by (decreasing frequency); None: the loaded corpus's own. The
+        shards of a multi-GPU chain set the whole corpus's, so that their B have the same rows.
     """
 
     def __init__(self, n_topics, alpha, beta, seed, device, max_chunk_tokens=None, profile=False,
@@ -83,6 +94,7 @@ class CudaSparseSampler(CudaChain, Sampler):
         self.profile = profile
         self.stage_ms = {}
         self.token_offset = 0
+        self.word_frequencies = None
         self.max_device_memory = None if max_device_memory is None else int(max_device_memory)
         self.chunks = []
         self._stream = None   # ChunkStream when the chunks live in host memory
@@ -128,7 +140,10 @@ class CudaSparseSampler(CudaChain, Sampler):
                     corpus, self.n_topics, budget, self.max_chunk_tokens, self._index,
                     scratch_bytes=self._leaf_scratch_bytes())
             with stage("load: relabel"):
-                self.new_of_old, self.old_of_new = frequency_relabel(corpus.word_frequencies())
+                frequencies = self.word_frequencies
+                if frequencies is None:
+                    frequencies = corpus.word_frequencies()
+                self.new_of_old, self.old_of_new = frequency_relabel(frequencies)
             with stage("load: layout"):
                 if stream_tokens is None:
                     self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
@@ -390,11 +405,7 @@ class CudaSparseSampler(CudaChain, Sampler):
             if bins is None or bins[0].shape[1] != _priors.TABLE_COUNTS:
                 return super().doc_topic_table()
             table, big_keys, n_big = bins
-            # The table stays on the device, where update_alpha runs its part.
-            table = table[:, 1:].astype(self._cp.float64)
-            keys, n = big_keys.get(), n_big.get().astype(np.float64)
-        topic, count = decode_keys(keys)
-        return table, (topic, count, n)
+            return alpha_table_of_bins(self._cp, table, big_keys.get(), n_big.get())
 
     def alpha_table_numerator(self, alpha, table):
         if not is_device_array(table):

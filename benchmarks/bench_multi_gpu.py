@@ -1,0 +1,190 @@
+"""One fit on several GPUs of one host against the same fit on one: time per sweep, fixed cost,
+whether the model is the same, and what the all-reduce of the word-topic counts costs.
+
+Corpus: the NYTimes shape of ``bench_end_to_end.py`` (about 100 M tokens), and with ``--stack 1
+7`` the same documents stacked 7 times (about 700 M). For each corpus and K, and for each device
+(one GPU, then ``--gpus``), ``GPULatentDirichletAllocation(n_components=K, max_iter=n,
+random_state=0)`` is fitted from the outside for the two sweep counts of ``--sweeps`` after a
+warm-up fit, so that::
+
+    time per sweep = (wall(n2) - wall(n1)) / (n2 - n1),  fixed cost = wall(n1) - n1 * that
+
+and the n2-sweep models of one GPU and several are compared element by element.
+
+Then, on a multi-GPU chain loaded with the same corpus (``MultiGpuSampler``), the all-reduce
+alone is timed (the chain's own call, repeated, the GPUs drained around it), as is the work of
+size V x K that every GPU repeats each sweep (clearing B, the topic totals). From these the
+time per sweep on n GPUs is projected as::
+
+    T(n) = (T(2) - R(2) - F) * 2 / n + F + R(2) * 2 (n - 1) / n
+
+R is the all-reduce (a ring moves 2 (n - 1) / n of the array per GPU; 1 at n = 2), F the
+repeated V x K work; the sampling and the document-side counts split evenly. A model, printed as
+one: it assumes each GPU of a 4- or 8-GPU host has the 2-GPU link bandwidth (NVSwitch).
+
+NVLink multicast stays off (``NCCL_NVLS_ENABLE=0``, set here unless already set).
+
+Usage::
+
+    python benchmarks/bench_multi_gpu.py --gpus 0,1 --stack 1 7 --json multi.json
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+
+import numpy as np  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+from bench_end_to_end import nytimes_counts  # noqa: E402
+
+from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
+from sklearn_gpulda._corpus import tokens  # noqa: E402
+from sklearn_gpulda._device import describe_device, resolve_device  # noqa: E402
+
+
+def fit(X, k, n_sweeps, device):
+    lda = GPULatentDirichletAllocation(n_components=k, max_iter=n_sweeps, random_state=0,
+                                       device=device)
+    tic = time.perf_counter()
+    lda.fit(X)
+    return time.perf_counter() - tic, lda
+
+
+def device_point(X, k, sweeps, device, warmup_docs):
+    fit(X[:warmup_docs], k, 2, device)
+    n1, n2 = sweeps
+    wall1, _ = fit(X, k, n1, device)
+    wall2, lda = fit(X, k, n2, device)
+    per_sweep = (wall2 - wall1) / (n2 - n1)
+    return dict(device=device, wall_s=[wall1, wall2], per_sweep_ms=per_sweep * 1e3,
+                fixed_s=wall1 - n1 * per_sweep), lda.components_
+
+
+def _drained(shards):
+    for shard in shards:
+        shard.synchronize()
+
+
+def reduce_costs(X, k, gpus, repeats, burn_in):
+    """Milliseconds of one all-reduce of B, of the V x K work every GPU repeats per sweep, and
+    of a whole sweep, on a multi-GPU chain holding ``X``; and which all-reduce it used."""
+    from sklearn_gpulda.backends.cuda.multi_gpu import MultiGpuSampler
+
+    device = resolve_device("cuda:" + gpus)
+    sampler = MultiGpuSampler(k, 1.0 / k, 1.0 / k, 0, device)
+    sampler.load(tokens(X))
+    sampler.init_topics()
+    # Early sweeps cost more (a random start spreads each document over many topics).
+    for it in range(1, burn_in + 1):
+        sampler.sweep(it)
+    shards = sampler._active
+    parts = [(s._index, s.words.B) for s in shards]
+
+    def timed(step):
+        _drained(shards)
+        tic = time.perf_counter()
+        for _ in range(repeats):
+            step()
+        _drained(shards)
+        return (time.perf_counter() - tic) / repeats * 1e3
+
+    sweep_ms = timed(lambda: sampler.sweep(burn_in + 1))
+    reduce_ms = timed(lambda: sampler._reducer.all_reduce(parts))
+    lead = shards[0]
+
+    def repeated():
+        with lead._dev():
+            lead.words.B.fill(0)
+            lead.finish_reduction()
+
+    repeated_ms = timed(repeated)
+    name = sampler._reducer.name
+    nbytes = int(shards[0].words.B.nbytes)
+    sampler.release()
+    return dict(all_reduce=name, all_reduce_ms=reduce_ms, repeated_vxk_ms=repeated_ms,
+                sweep_ms=sweep_ms, b_bytes=nbytes,
+                all_reduce_gb_s=nbytes / reduce_ms / 1e6)
+
+
+def projection(t2, r2, f, n):
+    """The module docstring's model of the time per sweep on ``n`` GPUs."""
+    return (t2 - r2 - f) * 2 / n + f + r2 * 2 * (n - 1) / n
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", default="0,1", help="the GPUs of the multi-GPU fit (default 0,1)")
+    ap.add_argument("--topics", type=int, nargs="+", default=[1000])
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--stack", type=int, nargs="+", default=[1, 7])
+    ap.add_argument("--sweeps", type=int, nargs=2, default=[5, 45], metavar=("N1", "N2"))
+    ap.add_argument("--warmup-docs", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=10,
+                    help="all-reduces and sweeps timed on the chain (default 10)")
+    ap.add_argument("--burn-in", type=int, default=10,
+                    help="sweeps of the chain before its sweeps are timed (default 10)")
+    ap.add_argument("--budget-s", type=float, default=540.0)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    start = time.perf_counter()
+    multi = "cuda:" + args.gpus
+    n_gpus = len(resolve_device(multi).indices)
+    print(f"# {describe_device(multi)}; NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE')}",
+          flush=True)
+    base = nytimes_counts(args.scale)
+    results = []
+    for stack in args.stack:
+        X = sp.vstack([base] * stack).tocsr() if stack > 1 else base
+        n_tokens = int(X.sum())
+        print(f"\n## corpus: NYTimes shape x{args.scale:g}, stacked {stack}x: {X.shape[0]:,} "
+              f"documents, V={X.shape[1]:,}, {n_tokens / 1e6:.1f} M tokens", flush=True)
+        for k in args.topics:
+            if time.perf_counter() - start > args.budget_s:
+                print("  budget spent: stopping")
+                break
+            one, model_one = device_point(X, k, args.sweeps, "cuda:" + args.gpus.split(",")[0],
+                                          args.warmup_docs)
+            several, model_several = device_point(X, k, args.sweeps, multi, args.warmup_docs)
+            same = bool(np.array_equal(model_one, model_several))
+            del model_one, model_several
+            costs = reduce_costs(X, k, args.gpus, args.repeats, args.burn_in)
+            t2 = costs["sweep_ms"]
+            point = dict(stack=stack, n_tokens=n_tokens, K=k, n_gpus=n_gpus, one=one,
+                         several=several, ratio=several["per_sweep_ms"] / one["per_sweep_ms"],
+                         same_model=same, **costs,
+                         all_reduce_share=costs["all_reduce_ms"] / t2)
+            if n_gpus == 2:
+                point["projected_ms"] = {n: projection(t2, costs["all_reduce_ms"],
+                                                       costs["repeated_vxk_ms"], n)
+                                         for n in (2, 4, 8)}
+                point["projected_ratio"] = {n: v / one["per_sweep_ms"]
+                                            for n, v in point["projected_ms"].items()}
+            results.append(point)
+            print(f"  K={k}: one GPU {one['per_sweep_ms']:.2f} ms/sweep (fixed "
+                  f"{one['fixed_s']:.2f} s); {n_gpus} GPUs {several['per_sweep_ms']:.2f} "
+                  f"ms/sweep (fixed {several['fixed_s']:.2f} s): ratio {point['ratio']:.3f}, "
+                  f"same model: {same}", flush=True)
+            print(f"    chain: sweep {t2:.2f} ms, all-reduce ({costs['all_reduce']}) "
+                  f"{costs['all_reduce_ms']:.2f} ms = {point['all_reduce_share']:.1%} of it, "
+                  f"{costs['all_reduce_gb_s']:.0f} GB/s of B ({costs['b_bytes'] / 1e6:.0f} MB); "
+                  f"repeated V x K work {costs['repeated_vxk_ms']:.2f} ms", flush=True)
+            if "projected_ms" in point:
+                print("    projected: " + ", ".join(
+                    f"{n} GPUs {v:.2f} ms ({point['projected_ratio'][n]:.3f} of one)"
+                    for n, v in point["projected_ms"].items()), flush=True)
+            if args.json:
+                Path(args.json).write_text(json.dumps(results, indent=1))
+    return results
+
+
+if __name__ == "__main__":
+    main()
