@@ -24,9 +24,13 @@ one: it assumes each GPU of a 4- or 8-GPU host has the 2-GPU link bandwidth (NVS
 
 NVLink multicast stays off (``NCCL_NVLS_ENABLE=0``, set here unless already set).
 
+On a machine with one GPU, ``--shards-on-one-gpu 2`` measures what the multi-GPU chain costs
+besides the link: two shards on GPU 0 (B summed by copies there) against the one-GPU chain.
+
 Usage::
 
     python benchmarks/bench_multi_gpu.py --gpus 0,1 --stack 1 7 --json multi.json
+    python benchmarks/bench_multi_gpu.py --shards-on-one-gpu 2 --stack 1 --json same_gpu.json
 """
 
 import argparse
@@ -74,28 +78,36 @@ def _drained(shards):
         shard.synchronize()
 
 
-def reduce_costs(X, k, gpus, repeats, burn_in):
-    """Milliseconds of one all-reduce of B, of the V x K work every GPU repeats per sweep, and
-    of a whole sweep, on a multi-GPU chain holding ``X``; and which all-reduce it used."""
-    from sklearn_gpulda.backends.cuda.multi_gpu import MultiGpuSampler
+def _timed(shards, step, repeats):
+    _drained(shards)
+    tic = time.perf_counter()
+    for _ in range(repeats):
+        step()
+    _drained(shards)
+    return (time.perf_counter() - tic) / repeats * 1e3
 
-    device = resolve_device("cuda:" + gpus)
-    sampler = MultiGpuSampler(k, 1.0 / k, 1.0 / k, 0, device)
+
+def _burnt_in(sampler, X, burn_in):
     sampler.load(tokens(X))
     sampler.init_topics()
     # Early sweeps cost more (a random start spreads each document over many topics).
     for it in range(1, burn_in + 1):
         sampler.sweep(it)
+    return sampler
+
+
+def reduce_costs(X, k, device, repeats, burn_in):
+    """Milliseconds of one all-reduce of B, of the V x K work every GPU repeats per sweep, and
+    of a whole sweep, on a multi-GPU chain on ``device`` holding ``X``; and which all-reduce
+    it used."""
+    from sklearn_gpulda.backends.cuda.multi_gpu import MultiGpuSampler
+
+    sampler = _burnt_in(MultiGpuSampler(k, 1.0 / k, 1.0 / k, 0, device), X, burn_in)
     shards = sampler._active
     parts = [(s._index, s.words.B) for s in shards]
 
     def timed(step):
-        _drained(shards)
-        tic = time.perf_counter()
-        for _ in range(repeats):
-            step()
-        _drained(shards)
-        return (time.perf_counter() - tic) / repeats * 1e3
+        return _timed(shards, step, repeats)
 
     sweep_ms = timed(lambda: sampler.sweep(burn_in + 1))
     reduce_ms = timed(lambda: sampler._reducer.all_reduce(parts))
@@ -113,6 +125,32 @@ def reduce_costs(X, k, gpus, repeats, burn_in):
     return dict(all_reduce=name, all_reduce_ms=reduce_ms, repeated_vxk_ms=repeated_ms,
                 sweep_ms=sweep_ms, b_bytes=nbytes,
                 all_reduce_gb_s=nbytes / reduce_ms / 1e6)
+
+
+def one_gpu_chain_ms(X, k, repeats, burn_in):
+    """Milliseconds of a sweep of the one-GPU chain, timed as :func:`reduce_costs` times the
+    multi-GPU one."""
+    from sklearn_gpulda.backends.cuda.sparse import CudaSparseSampler
+
+    sampler = _burnt_in(CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, resolve_device("cuda:0")), X,
+                        burn_in)
+    ms = _timed([sampler], lambda: sampler.sweep(burn_in + 1), repeats)
+    sampler.release()
+    return ms
+
+
+def same_gpu_overhead(X, k, n_shards, repeats, burn_in):
+    """What the multi-GPU chain costs besides the link between GPUs: ``n_shards`` shards on GPU
+    0 (their parts of B summed by copies on that GPU) against the one-GPU chain."""
+    from sklearn_gpulda._device import Device
+
+    single = one_gpu_chain_ms(X, k, repeats, burn_in)
+    costs = reduce_costs(X, k, Device("cuda", (0,) * n_shards), repeats, burn_in)
+    print(f"  K={k}: one-GPU chain {single:.2f} ms/sweep; {n_shards} shards on GPU 0 "
+          f"{costs['sweep_ms']:.2f} ms/sweep, of which summing B ({costs['all_reduce']}) "
+          f"{costs['all_reduce_ms']:.2f} ms; repeated V x K work {costs['repeated_vxk_ms']:.2f} "
+          f"ms per shard", flush=True)
+    return dict(K=k, n_shards=n_shards, one_gpu_chain_ms=single, **costs)
 
 
 def projection(t2, r2, f, n):
@@ -133,9 +171,26 @@ def main(argv=None):
     ap.add_argument("--burn-in", type=int, default=10,
                     help="sweeps of the chain before its sweeps are timed (default 10)")
     ap.add_argument("--budget-s", type=float, default=540.0)
+    ap.add_argument("--shards-on-one-gpu", type=int, default=0, metavar="N",
+                    help="instead: N shards on GPU 0 against the one-GPU chain (what the "
+                         "multi-GPU chain costs besides the link; runs on a one-GPU machine)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     start = time.perf_counter()
+    if args.shards_on_one_gpu:
+        print(f"# {describe_device('cuda:0')}", flush=True)
+        base = nytimes_counts(args.scale)
+        results = []
+        for stack in args.stack:
+            X = sp.vstack([base] * stack).tocsr() if stack > 1 else base
+            print(f"\n## NYTimes shape x{args.scale:g} stacked {stack}x: "
+                  f"{int(X.sum()) / 1e6:.1f} M tokens", flush=True)
+            for k in args.topics:
+                results.append(dict(stack=stack, **same_gpu_overhead(
+                    X, k, args.shards_on_one_gpu, args.repeats, args.burn_in)))
+                if args.json:
+                    Path(args.json).write_text(json.dumps(results, indent=1))
+        return results
     multi = "cuda:" + args.gpus
     n_gpus = len(resolve_device(multi).indices)
     print(f"# {describe_device(multi)}; NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE')}",
@@ -156,7 +211,7 @@ def main(argv=None):
             several, model_several = device_point(X, k, args.sweeps, multi, args.warmup_docs)
             same = bool(np.array_equal(model_one, model_several))
             del model_one, model_several
-            costs = reduce_costs(X, k, args.gpus, args.repeats, args.burn_in)
+            costs = reduce_costs(X, k, resolve_device(multi), args.repeats, args.burn_in)
             t2 = costs["sweep_ms"]
             point = dict(stack=stack, n_tokens=n_tokens, K=k, n_gpus=n_gpus, one=one,
                          several=several, ratio=several["per_sweep_ms"] / one["per_sweep_ms"],

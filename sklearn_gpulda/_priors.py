@@ -234,3 +234,20 @@ def length_histogram(lengths):
     lengths = np.asarray(lengths, dtype=np.float64)
     values, counts = np.unique(lengths[lengths > 0], return_counts=True)
     return values, counts.astype(np.int64)
+
+
+def merge_histograms(parts):
+    """Sum the ``(topic, count, n_docs)`` histograms of parts of a corpus (the shards of a
+    chain spread over GPUs or Dask workers) into the corpus's, its pairs in the lexicographic
+    order one chain gives them (integers: the sums are exact)."""
+    topic = np.concatenate([p[0] for p in parts])
+    count = np.concatenate([p[1] for p in parts])
+    n_docs = np.concatenate([p[2] for p in parts])
+    if topic.size == 0:
+        return topic, count, n_docs
+    order = np.lexsort((count, topic))
+    topic, count, n_docs = topic[order], count[order], n_docs[order]
+    new = np.ones(topic.size, dtype=bool)
+    new[1:] = (topic[1:] != topic[:-1]) | (count[1:] != count[:-1])
+    starts = np.flatnonzero(new)
+    return topic[starts], count[starts], np.add.reduceat(n_docs, starts)

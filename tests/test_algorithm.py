@@ -190,6 +190,18 @@ def test_several_gpus_take_the_sparse_backend_only():
         assert backend.sampler_class(1).__name__ == "CudaSparseSampler"
 
 
+@pytest.mark.parametrize("module", ["sklearn_gpulda.backends.cuda.multi_gpu",
+                                    "sklearn_gpulda.backends.cuda.all_reduce"])
+def test_imports_without_dask(module):
+    # Several GPUs of one host need no Dask: the modules import with Dask's scheduler absent.
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['distributed'] = None; sys.modules['dask'] = None; "
+            f"import {module}")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_estimator_refuses_a_gpu_named_twice():
     X = sp.csr_matrix(np.ones((3, 4)))
     for device in ("cuda:0,0", [1, 1]):

@@ -213,3 +213,4 @@ def test_online_learning_on_two_gpus_runs_on_the_first(kjv):
     assert lda.device_ == "cuda:1"
     lda.partial_fit(kjv[300:400])
     assert lda.device_ == "cuda:1"
+

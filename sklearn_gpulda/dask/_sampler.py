@@ -21,7 +21,8 @@ import numpy as np
 from .._random import STREAM_INIT, STREAM_SAMPLE
 from ..backends.base import Sampler
 from ..backends.numpy.sampler import HostWordTopic
-from ._wire import cell_dtype, dense_word_topic, merge_histograms
+from .._priors import merge_histograms
+from ._wire import cell_dtype, dense_word_topic
 
 
 class WorkerLost(RuntimeError):

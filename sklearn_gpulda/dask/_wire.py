@@ -3,7 +3,7 @@
 A shard's part of the word-topic matrix B, and the corpus-wide total sent back, travel as their
 non-zero cells: cell ids ``word * K + topic`` (:func:`cell_dtype`) and float32 counts. The
 document-topic histograms that prior learning reads travel as ``(topic, count, n_docs)`` triples
-and are merged by :func:`merge_histograms`.
+and are merged by :func:`~sklearn_gpulda._priors.merge_histograms`.
 """
 
 import numpy as np
@@ -20,19 +20,3 @@ def dense_word_topic(cells, counts, n_words, n_topics, dtype=np.float32):
     b = np.zeros(n_words * n_topics, dtype=dtype)
     b[cells] = counts
     return b.reshape(n_words, n_topics)
-
-
-def merge_histograms(parts):
-    """Sum per-shard ``(topic, count, n_docs)`` histograms into the corpus's, with its pairs in
-    the lexicographic order one process gives them (integers: the sums are exact)."""
-    topic = np.concatenate([p[0] for p in parts])
-    count = np.concatenate([p[1] for p in parts])
-    n_docs = np.concatenate([p[2] for p in parts])
-    if topic.size == 0:
-        return topic, count, n_docs
-    order = np.lexsort((count, topic))
-    topic, count, n_docs = topic[order], count[order], n_docs[order]
-    new = np.ones(topic.size, dtype=bool)
-    new[1:] = (topic[1:] != topic[:-1]) | (count[1:] != count[:-1])
-    starts = np.flatnonzero(new)
-    return topic[starts], count[starts], np.add.reduceat(n_docs, starts)

@@ -26,10 +26,9 @@ import numpy as np
 
 from ..._corpus import split_documents
 from ..._device import Device, is_device_array
-from ..._priors import TABLE_COUNTS
+from ..._priors import TABLE_COUNTS, merge_histograms
 from ..._random import STREAM_INIT, STREAM_SAMPLE
 from ..._stages import stage
-from ...dask._wire import merge_histograms
 from ..base import Sampler
 from .all_reduce import make_all_reduce
 from .sparse import CudaSparseSampler, alpha_table_of_bins
