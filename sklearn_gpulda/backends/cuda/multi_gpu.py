@@ -31,7 +31,8 @@ from ..._random import STREAM_INIT, STREAM_SAMPLE
 from ..._stages import stage
 from ..base import Sampler
 from .all_reduce import make_all_reduce
-from .sparse import CudaSparseSampler, alpha_table_of_bins
+from .doc_topic import alpha_table_of_bins
+from .sparse import CudaSparseSampler
 
 
 class DeviceShard(CudaSparseSampler):

@@ -17,13 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._corpus import frequency_relabel
-from ..._device import is_device_array
-from ... import _priors
 from ..._random import STREAM_INIT, STREAM_SAMPLE
 from ..._stages import stage
 from ..base import Sampler
 from . import counts, sample_sparse
-from .chain import CudaChain, decode_keys
+from .chain import CudaChain
+from .doc_topic import DocTopicReading
 from .constants import MAX_TOPICS
 from .layout import build_chunks, chunk_bytes
 from .streaming import ChunkStream, evict, streamed_chunk_tokens
@@ -48,15 +47,7 @@ class WordSide:
     b_current: bool = True     # whether B counts the current topics
 
 
-def alpha_table_of_bins(cp, table, keys, n):
-    """:meth:`~sklearn_gpulda.backends.base.Sampler.doc_topic_table`'s pair from
-    :meth:`CudaSparseSampler._doc_topic_bins`' arrays (``keys`` and ``n`` on the host): the
-    table stays on the device, where update_alpha runs its part."""
-    topic, count = decode_keys(keys)
-    return table[:, 1:].astype(cp.float64), (topic, count, n.astype(np.float64))
-
-
-class CudaSparseSampler(CudaChain, Sampler):
+class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
     """ESCA on a CUDA GPU (see :class:`~sklearn_gpulda.backends.base.Sampler`).
 
     Parameters
@@ -347,98 +338,6 @@ class CudaSparseSampler(CudaChain, Sampler):
         self._require()
         with self._dev():
             return topic_major_to_host(self._cp, self._word_major_device(), self._host_rows())
-
-    def doc_topic_counts(self):
-        corpus = self._require()
-        topic, count, doc = self._entries_on_host()
-        out = np.zeros((corpus.n_docs, self.n_topics), dtype=np.float64)
-        out[doc, topic] = count
-        return out
-
-    def _entries_on_host(self):
-        """Every non-zero of A as host arrays (topic, count, document)."""
-        with self._dev():
-            keys, doc = [], []
-            for ch in self._chunks_with_a():
-                k = self._chunk_keys(ch)
-                nnz = ch.a_row[:, 1].get().astype(np.int64)
-                keys.append(k.get())
-                doc.append(np.repeat(np.arange(ch.d0, ch.d1), nnz))
-        keys = np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)
-        topic, count = decode_keys(keys)
-        return topic, count, np.concatenate(doc) if doc else np.zeros(0, int)
-
-    def _chunk_keys(self, ch):
-        """The chunk's A entries as uint64 keys ``(topic << 32) | float bits``, document-major."""
-        cp = self._cp
-        nnz = ch.a_row[:, 1].astype(cp.int64)
-        key_off = cp.zeros(ch.n_docs, dtype=cp.int64)
-        if ch.n_docs > 1:
-            cp.cumsum(nnz[:-1], out=key_off[1:])
-        total = int(nnz.sum()) if ch.n_docs else 0
-        keys = cp.empty(total, dtype=cp.uint64)
-        counts.a_entry_keys(ch, key_off, keys, self._n_sm)
-        return keys
-
-    def doc_topic_histogram(self):
-        corpus = self._require()
-        cp = self._cp
-        with self._dev():
-            bins = self._doc_topic_bins(corpus)
-            if bins is None:
-                keys = [self._chunk_keys(ch) for ch in self._chunks_with_a()]
-                keys = cp.concatenate(keys) if keys else cp.zeros(0, dtype=cp.uint64)
-                return self._topic_count_pairs(keys)
-            table, big_keys, n_big = bins
-            topic, count = cp.nonzero(table)
-            small_keys = (topic.astype(cp.uint64) << 32) | count.astype(cp.float32).view(cp.uint32)
-            keys = cp.concatenate([small_keys, big_keys]).get()
-            n = cp.concatenate([table[topic, count], n_big]).get().astype(np.int64)
-        # The sort's order, (topic, count) increasing, as the other engines give the pairs.
-        order = np.argsort(keys, kind="stable")
-        return decode_keys(keys[order]) + (n[order],)
-
-    def doc_topic_table(self):
-        corpus = self._require()
-        with self._dev():
-            bins = self._doc_topic_bins(corpus)
-            if bins is None or bins[0].shape[1] != _priors.TABLE_COUNTS:
-                return super().doc_topic_table()
-            table, big_keys, n_big = bins
-            return alpha_table_of_bins(self._cp, table, big_keys.get(), n_big.get())
-
-    def alpha_table_numerator(self, alpha, table):
-        if not is_device_array(table):
-            return super().alpha_table_numerator(alpha, table)
-        with self._dev():
-            return counts.alpha_table_numerator(self._cp.asarray(alpha, dtype=np.float64),
-                                                table).get()
-
-    def _doc_topic_bins(self, corpus):
-        """A's integer counts below ``KEY_BINS`` binned per topic by a kernel reading A's rows,
-        the other entries' keys sorted and counted (fewer than n_tokens / KEY_BINS of them):
-        sorting every key of A took about 0.1 s per prior update at K = 10,000, and listing
-        them took 8 bytes per entry of device memory.
-
-        Returns
-        -------
-        (table, keys, n) of device arrays, or None for weighted counts
-            ``table[k, c]`` (uint64, shape (K, KEY_BINS)) documents hold c tokens of topic k;
-            ``n[i]`` documents hold the pair of ``keys[i]`` (sorted, distinct).
-        """
-        if not corpus.integral:
-            return None
-        cp = self._cp
-        n_bins = counts.KEY_BINS
-        table = cp.zeros((self.n_topics, n_bins), dtype=cp.uint64)
-        # A count of n_bins or more takes that many tokens: there are at most n_tokens / n_bins.
-        overflow = cp.empty(corpus.n_tokens // n_bins + 1, dtype=cp.uint64)
-        n_overflow = cp.zeros(1, dtype=cp.uint64)
-        for ch in self._chunks_with_a():
-            counts.a_entry_histogram(ch, table, overflow, n_overflow, self._n_sm)
-        n_over = int(n_overflow.get()[0])
-        big_keys, n_big = cp.unique(overflow[:n_over], return_counts=True)
-        return table, big_keys, n_big.astype(cp.uint64)
 
     def log_likelihood(self):
         self._require()
