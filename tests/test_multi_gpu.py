@@ -194,7 +194,7 @@ def test_nccl_on_one_rank(kjv):
 def test_estimator_on_two_gpus_is_the_one_gpu_model(kjv, on_device):
     import cupyx.scipy.sparse as csp
 
-    X = csp.csr_matrix(kjv) if on_device else kjv
+    X = csp.csr_matrix(kjv.astype(np.float64)) if on_device else kjv
     params = dict(n_components=30, max_iter=30, random_state=0)
     one = GPULatentDirichletAllocation(device="cuda:0", **params).fit(X)
     two = GPULatentDirichletAllocation(device="cuda:0,1", **params).fit(X)
@@ -214,3 +214,18 @@ def test_online_learning_on_two_gpus_runs_on_the_first(kjv):
     lda.partial_fit(kjv[300:400])
     assert lda.device_ == "cuda:1"
 
+
+
+def test_counts_already_on_the_gpu(kjv):
+    # A CuPy input's counts are split where they lie and each part used there (or copied to
+    # its shard's GPU when that is another one).
+    import cupyx.scipy.sparse as csp
+
+    X = kjv[:500]
+    multi = initialised(_multi(12, gpus=(0, 0)), tokens(csp.csr_matrix(X.astype(np.float64))))
+    single = initialised(_single(12), tokens(X))
+    for sampler in (multi, single):
+        sampler.sweep(1)
+    _same_state(multi, single)
+    multi.release()
+    single.release()

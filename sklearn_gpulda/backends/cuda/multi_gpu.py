@@ -20,6 +20,7 @@ log-likelihood is each shard's sum, summed, so it can differ from the one-GPU fi
 bits; the model does not use it.
 """
 
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -110,8 +111,16 @@ class MultiGpuSampler(Sampler):
     def _parts(self, corpus):
         n_parts = max(1, min(len(self.shards), corpus.n_docs))
         self.bounds = split_documents(np.asarray(corpus.doc_ptr), n_parts)
-        return [corpus.doc_range(int(a), int(b))
-                for a, b in zip(self.bounds[:-1], self.bounds[1:])]
+        with self._on_counts_gpu(corpus):
+            return [corpus.doc_range(int(a), int(b))
+                    for a, b in zip(self.bounds[:-1], self.bounds[1:])]
+
+    def _on_counts_gpu(self, corpus):
+        """The GPU a corpus's counts lie on as the current device (their slices are computed
+        there), or no change for host counts."""
+        if getattr(corpus, "on_device", False):
+            return self.shards[0]._cp.cuda.Device(corpus.nz_ptr.device.id)
+        return contextlib.nullcontext()
 
     def estimate_bytes(self, corpus):
         """The largest part's bytes on its GPU (every GPU holds about as much)."""
@@ -145,14 +154,21 @@ class MultiGpuSampler(Sampler):
                                             self.all_reduce_kind)
         self.corpus = corpus
 
-    @staticmethod
-    def _placed(shard, part):
+    def _placed(self, shard, part):
         """``part`` with its counts on the shard's GPU when they lie on another one (a CuPy
         input lies on the GPU it was made on); host counts are uploaded by the layout."""
         if not getattr(part, "on_device", False) or part.nz_ptr.device.id == shard._index:
             return part
-        with shard._dev():
-            return part.doc_range(0, part.n_docs, move=lambda a: a.copy())
+        cp = shard._cp
+
+        def to_shard(array):
+            with shard._dev():
+                copy = cp.empty(array.shape, dtype=array.dtype)
+            copy.data.copy_from_device(array.data, array.nbytes)
+            return copy
+
+        with self._on_counts_gpu(part):
+            return part.doc_range(0, part.n_docs, move=to_shard)
 
     def init_topics(self, iteration=0, stream=STREAM_INIT):
         self._require()
