@@ -222,7 +222,9 @@ class GPULatentDirichletAllocation(
         with transaction(self):
             batch = self.learning_method == "batch"
             # Mini-batches are small: online learning runs on the first GPU named.
-            device = self._fit_device() if batch else self._fit_device().lead
+            device = self._fit_device()
+            if not batch:
+                device = device.lead
             with stage("validate"):
                 X, blocks, dtype = check_fit_input(self, X, whom, device, batch)
             plan = self._plan(device, self.algorithm, self._new_seed())

@@ -61,6 +61,17 @@ def _same_state(multi, single, loglik=True):
         assert multi.log_likelihood() == pytest.approx(single.log_likelihood(), rel=1e-12)
 
 
+def _swept_alike(multi, single, sweeps):
+    """Sweep both chains through ``sweeps`` (iteration numbers), checking after each that they
+    hold the same state; then release them."""
+    for it in sweeps:
+        for sampler in (multi, single):
+            sampler.sweep(it)
+        _same_state(multi, single)
+    multi.release()
+    single.release()
+
+
 def test_shards_give_the_one_gpu_chain_sweep_by_sweep(kjv):
     # Three parts of the Bible (one holds Psalm 119, the longest chapter) keyed by their place in
     # the whole: the topics, both count matrices, every histogram prior learning reads and the
@@ -106,10 +117,7 @@ def test_more_gpus_than_documents_uses_one_per_document(kjv):
     multi, single = initialised(_multi(8, gpus=(0, 0, 0, 0)), corpus), initialised(_single(8),
                                                                                 corpus)
     assert len(multi._active) == 2
-    multi.sweep(1)
-    single.sweep(1)
-    np.testing.assert_array_equal(multi.topics(), single.topics())
-    multi.release()
+    _swept_alike(multi, single, [1])
 
 
 def test_weighted_tokens_agree_up_to_the_order_of_float_additions(kjv):
@@ -139,12 +147,7 @@ def test_streamed_shards_and_row_blocks(kjv, monkeypatch):
     multi = initialised(_multi(16, gpus=(0, 0), max_chunk_tokens=20_000), blocks)
     single = initialised(_single(16), tokens(X))
     assert all(s.streamed and len(s.chunks) > 1 for s in multi._active)
-    for it in range(1, 4):
-        for sampler in (multi, single):
-            sampler.sweep(it)
-        _same_state(multi, single)
-    multi.release()
-    single.release()
+    _swept_alike(multi, single, range(1, 4))
 
 
 def _plan(k, device, **params):
@@ -179,12 +182,7 @@ def test_nccl_on_one_rank(kjv):
     multi = initialised(_multi(10, gpus=(0,), all_reduce="nccl"), corpus)
     single = initialised(_single(10), corpus)
     assert multi._reducer.name == "nccl"
-    for it in range(1, 3):
-        for sampler in (multi, single):
-            sampler.sweep(it)
-        _same_state(multi, single)
-    multi.release()
-    single.release()
+    _swept_alike(multi, single, range(1, 3))
     with pytest.raises(ValueError, match="NCCL needs distinct GPUs"):
         initialised(_multi(10, gpus=(0, 0), all_reduce="nccl"), corpus)
 
@@ -224,8 +222,4 @@ def test_counts_already_on_the_gpu(kjv):
     X = kjv[:500]
     multi = initialised(_multi(12, gpus=(0, 0)), tokens(csp.csr_matrix(X.astype(np.float64))))
     single = initialised(_single(12), tokens(X))
-    for sampler in (multi, single):
-        sampler.sweep(1)
-    _same_state(multi, single)
-    multi.release()
-    single.release()
+    _swept_alike(multi, single, [1])

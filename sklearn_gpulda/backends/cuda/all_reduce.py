@@ -17,6 +17,12 @@ below 2**24, so the sum is the same whatever order either way adds in.
 """
 
 
+def _queue_sum(nccl, comm, array, stream):
+    """Queue NCCL's in-place sum of float32 ``array`` over ``comm``'s ranks on ``stream``."""
+    comm.allReduce(array.data.ptr, array.data.ptr, array.size, nccl.NCCL_FLOAT32,
+                   nccl.NCCL_SUM, stream.ptr)
+
+
 def nccl_module():
     """CuPy's NCCL bindings, or None where this CuPy has none (or cannot load the library)."""
     try:
@@ -55,9 +61,7 @@ class NcclAllReduce:
         try:
             for comm, (gpu, array) in zip(self._comms, parts):
                 with cp.cuda.Device(gpu):
-                    stream = cp.cuda.get_current_stream()
-                    comm.allReduce(array.data.ptr, array.data.ptr, array.size,
-                                   nccl.NCCL_FLOAT32, nccl.NCCL_SUM, stream.ptr)
+                    _queue_sum(nccl, comm, array, cp.cuda.get_current_stream())
         finally:
             nccl.groupEnd()
 
@@ -162,10 +166,8 @@ class NcclRank:
     def all_reduce(self, array):
         """Sum ``array`` (float32, on this rank's GPU) in place over the ranks, queued on the
         current stream."""
-        cp, nccl = self._cp, self._nccl
-        with cp.cuda.Device(self.gpu):
-            self._comm.allReduce(array.data.ptr, array.data.ptr, array.size, nccl.NCCL_FLOAT32,
-                                 nccl.NCCL_SUM, cp.cuda.get_current_stream().ptr)
+        with self._cp.cuda.Device(self.gpu):
+            _queue_sum(self._nccl, self._comm, array, self._cp.cuda.get_current_stream())
 
     def close(self):
         if self._comm is not None:

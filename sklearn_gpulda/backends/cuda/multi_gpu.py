@@ -274,6 +274,8 @@ class MultiGpuSampler(Sampler):
             shard.release()
         if self._reducer is not None:
             self._reducer.close()
-        self._reducer = None
+        if self._pool is not None:
+            self._pool.shutdown()
+        self._reducer = self._pool = None
         self._active = []
         super().release()
