@@ -66,6 +66,32 @@ def count_pairs(index, topics, weight, n_rows, n_topics, dtype=np.float64):
     return counts.astype(dtype, copy=False).reshape(n_rows, n_topics)
 
 
+#: Cells of a table counted at once by :func:`count_rows`: the block's int64 or float64 counts
+#: (2 MB) stay in a core's cache and the table is written once, in its own dtype. Counting a
+#: whole V x K table in one ``bincount`` wrote and read a float64 table twice its size.
+COUNT_BLOCK_CELLS = 1 << 18
+
+
+def count_rows(out, index, topics, weight, row_ptr, rows, order=None):
+    """Count the (row, topic) pairs of the rows ``rows = (r0, r1)`` into ``out[r0:r1]``.
+
+    The tokens of row r are ``order[row_ptr[r]:row_ptr[r + 1]]`` (``row_ptr``'s range itself
+    when ``order`` is None), in canonical order within the row, so each cell sums its weights
+    as one :func:`count_pairs` over every token would, and rounds once to ``out``'s dtype.
+    """
+    r0, r1 = rows
+    n_topics = out.shape[1]
+    step = max(1, COUNT_BLOCK_CELLS // n_topics)
+    for b0 in range(r0, r1, step):
+        b1 = min(r1, b0 + step)
+        t0, t1 = int(row_ptr[b0]), int(row_ptr[b1])
+        t = slice(t0, t1) if order is None else order[t0:t1]
+        w = None if weight is None else weight[t]
+        flat = (index[t] - b0).astype(np.int64) * n_topics + topics[t]
+        out[b0:b1] = np.bincount(flat, weights=w, minlength=(b1 - b0) * n_topics).reshape(
+            b1 - b0, n_topics)
+
+
 def value_counts(*keys):
     """Distinct tuples of ``keys`` (equal-length arrays) and how often each occurs.
 
@@ -156,10 +182,9 @@ class NumpySampler(HostWordTopic, Sampler):
         # Every sweep reads the token arrays: expand them now, while the corpus has its counts
         # (a fit may release those once the sampler is loaded).
         corpus.doc, corpus.word, corpus.weight
-        if self.team.n_threads > 1:
-            # Tokens of each word in canonical order: B's rows are then counted by word ranges
-            # on separate threads, each cell summing its tokens in the order one thread would.
-            self._by_word, self._word_ptr = _stable_counting_sort(corpus.word, corpus.n_words)
+        # Tokens of each word in canonical order: B's rows are counted by word ranges (on
+        # separate threads, in cache-sized blocks), each cell summing its tokens in token order.
+        self._by_word, self._word_ptr = _stable_counting_sort(corpus.word, corpus.n_words)
 
     def _token_index(self):
         n = self._require().n_tokens
@@ -226,32 +251,18 @@ class NumpySampler(HostWordTopic, Sampler):
         document-major, so each range is a run of tokens)."""
         c = self._require()
         a = np.empty((c.n_docs, self.n_topics), dtype=np.float32)
-
-        def fill(rows):
-            d0, d1 = rows
-            t0, t1 = int(c.doc_ptr[d0]), int(c.doc_ptr[d1])
-            w = None if c.weight is None else c.weight[t0:t1]
-            a[d0:d1] = count_pairs(c.doc[t0:t1] - d0, z[t0:t1], w, d1 - d0, self.n_topics)
-
-        self.team.map(fill, self.team.row_ranges(c.doc_ptr))
+        self.team.map(lambda rows: count_rows(a, c.doc, z, c.weight, c.doc_ptr, rows),
+                      self.team.row_ranges(c.doc_ptr))
         return a
 
     def _word_topic(self, z, dtype=np.float64):
         """B (V x K) in ``dtype``, its rows counted, and rounded, by word ranges on the team's
         threads: a V x K pass on one thread would cost a sweep as much as its draws."""
         c = self._require()
-        if self.team.n_threads == 1:
-            # One range: no need for the word-major order (load makes it only for threads).
-            return count_pairs(c.word, z, c.weight, c.n_words, self.n_topics, dtype)
         b = np.empty((c.n_words, self.n_topics), dtype=dtype)
-
-        def fill(rows):
-            v0, v1 = rows
-            t = self._by_word[self._word_ptr[v0]:self._word_ptr[v1]]
-            w = None if c.weight is None else c.weight[t]
-            b[v0:v1] = count_pairs(c.word[t] - v0, z[t], w, v1 - v0, self.n_topics, dtype)
-
-        self.team.map(fill, self.team.row_ranges(self._word_ptr))
+        self.team.map(lambda rows: count_rows(b, c.word, z, c.weight, self._word_ptr, rows,
+                                              order=self._by_word),
+                      self.team.row_ranges(self._word_ptr))
         return b
 
     def _priors_changed(self):

@@ -106,8 +106,8 @@ def draw_topics(doc, word, topic, weight, u, doc_topic, tables, team=None, doc_r
     ``Q = sum_k alpha_k Bhat'[v,k]``: ``x = u (S + Q)``; below ``S`` the draw is the first topic
     whose running sum exceeds x (the document branch), else the first topic whose running sum of
     ``alpha_k Bhat'[v,k]`` exceeds ``x - S`` (the prior branch). Only topic z's Bhat' differs from
-    Bhat, so the prior branch uses the word's precomputed running sums, lowered from z on by
-    ``eps = alpha_z Bhat[v,z] - alpha_z Bhat'[v,z]``.
+    Bhat, so the prior branch uses the word's running sums of ``alpha_k Bhat[v,k]``, lowered from
+    z on by ``eps = alpha_z Bhat[v,z] - alpha_z Bhat'[v,z]``.
     """
     team = _SERIAL if team is None else team
     out = np.empty(doc.shape[0], dtype=np.int32)
@@ -146,7 +146,8 @@ def _draw_chunk(d, v, z, w, u, doc_topic, tables, doc_rows=None):
     dense = ~sparse
     y = x[dense] - s[dense]
     lowered = np.arange(n_topics) >= z[dense, None]
-    qcum = tables.qcum[v[dense]] - np.where(lowered, eps[dense, None], np.float32(0.0))
+    qcum = tables.prior_running_sums(v[dense])
+    qcum -= np.where(lowered, eps[dense, None], np.float32(0.0))
     k[dense] = np.minimum((qcum <= y[:, None]).sum(axis=1), n_topics - 1)
     return k
 

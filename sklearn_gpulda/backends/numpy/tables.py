@@ -45,37 +45,67 @@ def own_bhat(bhat, word_side, v, z, w):
     return (((b - w) + beta) / (denom[z] - w)).astype(np.float32)
 
 
+#: Rows of a V x K table per block when Q is summed: the block's float64 products stay in a
+#: core's cache (256 rows x 1,000 topics is 2 MB) instead of a V x K float64 temporary.
+_Q_BLOCK_ROWS = 256
+
+
+def prior_running_sums(bhat_rows, alpha32):
+    """Running sums of ``q[v, k] = float32(alpha_k * Bhat[v, k])`` along the topics of each row:
+    the leaves of a word's sampling tree for the prior branch.
+
+    The products are rounded to float32 as the kernels form them; the sums run in float64 and
+    are rounded once (a float32 running sum over thousands of topics drifts by many ulps,
+    further from the exact rule than the GPU's tree of partial sums).
+    """
+    return np.cumsum(bhat_rows * alpha32, axis=1, dtype=np.float64).astype(np.float32)
+
+
+def _prior_mass(bhat_rows, alpha32, scratch):
+    """``Q = sum_k float32(alpha_k Bhat[v, k])`` of each row, summed in float64 (pairwise, so
+    it may differ from :func:`prior_running_sums`' last entry in its last float64 bits; a draw
+    past the running sums then takes the last topic). ``scratch``: float64, the rows' shape."""
+    np.multiply(bhat_rows, alpha32, out=scratch, dtype=np.float32, casting="unsafe")
+    return scratch.sum(axis=1)
+
+
 class WordTables:
     """Per-word sampling tables derived from the word-topic matrix and the prior.
+
+    Only Bhat and each word's prior mass are kept (both V x K work per M-step at most once):
+    the prior branch's running sums are formed for the few tokens that take that branch
+    (:func:`prior_running_sums`), which costs less than a V x K table of them per sweep.
 
     Attributes
     ----------
     bhat : ndarray of float32, shape (n_words, n_topics)
         Normalised word-topic matrix (``Bhat``).
-    qcum : ndarray of float32, shape (n_words, n_topics)
-        Running sum of ``q[v, k] = float32(alpha_k * Bhat[v, k])`` along topics: the leaves of each
-        word's sampling tree for the prior branch.
     qtotal : ndarray of float32, shape (n_words,)
-        ``Q[v] = qcum[v, -1] = sum_k alpha_k Bhat[v, k]``.
+        ``Q[v] = sum_k alpha_k Bhat[v, k]``, the total of :func:`prior_running_sums`.
     word_side : tuple (counts, denom, beta) or None
         What Bhat came from, for :func:`own_bhat`; None for a fixed ``Bhat``.
     """
 
-    def __init__(self, bhat, alpha, word_side=None, team=None):
+    def __init__(self, bhat, alpha, word_side=None, team=None, qtotal=None):
         self.bhat = np.ascontiguousarray(bhat, dtype=np.float32)
         self.alpha32 = topic_prior(alpha, self.bhat.shape[1]).astype(np.float32)
-        self.qcum = np.empty_like(self.bhat)
-
-        def fill(r0, r1):
-            # Products rounded to float32 as the kernels form them; running sums in float64,
-            # rounded once: a float32 running sum over thousands of topics drifts by many ulps,
-            # further from the exact rule than the GPU's tree of partial sums.
-            self.qcum[r0:r1] = np.cumsum(self.bhat[r0:r1] * self.alpha32, axis=1,
-                                         dtype=np.float64)
-
-        _by_rows(team, self.bhat.shape[0], fill)
-        self.qtotal = np.ascontiguousarray(self.qcum[:, -1])
+        if qtotal is None:
+            qtotal = np.empty(self.bhat.shape[0], dtype=np.float32)
+            _by_rows(team, self.bhat.shape[0],
+                     lambda r0, r1: self._prior_mass(self.bhat[r0:r1], qtotal[r0:r1]))
+        self.qtotal = qtotal
         self.word_side = word_side
+
+    def _prior_mass(self, bhat_rows, out):
+        """``out[:] = Q`` of ``bhat_rows``, a block of rows at a time."""
+        wide = np.empty((min(_Q_BLOCK_ROWS, bhat_rows.shape[0]), bhat_rows.shape[1]))
+        for b0 in range(0, bhat_rows.shape[0], _Q_BLOCK_ROWS):
+            rows = bhat_rows[b0:b0 + _Q_BLOCK_ROWS]
+            out[b0:b0 + rows.shape[0]] = _prior_mass(rows, self.alpha32, wide[:rows.shape[0]])
+
+    def prior_running_sums(self, v):
+        """:func:`prior_running_sums` of the words ``v`` (one row per entry)."""
+        return prior_running_sums(self.bhat[v], self.alpha32)
 
     def own_bhat(self, v, z, w):
         """:func:`own_bhat` of these tables."""
@@ -83,17 +113,31 @@ class WordTables:
 
     @classmethod
     def from_counts(cls, word_topic, topic_totals, beta, alpha, team=None):
-        """Eq. (2) of SaberLDA: ``(B + beta) / (n + V beta)``, divided in float64."""
+        """Eq. (2) of SaberLDA: ``(B + beta) / (n + V beta)``, divided in float64; Q summed in
+        the same pass over each block of rows, while the block is in the cache."""
         counts = np.asarray(word_topic)
         n_words = counts.shape[0]
         denom = np.asarray(topic_totals, dtype=np.float64) + n_words * beta
         bhat = np.empty(counts.shape, dtype=np.float32)
+        qtotal = np.empty(n_words, dtype=np.float32)
+        alpha32 = topic_prior(alpha, counts.shape[1]).astype(np.float32)
 
         def fill(r0, r1):
-            bhat[r0:r1] = (counts[r0:r1].astype(np.float64) + beta) / denom
+            # One float64 block per range, reused in place: a fresh temporary per block is
+            # allocated from and returned to the system each time, and its page faults cost
+            # more than the arithmetic (3-8x on a 2-core VM, worse with threads sharing them).
+            wide = np.empty((min(_Q_BLOCK_ROWS, r1 - r0), counts.shape[1]), dtype=np.float64)
+            for b0 in range(r0, r1, _Q_BLOCK_ROWS):
+                b1 = min(r1, b0 + _Q_BLOCK_ROWS)
+                block = wide[:b1 - b0]
+                block[...] = counts[b0:b1]
+                block += beta
+                block /= denom
+                bhat[b0:b1] = block
+                qtotal[b0:b1] = _prior_mass(bhat[b0:b1], alpha32, block)
 
         _by_rows(team, n_words, fill)
-        return cls(bhat, alpha, (counts, denom, float(beta)), team)
+        return cls(bhat, alpha, (counts, denom, float(beta)), team, qtotal=qtotal)
 
     @classmethod
     def from_components(cls, components, alpha):
