@@ -45,6 +45,7 @@ SCHEDULES = {
     "gpulda-cuda": _doubling(25, 12_800),
     "gpulda-cuda-avg": _doubling(25, 12_800),
     "gpulda-cpu": _doubling(25, 12_800),
+    "gpulda-cuda-online": _doubling(1, 1024),
     "sklearn-batch": _doubling(1, 1024),
     "sklearn-online": _doubling(1, 1024),
     "gensim": _doubling(1, 1024),
@@ -53,9 +54,9 @@ SCHEDULES = {
 #: Every system peers.py knows; ``--systems`` may name any of them.
 SYSTEMS = list(SCHEDULES)
 #: What runs when ``--systems`` is not given: the systems of the issue.
-DEFAULT_SYSTEMS = [s for s in SYSTEMS if s != "gpulda-cuda-avg"]
+DEFAULT_SYSTEMS = [s for s in SYSTEMS if s not in ("gpulda-cuda-avg", "gpulda-cuda-online")]
 #: The systems whose results define "ours" in the table, best first.
-OURS = ["gpulda-cuda", "gpulda-cuda-avg", "gpulda-cpu"]
+OURS = ["gpulda-cuda", "gpulda-cuda-avg", "gpulda-cpu", "gpulda-cuda-online"]
 #: ``--priors``: each library's own defaults, or scikit-learn's 1 / K for every system.
 PRIORS = ["own", "sklearn"]
 
@@ -292,6 +293,24 @@ class GPULDA(_SklearnAPI):
         return seconds
 
 
+class GPULDAOnline(_Continuing, GPULDA):
+    """Our online learning on the GPU, pass by pass as :class:`SklearnOnline` runs: one
+    ``partial_fit`` over the training set per pass (mini-batches of the estimator's default
+    ``batch_size``, as scikit-learn's), ``total_samples`` the corpus size."""
+
+    def prepare(self, X_train):
+        from sklearn_gpulda import GPULatentDirichletAllocation
+
+        super().prepare(X_train)  # loads the kernels outside the timed passes
+        self.model = GPULatentDirichletAllocation(
+            n_components=self.n_topics, learning_method="online", total_samples=X_train.shape[0],
+            random_state=self.seed, device=self.device, **self._given_priors())
+
+    def _advance(self, n_steps):
+        for _ in range(n_steps):
+            self.model.partial_fit(self.X_train)
+
+
 class SklearnBatch(_SklearnAPI):
     def version(self):
         import sklearn
@@ -428,6 +447,7 @@ _MAKERS = {
     "gpulda-cuda": lambda *a: GPULDA(*a, device="cuda"),
     "gpulda-cuda-avg": lambda *a: GPULDA(*a, device="cuda", averaged=0.75),
     "gpulda-cpu": lambda *a: GPULDA(*a, device="cpu"),
+    "gpulda-cuda-online": lambda *a: GPULDAOnline(*a, device="cuda"),
     "sklearn-batch": SklearnBatch,
     "sklearn-online": SklearnOnline,
     "gensim": Gensim,

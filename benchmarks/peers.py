@@ -9,7 +9,8 @@ trained through a doubling schedule of iteration counts (ours 25, 50, ... 12,800
 fit from scratch; tomotopy 25, 50, ... 6,400 iterations; scikit-learn and gensim 1, 2, 4, ...
 passes) and scored at every checkpoint; scoring is not timed.
 
-Systems: ``gpulda-cuda`` and ``gpulda-cpu`` (this package's two engines), ``sklearn-batch`` and
+Systems: ``gpulda-cuda`` and ``gpulda-cpu`` (this package's two engines; ``gpulda-cuda-online``,
+its online learning on the GPU, runs when named), ``sklearn-batch`` and
 ``sklearn-online`` (``n_jobs`` = cores), ``gensim`` (``LdaMulticore``, cores - 1 workers, as its
 documentation advises) and ``tomotopy`` (``LDAModel``, ``workers`` = cores). A system that
 cannot run here (no GPU, library not installed) is skipped with a message; the peers come with
@@ -116,7 +117,8 @@ def _parse_args(argv):
                    help="numbers of topics K (default: 20 100 1000; --quick: 20)")
     p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=DEFAULT_SYSTEMS,
                    help="default: all but gpulda-cuda-avg (the GPU engine with "
-                        "n_averaged_sweeps at three quarters of each fit's sweeps)")
+                        "n_averaged_sweeps at three quarters of each fit's sweeps) and "
+                        "gpulda-cuda-online (our online learning, a partial_fit per pass)")
     p.add_argument("--budget", type=float, default=None,
                    help="training seconds per (corpus, K, system) after which no new checkpoint "
                         "starts (default 600; --quick: 12)")
