@@ -160,7 +160,7 @@ def test_dense_rule_does_not_depend_on_chunking(monkeypatch):
     # Chunks of 7 tokens (the defaults make this input one chunk).
     monkeypatch.setattr(threads, "CHUNK_ELEMENTS", 7 * n_topics)
     monkeypatch.setattr(threads, "MIN_CHUNK_TOKENS", 1)
-    assert len(threads.ThreadTeam(1).token_chunks(n, n_topics)) == -(-n // 7)
+    assert len(threads.chunks(0, n, n_topics)) == -(-n // 7)
     np.testing.assert_array_equal(draw_topics_dense(doc, word, z, None, u, A, bhat, 0.2), whole)
 
 

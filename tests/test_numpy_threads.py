@@ -8,7 +8,8 @@ from joblib import parallel_config
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._corpus import tokens
 from sklearn_gpulda.backends.numpy.sampler import NumpySampler
-from sklearn_gpulda.backends.numpy.threads import ThreadTeam, resolve_n_jobs
+from sklearn_gpulda.backends.numpy.threads import (CHUNKS_PER_THREAD, ThreadTeam, chunks,
+                                                   resolve_n_jobs)
 from sklearn_gpulda.datasets import load_kjv_chapters
 
 
@@ -82,9 +83,10 @@ def test_cuts_cover_every_token_and_row_once():
     team = ThreadTeam(4)
     try:
         for n, k in [(0, 5), (1, 5), (10_000, 7), (123_457, 1000)]:
-            slices = team.token_chunks(n, k)
+            slices = [sl for r in team.token_ranges(n) for sl in chunks(*r, k)]
             covered = np.concatenate([np.arange(s.start, s.stop) for s in slices] or [[]])
             np.testing.assert_array_equal(covered, np.arange(n))
+            assert len(team.token_ranges(n)) <= CHUNKS_PER_THREAD * 4
         ptr = np.array([0, 5, 5, 90, 91, 200, 400, 401])
         ranges = team.row_ranges(ptr)
         assert ranges[0][0] == 0 and ranges[-1][1] == len(ptr) - 1

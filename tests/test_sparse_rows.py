@@ -12,8 +12,7 @@ from sklearn_gpulda.datasets import make_lda_corpus
 
 def _chain(X, n_topics, sparse_rows):
     chain = NumpySampler(n_topics, 0.05, 0.01, seed=5)
-    if not sparse_rows:
-        chain._doc_rows = lambda: None
+    chain.sparse_rows = sparse_rows
     chain.load(tokens(X))
     chain.init_topics()
     return chain

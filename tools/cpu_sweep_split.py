@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import numpy as np  # noqa: E402
+
 from sklearn_gpulda._corpus import tokens  # noqa: E402
 from sklearn_gpulda._device import CPU  # noqa: E402
 from sklearn_gpulda.backends.numpy import NumpySampler  # noqa: E402
@@ -59,12 +61,14 @@ def main():
             sweep_s = _best(lambda: s.sweep(3))
             z = s.topics()
             u = s._uniforms(3, 1, 0)
-            c = s.corpus
-            draw_s = _best(lambda: draw_topics(c.doc, c.word, z, c.weight, u, s._a, s._tables,
-                                               team=s.team, doc_rows=s._doc_rows()))
+            doc, word, weight, _ = s._loaded_tokens()
+            out = s.team.empty("z-probe", doc.shape, np.int32)
+            draw_s = _best(lambda: draw_topics(doc, word, s._z, weight, u, s._a, s._tables,
+                                               team=s.team, sparse_rows=k >= 64, out=out))
             mstep_s = _best(lambda: s.set_topics(z))
             uniform_s = _best(lambda: s._uniforms(3, 1, 0))
-            print(f"K {k:>5} threads {n:>2}: sweep {sweep_s:.3f} s ({c.n_tokens / sweep_s / 1e6:.2f}"
+            print(f"K {k:>5} jobs {n:>2} ({type(s.team).__name__}): sweep {sweep_s:.3f} s "
+                  f"({corpus.n_tokens / sweep_s / 1e6:.2f}"
                   f" Mtoken/s), draws {draw_s:.3f} s, M-step {mstep_s:.3f} s, "
                   f"uniforms {uniform_s:.3f} s", flush=True)
             if n == profile_at:

@@ -37,13 +37,16 @@ class ShardChain(NumpySampler):
     """The NumPy sampler on a shard: its M-step counts the shard's part of B and waits for the
     corpus-wide total (:meth:`set_word_topic`) before building the word tables."""
 
+    #: A shard's jobs are threads: Dask's worker processes are daemons, which may not start
+    #: processes, and several shards may share one worker process.
+    worker_processes = False
+
     def _clear(self):
         super()._clear()
         self.local_b = None
 
-    def _set(self, z):
-        self._require()
-        self._z = z
+    def _set(self, z, key=None):
+        self._hold_topics(z, key)
         self._a = self._doc_topic(z)
         self.local_b = self._word_topic(z)
 
@@ -59,6 +62,7 @@ class ShardChain(NumpySampler):
         from it, as the single-process sampler builds them from its own B, when next needed
         (so that the reduction's time is the transfer's alone)."""
         self._b = dense_word_topic(cells, counts, self.corpus.n_words, self.n_topics)
+        self._totals = None  # the shard's topics count only its part of B
         self._tables = None
 
     def _ensure_tables(self):

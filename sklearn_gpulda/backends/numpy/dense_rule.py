@@ -28,11 +28,11 @@ import numpy as np
 
 from ..base import topic_prior
 from .tables import own_bhat
-from .threads import ThreadTeam
+from .threads import ThreadTeam, chunks
 
 
 def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha, word_side=None,
-                      team=None):
+                      team=None, out=None):
     """Draw one topic per token from ``p(k) ∝ (A[d,k] - w [k = z] + alpha_k) * Bhat'[v,k]``.
 
     Parameters
@@ -58,7 +58,10 @@ def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha, word_
         What ``bhat`` came from, for the word side of the own count (:func:`~.tables.own_bhat`);
         None when ``bhat`` is fixed.
     team : :class:`~.threads.ThreadTeam`, optional
-        Threads to spread the tokens over (one when None); the draws do not depend on it.
+        Threads or processes to spread the tokens over (one thread when None); the draws do
+        not depend on it.
+    out : ndarray of int32, optional
+        Where to write the topics (one of a process team's arrays, so that workers write it).
 
     Returns
     -------
@@ -88,16 +91,23 @@ def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha, word_
         )
     n_topics = doc_topic.shape[1]
     alpha32 = topic_prior(alpha, n_topics).astype(np.float32)
-    out = np.empty(doc.shape[0], dtype=np.int32)
+    out = np.empty(doc.shape[0], dtype=np.int32) if out is None else out
+    counts, denom, beta = word_side or (None, None, None)
+    team = ThreadTeam(1) if team is None else team
+    team.run(dense_range, team.token_ranges(doc.shape[0]), doc=doc, word=word, topic=topic,
+             weight=weight, u=u, doc_topic=doc_topic, bhat=bhat, alpha32=alpha32, counts=counts,
+             denom=denom, beta=beta, out=out)
+    return out
 
-    def draw(sl):
+
+def dense_range(tokens, doc, word, topic, weight, u, doc_topic, bhat, alpha32, counts, denom,
+                beta, out):
+    """One task of :func:`draw_topics_dense`: the tokens ``range(*tokens)``, chunk by chunk."""
+    word_side = None if counts is None else (counts, denom, beta)
+    for sl in chunks(*tokens, doc_topic.shape[1]):
         w = None if weight is None else np.asarray(weight[sl], dtype=np.float32)
         out[sl] = _draw_chunk(doc[sl], word[sl], topic[sl], w, u[sl], doc_topic, bhat, alpha32,
                               word_side)
-
-    team = ThreadTeam(1) if team is None else team
-    team.map(draw, team.token_chunks(doc.shape[0], n_topics))
-    return out
 
 
 def _draw_chunk(d, v, z, w, u, doc_topic, bhat, alpha32, word_side):

@@ -13,9 +13,10 @@ from ..._corpus import _stable_counting_sort
 from ..._device import CPU
 from ..base import Sampler
 from .dense_rule import draw_topics_dense
-from .sparse_rule import DocRows, draw_topics, sparse_mass
+from .processes import make_team
+from .sparse_rule import draw_topics, sparse_mass
 from .tables import WordTables
-from .threads import ThreadTeam, resolve_n_jobs
+from .threads import resolve_n_jobs
 
 #: Draw rules of the E-step: 'sparse' is the two-branch rule of ``doc/algorithm.md``, 'dense'
 #: the single running sum of the dense kernels (:mod:`.dense_rule`). Both take the same uniforms.
@@ -72,7 +73,7 @@ def count_pairs(index, topics, weight, n_rows, n_topics, dtype=np.float64):
 COUNT_BLOCK_CELLS = 1 << 18
 
 
-def count_rows(out, index, topics, weight, row_ptr, rows, order=None):
+def count_rows(rows, out, index, topics, weight, row_ptr, order=None):
     """Count the (row, topic) pairs of the rows ``rows = (r0, r1)`` into ``out[r0:r1]``.
 
     The tokens of row r are ``order[row_ptr[r]:row_ptr[r + 1]]`` (``row_ptr``'s range itself
@@ -90,6 +91,41 @@ def count_rows(out, index, topics, weight, row_ptr, rows, order=None):
         flat = (index[t] - b0).astype(np.int64) * n_topics + topics[t]
         out[b0:b1] = np.bincount(flat, weights=w, minlength=(b1 - b0) * n_topics).reshape(
             b1 - b0, n_topics)
+
+
+def uniform_range(tokens, seed, iteration, stream, sub, offset, out):
+    """The uniforms of the tokens ``range(*tokens)`` (canonical index + ``offset``) into ``out``."""
+    t0, t1 = tokens
+    t = np.arange(t0, t1, dtype=np.int64) + offset
+    out[t0:t1] = _random.token_uniform(seed, iteration, stream, t, sweep=sub)
+
+
+#: Rows of a V x K table per block in :func:`transpose_rows`: the block's float64 copy (2 MB
+#: at K = 1,000) stays in the cache while it is written out column-wise.
+_TRANSPOSE_BLOCK_ROWS = 256
+
+
+def transpose_rows(rows, src, out, divisor=None, plus=None):
+    """``out[:, r0:r1] = src[r0:r1].T`` in float64 (divided by ``divisor``, then plus
+    ``plus``), a block of rows at a time, for ``rows = (r0, r1)``."""
+    r0, r1 = rows
+    for b0 in range(r0, r1, _TRANSPOSE_BLOCK_ROWS):
+        b1 = min(r1, b0 + _TRANSPOSE_BLOCK_ROWS)
+        block = src[b0:b1].astype(np.float64)
+        if divisor is not None:
+            block /= divisor
+        if plus is not None:
+            block += plus
+        out[:, b0:b1] = block.T
+
+
+def add_rows(rows, src, out, first):
+    """``out[r0:r1] (+)= src[r0:r1]`` in ``out``'s dtype (set when ``first``)."""
+    r0, r1 = rows
+    if first:
+        out[r0:r1] = src[r0:r1]
+    else:
+        out[r0:r1] += src[r0:r1]
 
 
 def value_counts(*keys):
@@ -155,19 +191,27 @@ class NumpySampler(HostWordTopic, Sampler):
         larger corpus sets it, so that its tokens draw the numbers they draw in the whole.
     """
 
+    #: Whether more than one job may run in worker processes (:func:`~.processes.make_team`).
+    worker_processes = True
+
     def __init__(self, n_topics, alpha, beta, seed, device=CPU, rule="sparse", n_jobs=None):
         super().__init__(n_topics, alpha, beta, seed, device)
         if rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
         self.rule = rule
-        self.team = ThreadTeam(resolve_n_jobs(n_jobs))
+        # Let the document branch walk A's non-zeros where they are few (same draws).
+        self.sparse_rows = n_topics >= SPARSE_ROWS_MIN_TOPICS
+        # Threads for one job; worker processes for more where they may start (.processes).
+        self.team = make_team(resolve_n_jobs(n_jobs), self.worker_processes)
         self.token_offset = 0
         self._clear()
 
     def _clear(self):
         self._z = self._a = self._b = self._tables = self._fixed_bhat = self._sum = None
         self._by_word = self._word_ptr = None
-        self._rows = None  # (the A they list, DocRows), made once per A
+        self._tokens = None  # (doc, word, weight, doc_ptr) where the team's workers read them
+        self._totals = None  # B's column sums when the M-step had them for free
+        self._z_key = None
 
     # -- memory ---------------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
@@ -181,10 +225,13 @@ class NumpySampler(HostWordTopic, Sampler):
         self.corpus = corpus
         # Every sweep reads the token arrays: expand them now, while the corpus has its counts
         # (a fit may release those once the sampler is loaded).
-        corpus.doc, corpus.word, corpus.weight
-        # Tokens of each word in canonical order: B's rows are counted by word ranges (on
-        # separate threads, in cache-sized blocks), each cell summing its tokens in token order.
-        self._by_word, self._word_ptr = _stable_counting_sort(corpus.word, corpus.n_words)
+        share = self.team.share
+        self._tokens = (share("doc", corpus.doc), share("word", corpus.word),
+                        share("weight", corpus.weight), share("doc_ptr", corpus.doc_ptr))
+        # Tokens of each word in canonical order: B's rows are counted by word ranges (in
+        # cache-sized blocks, on separate workers), each cell summing its tokens in token order.
+        by_word, word_ptr = _stable_counting_sort(corpus.word, corpus.n_words)
+        self._by_word, self._word_ptr = share("by_word", by_word), share("word_ptr", word_ptr)
 
     def _token_index(self):
         n = self._require().n_tokens
@@ -200,69 +247,79 @@ class NumpySampler(HostWordTopic, Sampler):
     def fix_topic_word(self, components):
         self._require()
         comp = np.asarray(components, dtype=np.float64)
-        self._fixed_bhat = np.ascontiguousarray(
-            (comp / comp.sum(axis=1, keepdims=True)).T, dtype=np.float32
-        )
+        self._fixed_bhat = self.team.share("fixed_bhat", np.ascontiguousarray(
+            (comp / comp.sum(axis=1, keepdims=True)).T, dtype=np.float32))
         self._tables = WordTables(self._fixed_bhat, self.alpha, team=self.team)
 
     def sweep(self, iteration, stream=_random.STREAM_SAMPLE, sub=0):
-        c = self._require()
+        doc, word, weight, _ = self._loaded_tokens()
         u = self._uniforms(iteration, stream, sub)
+        key = self._free_topic_key()
+        out = self.team.empty(key, doc.shape, np.int32)
         if self.rule == "dense":
-            z = draw_topics_dense(c.doc, c.word, self._z, c.weight, u, self._a, self._tables.bhat,
-                                  self.alpha, self._tables.word_side, team=self.team)
+            draw_topics_dense(doc, word, self._z, weight, u, self._a, self._tables.bhat,
+                              self.alpha, self._tables.word_side, team=self.team, out=out)
         else:
-            z = draw_topics(c.doc, c.word, self._z, c.weight, u, self._a, self._tables,
-                            team=self.team, doc_rows=self._doc_rows())
-        self._set(z)
+            draw_topics(doc, word, self._z, weight, u, self._a, self._tables, team=self.team,
+                        sparse_rows=self.sparse_rows, out=out)
+        self._set(out, key)
 
-    def _doc_rows(self):
-        """A's non-zeros by document when K is large enough for them to pay (else None)."""
-        if self.n_topics < SPARSE_ROWS_MIN_TOPICS:
-            return None
-        # Listed once per M-step, for the next sweep and any likelihood in between.
-        if self._rows is None or self._rows[0] is not self._a:
-            self._rows = (self._a, DocRows(self._a))
-        return self._rows[1]
+    def _loaded_tokens(self):
+        """(doc, word, weight, doc_ptr) of the loaded corpus, where the team's workers read."""
+        self._require()
+        return self._tokens
+
+    def _free_topic_key(self):
+        """Of the team's two topic arrays, the one the current topics are not in."""
+        return "z1" if self._z_key == "z0" else "z0"
 
     def _uniforms(self, iteration, stream, sub):
-        """Every token's uniform, the chunks computed on the team's threads."""
+        """Every token's uniform, computed over token ranges on the team."""
         n = self._require().n_tokens
-        u = np.empty(n, dtype=np.float32)
-
-        def fill(sl):
-            t = np.arange(sl.start, sl.stop, dtype=np.int64) + self.token_offset
-            u[sl] = _random.token_uniform(self.seed, iteration, stream, t, sweep=sub)
-
-        self.team.map(fill, self.team.token_chunks(n, 1))
+        u = self.team.empty("u", (n,), np.float32)
+        self.team.run(uniform_range, self.team.token_ranges(n), seed=self.seed,
+                      iteration=iteration, stream=stream, sub=sub, offset=self.token_offset,
+                      out=u)
         return u
 
-    def _set(self, z):
-        """The M-step: A, and B with its tables unless the topic-word side is fixed."""
+    def _hold_topics(self, z, key=None):
+        """Make ``z`` the current topics. ``key`` names the team's array ``z`` is already in
+        (None: copied into the free one)."""
         self._require()
-        self._z = z
+        if key is None:
+            key = self._free_topic_key()
+            z = self.team.share(key, z)
+        self._z, self._z_key = z, key
+
+    def _set(self, z, key=None):
+        """The M-step: A, and B with its tables unless the topic-word side is fixed."""
+        self._hold_topics(z, key)
         self._a = self._doc_topic(z)
         if self._fixed_bhat is None:
             self._b = self._word_topic(z, np.float32)
+            unit = self._loaded_tokens()[2] is None
+            self._totals = np.bincount(z, minlength=self.n_topics).astype(np.float64) if unit \
+                else None
             self._priors_changed()
 
     def _doc_topic(self, z):
-        """A as float32, its rows counted by document ranges on the team's threads (tokens are
+        """A as float32, its rows counted by document ranges on the team (tokens are
         document-major, so each range is a run of tokens)."""
         c = self._require()
-        a = np.empty((c.n_docs, self.n_topics), dtype=np.float32)
-        self.team.map(lambda rows: count_rows(a, c.doc, z, c.weight, c.doc_ptr, rows),
-                      self.team.row_ranges(c.doc_ptr))
+        _, _, weight, doc_ptr = self._loaded_tokens()
+        a = self.team.empty("a", (c.n_docs, self.n_topics), np.float32)
+        self.team.run(count_rows, self.team.row_ranges(c.doc_ptr), out=a, index=self._tokens[0],
+                      topics=z, weight=weight, row_ptr=doc_ptr)
         return a
 
     def _word_topic(self, z, dtype=np.float64):
-        """B (V x K) in ``dtype``, its rows counted, and rounded, by word ranges on the team's
-        threads: a V x K pass on one thread would cost a sweep as much as its draws."""
+        """B (V x K) in ``dtype``, its rows counted, and rounded, by word ranges on the team:
+        a V x K pass on one thread would cost a sweep as much as its draws."""
         c = self._require()
-        b = np.empty((c.n_words, self.n_topics), dtype=dtype)
-        self.team.map(lambda rows: count_rows(b, c.word, z, c.weight, self._word_ptr, rows,
-                                              order=self._by_word),
-                      self.team.row_ranges(self._word_ptr))
+        _, word, weight, _ = self._loaded_tokens()
+        b = self.team.empty(f"b:{np.dtype(dtype).str}", (c.n_words, self.n_topics), dtype)
+        self.team.run(count_rows, self.team.row_ranges(self._word_ptr), out=b, index=word,
+                      topics=z, weight=weight, row_ptr=self._word_ptr, order=self._by_word)
         return b
 
     def _priors_changed(self):
@@ -272,8 +329,15 @@ class NumpySampler(HostWordTopic, Sampler):
             # The float32 counts go in as they are: the tables widen them to float64 range by
             # range on the team's threads, and the column sums accumulate in float64 (a float64
             # copy of B first was a serial V x K pass, a tenth of a 16-thread sweep at K = 1,000).
-            self._tables = WordTables.from_counts(self._b, self._b.sum(axis=0, dtype=np.float64),
-                                                  self.beta, self.alpha, team=self.team)
+            self._tables = WordTables.from_counts(self._b, self._topic_totals(), self.beta,
+                                                  self.alpha, team=self.team)
+
+    def _topic_totals(self):
+        """``n_k``, the column sums of B in float64: the topics' histogram where the M-step
+        counted one (unit weights: exact integers, without a serial V x K pass)."""
+        if self._totals is not None:
+            return self._totals
+        return self._b.sum(axis=0, dtype=np.float64)
 
     # -- reading the state ----------------------------------------------------------------------
     def _word_major_counts(self):
@@ -282,24 +346,60 @@ class NumpySampler(HostWordTopic, Sampler):
             return self._b.astype(np.float64)
         return self._word_topic(self._z)
 
+    def _word_major_source(self):
+        """B word-major as counted (float32; float64 when the topic side is fixed)."""
+        self._require()
+        return self._b if self._fixed_bhat is None else self._word_topic(self._z)
+
+    def _transposed(self, word_major, divisor=None, plus=None):
+        """``word_major.T`` (divided by ``divisor``, plus ``plus``) as a new float64 (K x V)
+        array, converted by word ranges on the team (a serial V x K transpose cost a 16-job fit
+        more than its sweeps at K = 1,000)."""
+        n_words = word_major.shape[0]
+        out = self.team.owned((self.n_topics, n_words), np.float64)
+        self.team.run(transpose_rows, self.team.row_ranges(np.arange(n_words + 1)),
+                      src=word_major, out=out, divisor=divisor, plus=plus)
+        return self.team.hand_over(out)
+
+    def topic_word_components(self, dtype=np.float64):
+        # The base class's (statistics + beta), with the sum formed in the transposition.
+        if self.n_accumulated:
+            stats = self._transposed(self._sum, float(self.n_accumulated), self.beta)
+        else:
+            stats = self._transposed(self._word_major_source(), plus=self.beta)
+        return stats.astype(dtype, copy=False)
+
+    def _accumulate(self):
+        src = self._word_major_source()
+        first = self._sum is None
+        if first:
+            self._sum = self.team.empty("sum", src.shape, np.float64)
+        self.team.run(add_rows, self.team.row_ranges(np.arange(src.shape[0] + 1)), src=src,
+                      out=self._sum, first=first)
+
+    def _accumulated(self, divisor):
+        return self._transposed(self._sum, float(divisor))
+
     def topics(self):
         return self._z.copy()
 
     def word_topic_counts(self):
-        return np.ascontiguousarray(self._word_major_counts().T)
+        return self._transposed(self._word_major_source())
 
     def doc_topic_counts(self):
         return self._a.astype(np.float64)
 
     def log_likelihood(self):
         c = self._require()
-        s = sparse_mass(c.doc, c.word, self._a, self._tables, team=self.team,
-                        doc_rows=self._doc_rows()).astype(np.float64)
-        q = self._tables.qtotal[c.word].astype(np.float64)
+        doc, word, weight, _ = self._loaded_tokens()
+        s = sparse_mass(doc, word, self._a, self._tables, team=self.team,
+                        sparse_rows=self.sparse_rows,
+                        out=self.team.empty("mass", doc.shape, np.float32)).astype(np.float64)
+        q = self._tables.qtotal[word].astype(np.float64)
         norm = c.doc_lengths() + self.alpha.sum()
-        terms = np.log(s + q) - np.log(norm[c.doc])
-        if c.weight is not None:
-            terms *= c.weight
+        terms = np.log(s + q) - np.log(norm[doc])
+        if weight is not None:
+            terms *= weight
         return float(terms.sum())
 
     def doc_topic_histogram(self):

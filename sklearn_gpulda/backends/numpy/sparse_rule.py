@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from .threads import ThreadTeam
+from .tables import WordTables
+from .threads import ThreadTeam, chunks
 
 #: One thread: what the functions below use when given no team.
 _SERIAL = ThreadTeam(1)
@@ -25,16 +26,25 @@ class DocRows:
     value : ndarray of float32
     """
 
-    def __init__(self, doc_topic):
+    def __init__(self, doc_topic, first_row=0):
         rows, topics = np.nonzero(doc_topic)
+        self.first_row = int(first_row)
         self.ptr = np.zeros(doc_topic.shape[0] + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=doc_topic.shape[0]), out=self.ptr[1:])
         self.topic = topics.astype(np.int32)
         self.value = doc_topic[rows, topics]
 
+    @classmethod
+    def of_documents(cls, doc_topic, d):
+        """The rows of ``doc_topic`` from the least to the greatest of the documents ``d``
+        (a task's documents), indexed by document as the whole would be."""
+        d0, d1 = int(d.min()), int(d.max()) + 1
+        return cls(doc_topic[d0:d1], first_row=d0)
+
     def lengths(self, d):
         """Non-zero topics of the documents ``d``."""
-        return self.ptr[d + 1] - self.ptr[d]
+        r = d - self.first_row
+        return self.ptr[r + 1] - self.ptr[r]
 
     def pays(self, d, n_topics):
         """Whether a chunk of tokens of documents ``d`` should walk these lists rather than
@@ -51,7 +61,7 @@ class DocRows:
         lengths = self.lengths(d)
         col = np.arange(int(lengths.max()))
         valid = col < lengths[:, None]
-        pos = self.ptr[d][:, None] + np.minimum(col, lengths[:, None] - 1)
+        pos = self.ptr[d - self.first_row][:, None] + np.minimum(col, lengths[:, None] - 1)
         topics = self.topic.take(pos)
         values = np.where(valid, self.value.take(pos), np.float32(0.0))
         # Flat takes: much faster than a two-dimensional fancy index of the same cells.
@@ -72,7 +82,8 @@ def own_removed(doc_topic, doc, topic, weight):
     return rows
 
 
-def draw_topics(doc, word, topic, weight, u, doc_topic, tables, team=None, doc_rows=None):
+def draw_topics(doc, word, topic, weight, u, doc_topic, tables, team=None, sparse_rows=False,
+                out=None):
     """Draw a new topic for each token from the collapsed conditional of ``doc/algorithm.md``,
     ``p(k) ∝ (A[d,k] - w [k = z] + alpha_k) Bhat'[v,k]``, where ``Bhat'`` is ``Bhat`` with the
     token's own weight taken out of ``B[v, z]`` and ``n_z`` (:func:`~.tables.own_bhat`).
@@ -91,10 +102,13 @@ def draw_topics(doc, word, topic, weight, u, doc_topic, tables, team=None, doc_r
         A, held fixed.
     tables : :class:`~.tables.WordTables`
     team : :class:`~.threads.ThreadTeam`, optional
-        Threads to spread the tokens over (one when None); the draws do not depend on it.
-    doc_rows : :class:`DocRows`, optional
-        ``doc_topic``'s non-zeros; given, chunks of short documents walk only those (same
-        draws, less work at large K).
+        Threads or processes to spread the tokens over (one thread when None); the draws do
+        not depend on it.
+    sparse_rows : bool, default=False
+        Let chunks of short documents walk only A's non-zeros (:class:`DocRows`): the same
+        draws, less work at large K.
+    out : ndarray of int32, optional
+        Where to write the topics (one of a process team's arrays, so that workers write it).
 
     Returns
     -------
@@ -110,14 +124,29 @@ def draw_topics(doc, word, topic, weight, u, doc_topic, tables, team=None, doc_r
     z on by ``eps = alpha_z Bhat[v,z] - alpha_z Bhat'[v,z]``.
     """
     team = _SERIAL if team is None else team
-    out = np.empty(doc.shape[0], dtype=np.int32)
-
-    def draw(sl):
-        out[sl] = _draw_chunk(doc[sl], word[sl], topic[sl], None if weight is None else weight[sl],
-                              u[sl], doc_topic, tables, doc_rows)
-
-    team.map(draw, team.token_chunks(doc.shape[0], doc_topic.shape[1]))
+    out = np.empty(doc.shape[0], dtype=np.int32) if out is None else out
+    counts, denom, beta = tables.word_side or (None, None, None)
+    team.run(draw_range, team.token_ranges(doc.shape[0]), doc=doc, word=word, topic=topic,
+             weight=weight, u=u, doc_topic=doc_topic, bhat=tables.bhat, qtotal=tables.qtotal,
+             alpha32=tables.alpha32, counts=counts, denom=denom, beta=beta,
+             sparse_rows=sparse_rows, out=out)
     return out
+
+
+def draw_range(tokens, doc, word, topic, weight, u, doc_topic, bhat, qtotal, alpha32, counts,
+               denom, beta, sparse_rows, out):
+    """One task of :func:`draw_topics`: the tokens ``range(*tokens)``, chunk by chunk, into
+    ``out`` (every token independent of the others)."""
+    t0, t1 = tokens
+    if t1 <= t0:
+        return
+    tables = WordTables(bhat, alpha32, None if counts is None else (counts, denom, beta),
+                        qtotal=qtotal)
+    doc_rows = DocRows.of_documents(doc_topic, doc[t0:t1]) if sparse_rows else None
+    for sl in chunks(t0, t1, doc_topic.shape[1]):
+        out[sl] = _draw_chunk(doc[sl], word[sl], topic[sl],
+                              None if weight is None else weight[sl], u[sl], doc_topic, tables,
+                              doc_rows)
 
 
 def _draw_chunk(d, v, z, w, u, doc_topic, tables, doc_rows=None):
@@ -170,22 +199,29 @@ def _document_run_sparse(d, v, z, w, b_adj, doc_rows, tables):
     return topics, np.cumsum(values * bhat, axis=1, dtype=np.float32)
 
 
-def sparse_mass(doc, word, doc_topic, tables, team=None, doc_rows=None):
+def sparse_mass(doc, word, doc_topic, tables, team=None, sparse_rows=False, out=None):
     """``S_t = sum_k A[d,k] Bhat[v,k]`` per token (own count included), float32 like the
-    sampler: what the training log-likelihood needs. With ``doc_rows``, chunks of short
+    sampler: what the training log-likelihood needs. With ``sparse_rows``, chunks of short
     documents sum over A's non-zeros only, in topic order: the same float32 sums."""
     team = _SERIAL if team is None else team
-    n_topics = doc_topic.shape[1]
-    out = np.empty(doc.shape[0], dtype=np.float32)
+    out = np.empty(doc.shape[0], dtype=np.float32) if out is None else out
+    team.run(mass_range, team.token_ranges(doc.shape[0]), doc=doc, word=word,
+             doc_topic=doc_topic, bhat=tables.bhat, sparse_rows=sparse_rows, out=out)
+    return out
 
-    def mass(sl):
+
+def mass_range(tokens, doc, word, doc_topic, bhat, sparse_rows, out):
+    """One task of :func:`sparse_mass`: the tokens ``range(*tokens)`` into ``out``."""
+    t0, t1 = tokens
+    if t1 <= t0:
+        return
+    n_topics = doc_topic.shape[1]
+    doc_rows = DocRows.of_documents(doc_topic, doc[t0:t1]) if sparse_rows else None
+    for sl in chunks(t0, t1, n_topics):
         d, v = doc[sl], word[sl]
         if doc_rows is not None and doc_rows.pays(d, n_topics):
-            _, values, bhat, _ = doc_rows.padded(d, v, tables.bhat)
-            terms = values * bhat
+            _, values, bhat_rows, _ = doc_rows.padded(d, v, bhat)
+            terms = values * bhat_rows
         else:
-            terms = doc_topic[d] * tables.bhat[v]
+            terms = doc_topic[d] * bhat[v]
         out[sl] = np.cumsum(terms, axis=1, dtype=np.float32)[:, -1]
-
-    team.map(mass, team.token_chunks(doc.shape[0], n_topics))
-    return out

@@ -9,11 +9,12 @@ from .threads import ThreadTeam
 _ONE_THREAD = ThreadTeam(1)
 
 
-def _by_rows(team, n_rows, fill):
-    """Call ``fill(r0, r1)`` over row ranges of a V x K table, on ``team``'s threads (one when
-    None). Every table here is built row by row, so the ranges do not change a value."""
+def _by_rows(team, n_rows, task, **arguments):
+    """Run ``task((r0, r1), **arguments)`` over row ranges of a V x K table on ``team`` (one
+    thread when None). Every table here is built row by row, so the ranges do not change a
+    value."""
     team = _ONE_THREAD if team is None else team
-    team.map(lambda rows: fill(*rows), team.row_ranges(np.arange(n_rows + 1)))
+    team.run(task, team.row_ranges(np.arange(n_rows + 1)), **arguments)
 
 
 def own_bhat(bhat, word_side, v, z, w):
@@ -69,6 +70,36 @@ def _prior_mass(bhat_rows, alpha32, scratch):
     return scratch.sum(axis=1)
 
 
+def _is_float32_c(arr):
+    return isinstance(arr, np.ndarray) and arr.dtype == np.float32 and arr.flags.c_contiguous
+
+
+def fill_prior_mass(rows, bhat, alpha32, qtotal):
+    """``qtotal[r0:r1] = Q`` of the rows ``rows = (r0, r1)`` of ``bhat``, a block at a time."""
+    r0, r1 = rows
+    wide = np.empty((min(_Q_BLOCK_ROWS, r1 - r0), bhat.shape[1]))
+    for b0 in range(r0, r1, _Q_BLOCK_ROWS):
+        b1 = min(r1, b0 + _Q_BLOCK_ROWS)
+        qtotal[b0:b1] = _prior_mass(bhat[b0:b1], alpha32, wide[:b1 - b0])
+
+
+def fill_tables(rows, counts, denom, beta, alpha32, bhat, qtotal):
+    """Bhat and Q of the rows ``rows = (r0, r1)`` of the counts, into ``bhat`` and ``qtotal``."""
+    r0, r1 = rows
+    # One float64 block per range, reused in place: a fresh temporary per block is allocated
+    # from and returned to the system each time, and its page faults cost more than the
+    # arithmetic (3-8x on a 2-core VM).
+    wide = np.empty((min(_Q_BLOCK_ROWS, r1 - r0), counts.shape[1]), dtype=np.float64)
+    for b0 in range(r0, r1, _Q_BLOCK_ROWS):
+        b1 = min(r1, b0 + _Q_BLOCK_ROWS)
+        block = wide[:b1 - b0]
+        block[...] = counts[b0:b1]
+        block += beta
+        block /= denom
+        bhat[b0:b1] = block
+        qtotal[b0:b1] = _prior_mass(bhat[b0:b1], alpha32, block)
+
+
 class WordTables:
     """Per-word sampling tables derived from the word-topic matrix and the prior.
 
@@ -87,21 +118,15 @@ class WordTables:
     """
 
     def __init__(self, bhat, alpha, word_side=None, team=None, qtotal=None):
-        self.bhat = np.ascontiguousarray(bhat, dtype=np.float32)
+        self.bhat = bhat if _is_float32_c(bhat) else np.ascontiguousarray(bhat, np.float32)
         self.alpha32 = topic_prior(alpha, self.bhat.shape[1]).astype(np.float32)
         if qtotal is None:
-            qtotal = np.empty(self.bhat.shape[0], dtype=np.float32)
-            _by_rows(team, self.bhat.shape[0],
-                     lambda r0, r1: self._prior_mass(self.bhat[r0:r1], qtotal[r0:r1]))
+            team = _ONE_THREAD if team is None else team
+            qtotal = team.empty("qtotal", (self.bhat.shape[0],), np.float32)
+            _by_rows(team, self.bhat.shape[0], fill_prior_mass, bhat=self.bhat,
+                     alpha32=self.alpha32, qtotal=qtotal)
         self.qtotal = qtotal
         self.word_side = word_side
-
-    def _prior_mass(self, bhat_rows, out):
-        """``out[:] = Q`` of ``bhat_rows``, a block of rows at a time."""
-        wide = np.empty((min(_Q_BLOCK_ROWS, bhat_rows.shape[0]), bhat_rows.shape[1]))
-        for b0 in range(0, bhat_rows.shape[0], _Q_BLOCK_ROWS):
-            rows = bhat_rows[b0:b0 + _Q_BLOCK_ROWS]
-            out[b0:b0 + rows.shape[0]] = _prior_mass(rows, self.alpha32, wide[:rows.shape[0]])
 
     def prior_running_sums(self, v):
         """:func:`prior_running_sums` of the words ``v`` (one row per entry)."""
@@ -114,29 +139,17 @@ class WordTables:
     @classmethod
     def from_counts(cls, word_topic, topic_totals, beta, alpha, team=None):
         """Eq. (2) of SaberLDA: ``(B + beta) / (n + V beta)``, divided in float64; Q summed in
-        the same pass over each block of rows, while the block is in the cache."""
+        the same pass over each block of rows, while the block is in the cache
+        (:func:`fill_tables`, over row ranges on ``team``)."""
+        team = _ONE_THREAD if team is None else team
         counts = np.asarray(word_topic)
         n_words = counts.shape[0]
         denom = np.asarray(topic_totals, dtype=np.float64) + n_words * beta
-        bhat = np.empty(counts.shape, dtype=np.float32)
-        qtotal = np.empty(n_words, dtype=np.float32)
+        bhat = team.empty("bhat", counts.shape, np.float32)
+        qtotal = team.empty("qtotal", (n_words,), np.float32)
         alpha32 = topic_prior(alpha, counts.shape[1]).astype(np.float32)
-
-        def fill(r0, r1):
-            # One float64 block per range, reused in place: a fresh temporary per block is
-            # allocated from and returned to the system each time, and its page faults cost
-            # more than the arithmetic (3-8x on a 2-core VM, worse with threads sharing them).
-            wide = np.empty((min(_Q_BLOCK_ROWS, r1 - r0), counts.shape[1]), dtype=np.float64)
-            for b0 in range(r0, r1, _Q_BLOCK_ROWS):
-                b1 = min(r1, b0 + _Q_BLOCK_ROWS)
-                block = wide[:b1 - b0]
-                block[...] = counts[b0:b1]
-                block += beta
-                block /= denom
-                bhat[b0:b1] = block
-                qtotal[b0:b1] = _prior_mass(bhat[b0:b1], alpha32, block)
-
-        _by_rows(team, n_words, fill)
+        _by_rows(team, n_words, fill_tables, counts=counts, denom=denom, beta=float(beta),
+                 alpha32=alpha32, bhat=bhat, qtotal=qtotal)
         return cls(bhat, alpha, (counts, denom, float(beta)), team, qtotal=qtotal)
 
     @classmethod

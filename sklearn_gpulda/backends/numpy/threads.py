@@ -64,19 +64,34 @@ class ThreadTeam:
             self._pool = ThreadPoolExecutor(self.n_threads, thread_name_prefix="sklearn-gpulda")
         return list(self._pool.map(fn, items))
 
-    def token_chunks(self, n_tokens, n_topics):
-        """Slices of ``range(n_tokens)`` for per-token work with (tokens x topics) temporaries.
+    def run(self, task, items, **arguments):
+        """``[task(item, **arguments) for item in items]`` on the team (:meth:`map`). A
+        :class:`~.processes.ProcessTeam` runs the same calls in worker processes."""
+        return self.map(lambda item: task(item, **arguments), items)
 
-        Chunks of ``CHUNK_ELEMENTS`` elements (1 MB per float32 temporary), or of
-        ``MIN_CHUNK_TOKENS`` tokens at large K, cut finer where that leaves too few chunks to
-        balance the threads. No result depends on where the cuts fall.
-        """
-        k = max(1, n_topics)
-        step = max(1, CHUNK_ELEMENTS // k, min(MIN_CHUNK_TOKENS, MAX_CHUNK_ELEMENTS // k))
-        if self.n_threads > 1:
-            balanced = math.ceil(n_tokens / (CHUNKS_PER_THREAD * self.n_threads))
-            step = min(step, max(balanced, MIN_CHUNK_TOKENS))
-        return [slice(s, min(n_tokens, s + step)) for s in range(0, n_tokens, step)]
+    def empty(self, key, shape, dtype):
+        """A new array for a chain's state named ``key`` (a process team keeps one per key in
+        shared memory and hands it back again)."""
+        return np.empty(shape, dtype=dtype)
+
+    def share(self, key, values):
+        """``values`` where the team's workers can read them: as they are, for threads."""
+        return values
+
+    def owned(self, shape, dtype):
+        """A new array for the workers to fill and the caller to keep (:meth:`hand_over`)."""
+        return np.empty(shape, dtype=dtype)
+
+    def hand_over(self, arr):
+        """``arr``, filled, now the caller's alone."""
+        return arr
+
+    def token_ranges(self, n_tokens):
+        """About ``CHUNKS_PER_THREAD`` ranges of tokens per thread, as (start, stop) pairs: one
+        task each, which then walks its range in :func:`chunks` (one range for one thread)."""
+        n_parts = 1 if self.n_threads == 1 else CHUNKS_PER_THREAD * self.n_threads
+        step = max(1, math.ceil(n_tokens / n_parts))
+        return [(s, min(n_tokens, s + step)) for s in range(0, n_tokens, step)]
 
     def row_ranges(self, row_ptr):
         """Cuts of the rows of a CSR-like index (``row_ptr`` of length n_rows + 1) into about
@@ -95,3 +110,12 @@ class ThreadTeam:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+
+
+def chunks(start, stop, n_topics):
+    """Slices of ``range(start, stop)`` for per-token work with (tokens x topics) temporaries:
+    ``CHUNK_ELEMENTS`` elements each (1 MB per float32 temporary), or ``MIN_CHUNK_TOKENS``
+    tokens at large K (at most ``MAX_CHUNK_ELEMENTS``). No result depends on where they fall."""
+    k = max(1, n_topics)
+    step = max(1, CHUNK_ELEMENTS // k, min(MIN_CHUNK_TOKENS, MAX_CHUNK_ELEMENTS // k))
+    return [slice(s, min(stop, s + step)) for s in range(start, stop, step)]

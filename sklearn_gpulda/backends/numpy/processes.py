@@ -1,0 +1,293 @@
+"""Worker processes for the CPU engine, with the chain's arrays in shared memory.
+
+Threads share arrays for free but not the interpreter: every NumPy call takes the GIL to start
+and to finish. A draw makes some thirty calls per chunk of tokens, most of them on one value per
+token, and measured on a 16-core host (``tools/thread_scaling_probe.py``) calls of 16 k elements
+ran no faster on 4 to 16 threads than on one, and ``bincount`` holds the GIL throughout. So from
+two jobs on the engine runs its tasks in processes instead (a pool of loky worker processes,
+started once per Python process and size), and the arrays they read and write are memory-mapped files in
+``/dev/shm`` (a temporary folder where it has no room) that every worker maps once.
+
+A task is a module-level function called as ``task(item, **arguments)``; :meth:`run` sends an
+array of the team's store as a small handle (arrays outside the store are copied into it, so
+that nothing big is pickled per task), anything else by value.
+"""
+
+import atexit
+import multiprocessing
+import os
+import shutil
+import tempfile
+import threading
+import uuid
+
+import numpy as np
+
+from .threads import ThreadTeam
+
+#: Memory maps a worker keeps open (the store reuses its files, so a chain needs a few dozen).
+_WORKER_CACHE_SIZE = 128
+_worker_maps = {}
+
+
+class SharedHandle:
+    """How a worker finds an array of the store: file, dtype and shape."""
+
+    __slots__ = ("path", "dtype", "shape")
+
+    def __init__(self, path, dtype, shape):
+        self.path, self.dtype, self.shape = path, dtype, shape
+
+    def __reduce__(self):
+        return SharedHandle, (self.path, self.dtype, self.shape)
+
+    def open(self):
+        """The array, mapped read-write (cached per process: the file's contents change, its
+        place does not)."""
+        key = (self.path, self.dtype, self.shape)
+        arr = _worker_maps.get(key)
+        if arr is None:
+            if len(_worker_maps) >= _WORKER_CACHE_SIZE:
+                _worker_maps.clear()
+            if int(np.prod(self.shape)) == 0:
+                arr = np.empty(self.shape, dtype=self.dtype)
+            else:
+                # A plain ndarray over the map (which its base keeps open): NumPy calls on the
+                # np.memmap subclass wrap every result in it, a cost per call.
+                arr = np.memmap(self.path, dtype=self.dtype, mode="r+",
+                                shape=self.shape).view(np.ndarray)
+            _worker_maps[key] = arr
+        return arr
+
+
+def _place(arr):
+    """Where an array's data lie and how they read: equal for the store's array and any whole
+    view of it."""
+    if not arr.flags.c_contiguous:
+        return None
+    return (arr.__array_interface__["data"][0], arr.dtype.str, arr.shape)
+
+
+#: Space left free in ``/dev/shm`` beside an array put there: a container's is often 64 MB,
+#: and a process touching a page of a full tmpfs dies of SIGBUS.
+SHM_MARGIN_BYTES = 256 << 20
+
+
+def _shm_has_room(nbytes):
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return False
+    return os.access("/dev/shm", os.W_OK) and st.f_bavail * st.f_frsize >= nbytes + \
+        SHM_MARGIN_BYTES
+
+
+class SharedStore:
+    """Arrays in memory-mapped files that worker processes open by name.
+
+    :meth:`array` hands back the same array for the same key while its shape and dtype stay, so
+    a chain rewrites its tables in place sweep after sweep instead of making new files.
+    """
+
+    def __init__(self):
+        self._folders = {}  # in memory (True) or on disk (False) -> folder
+        self._serial = 0
+        self._arrays = {}   # key -> ndarray (a view of a memmap)
+        self._handles = {}  # _place(array) -> SharedHandle
+
+    def array(self, key, shape, dtype):
+        """The store's array for ``key``, of ``shape`` and ``dtype`` (contents undefined when
+        newly made)."""
+        shape = tuple(int(n) for n in shape)
+        dtype = np.dtype(dtype)
+        arr = self._arrays.get(key)
+        if arr is not None and arr.shape == shape and arr.dtype == dtype:
+            return arr
+        self._drop(key)
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        # In memory (tmpfs) where it has room, else a temporary folder on disk (the page
+        # cache still serves it; the kernel writes it back at leisure).
+        in_memory = _shm_has_room(nbytes)
+        folder = self._folders.get(in_memory)
+        if folder is None:
+            folder = self._folders[in_memory] = tempfile.mkdtemp(
+                prefix="sklearn-gpulda-", dir="/dev/shm" if in_memory else None)
+            atexit.register(shutil.rmtree, folder, True)
+        path = os.path.join(folder, f"{uuid.uuid4().hex}.bin")
+        if nbytes == 0:
+            arr = np.empty(shape, dtype=dtype)
+        else:
+            arr = np.memmap(path, dtype=dtype, mode="w+", shape=shape).view(np.ndarray)
+        self._arrays[key] = arr
+        self._handles[_place(arr)] = SharedHandle(path, dtype.str, shape)
+        return arr
+
+    def copy(self, key, values):
+        """``values`` copied into the store's array for ``key``."""
+        values = np.asarray(values)
+        arr = self.array(key, values.shape, values.dtype)
+        arr[...] = values
+        return arr
+
+    def handle(self, arr):
+        """The handle of ``arr`` if it is one of the store's arrays, or a view of one that
+        covers it whole with the same dtype and shape (as ``np.asarray`` makes)."""
+        return self._handles.get(_place(arr))
+
+    def _drop(self, key):
+        arr = self._arrays.pop(key, None)
+        if arr is None:
+            return
+        handle = self._handles.pop(_place(arr))
+        del arr
+        try:
+            os.remove(handle.path)
+        except OSError:
+            pass
+
+    def owned(self, shape, dtype):
+        """A new array of the store, for :meth:`hand_over` once the workers have filled it."""
+        self._serial += 1
+        return self.array(f"owned:{self._serial}", shape, dtype)
+
+    def hand_over(self, arr):
+        """Forget ``arr`` and delete its file: the caller keeps the array (its memory stays
+        mapped, and is freed with it)."""
+        for key, held in list(self._arrays.items()):
+            if held is arr:
+                self._drop(key)
+        return arr
+
+    @property
+    def folders(self):
+        """The folders holding the store's files."""
+        return list(self._folders.values())
+
+    def close(self):
+        """Delete every file (arrays still referenced elsewhere stay readable on POSIX)."""
+        for key in list(self._arrays):
+            self._drop(key)
+        for folder in self._folders.values():
+            shutil.rmtree(folder, ignore_errors=True)
+        self._folders = {}
+
+
+def _resolve(value):
+    return value.open() if isinstance(value, SharedHandle) else value
+
+
+def _call(task, items, arguments):
+    """What a worker runs: ``task(item, **arguments)`` for each of ``items``, handles opened."""
+    arguments = {k: _resolve(v) for k, v in arguments.items()}
+    return [task(item, **arguments) for item in items]
+
+
+_pools = {}
+_pools_lock = threading.Lock()
+
+
+def _worker_start():
+    """Run in each worker as it starts. loky restarts a worker whose resident memory has grown
+    by 300 MB since its first task, taking it for a leak; a worker's mapped shared arrays count
+    as resident once touched (a V x K table at K = 1,000 is 400 MB), and the restarts, about
+    one a second, made a 16-job fit slower than one thread. The shared arrays are the store's,
+    freed by the main process, so the check is switched off (loky reads the limit per check)."""
+    from joblib.externals.loky import process_executor
+
+    process_executor._MAX_MEMORY_LEAK_SIZE = 1 << 62
+
+
+def _pool(n_workers):
+    """This process's pool of ``n_workers`` loky worker processes, started at first use and
+    kept for later fits (their start-up, about a second, is paid once). One pool per size and
+    none shared with joblib's reusable executor, whose resizing would stop running tasks."""
+    from joblib.externals.loky import ProcessPoolExecutor
+
+    with _pools_lock:
+        pool = _pools.get(n_workers)
+        flags = getattr(pool, "_flags", None)  # loky's state: a crashed worker breaks a pool
+        if pool is None or (flags is not None and (flags.broken or flags.shutdown)):
+            pool = _pools[n_workers] = ProcessPoolExecutor(max_workers=n_workers,
+                                                           initializer=_worker_start)
+        return pool
+
+
+class ProcessTeam(ThreadTeam):
+    """Worker processes and the shared arrays they work on; cuts work as :class:`ThreadTeam`.
+
+    Parameters
+    ----------
+    n_threads : int
+        Worker processes (the name is the team interface's).
+    """
+
+    def __init__(self, n_threads):
+        super().__init__(n_threads)
+        self.store = SharedStore()
+
+    def empty(self, key, shape, dtype):
+        return self.store.array(key, shape, dtype)
+
+    def share(self, key, values):
+        return None if values is None else self.store.copy(key, values)
+
+    def owned(self, shape, dtype):
+        return self.store.owned(shape, dtype)
+
+    def hand_over(self, arr):
+        return self.store.hand_over(arr)
+
+    def run(self, task, items, **arguments):
+        """``[task(item, **arguments) for item in items]`` in the worker processes.
+
+        Arrays of the store travel as handles. Any other array is copied into the store first
+        and, if writable, copied back afterwards, so that a task writing into it is seen (the
+        chain passes its own state as store arrays; this keeps other callers correct).
+        """
+        items = list(items)
+        if not items:
+            return []
+        sent, copies = {}, []
+        for name, value in arguments.items():
+            if isinstance(value, np.ndarray):
+                handle = self.store.handle(value)
+                if handle is None:
+                    copy = self.store.copy(f"argument:{name}", value)
+                    handle = self.store.handle(copy)
+                    if value.flags.writeable:
+                        copies.append((value, copy))
+                sent[name] = handle
+            else:
+                sent[name] = value
+        pool = _pool(self.n_threads)
+        # Items come about CHUNKS_PER_THREAD per worker already: one submission each.
+        futures = [pool.submit(_call, task, [item], sent) for item in items]
+        results = [f.result()[0] for f in futures]
+        for value, copy in copies:
+            value[...] = copy
+        return results
+
+    def close(self):
+        self.store.close()
+
+
+def processes_allowed():
+    """Whether this process may start worker processes: not when it is itself a daemonic worker
+    (Dask's, multiprocessing's), nor under ``joblib.parallel_config(backend='threading')``."""
+    if multiprocessing.current_process().daemon:
+        return False
+    try:
+        from joblib.parallel import get_active_backend
+
+        backend, _ = get_active_backend()
+    except Exception:  # noqa: BLE001 - an older or newer joblib without it: processes
+        return True
+    return "Threading" not in type(backend).__name__
+
+
+def make_team(n_jobs, processes=True):
+    """Processes for more than one job where they may start (and ``processes``), else
+    threads."""
+    if n_jobs > 1 and processes and processes_allowed():
+        return ProcessTeam(n_jobs)
+    return ThreadTeam(n_jobs)

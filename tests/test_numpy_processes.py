@@ -1,0 +1,126 @@
+"""The CPU engine's worker processes and their shared arrays
+(:mod:`sklearn_gpulda.backends.numpy.processes`): the chain is the one-thread chain, bit for bit,
+whichever kind of team runs it."""
+
+import os
+
+import numpy as np
+import pytest
+from joblib import parallel_config
+
+from sklearn_gpulda import GPULatentDirichletAllocation
+from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda.backends.numpy import processes
+from sklearn_gpulda.backends.numpy.processes import ProcessTeam, SharedStore, make_team
+from sklearn_gpulda.backends.numpy.sampler import NumpySampler
+from sklearn_gpulda.backends.numpy.threads import ThreadTeam
+from sklearn_gpulda.datasets import load_kjv_chapters
+
+
+@pytest.fixture(scope="module")
+def kjv():
+    return load_kjv_chapters().data[:300]
+
+
+def _scale_into(item, factor, values, out):
+    """A task: ``out[a:b] = values[a:b] * factor`` for ``item = (a, b)``; returns the pid."""
+    a, b = item
+    out[a:b] = values[a:b] * factor
+    return os.getpid()
+
+
+def test_more_than_one_job_runs_in_processes_unless_told_otherwise():
+    assert type(make_team(1)) is ThreadTeam
+    team = make_team(2)
+    try:
+        assert isinstance(team, ProcessTeam)
+    finally:
+        team.close()
+    assert type(make_team(2, processes=False)) is ThreadTeam
+    with parallel_config(backend="threading"):
+        assert type(make_team(2)) is ThreadTeam
+
+
+def test_tasks_write_the_store_and_arrays_outside_it():
+    team = ProcessTeam(2)
+    try:
+        values = team.share("values", np.arange(10_000, dtype=np.float64))
+        out = team.empty("out", (10_000,), np.float64)
+        pids = team.run(_scale_into, team.token_ranges(10_000), factor=3.0, values=values,
+                        out=out)
+        np.testing.assert_array_equal(out, np.arange(10_000) * 3.0)
+        assert os.getpid() not in pids  # the work ran in the workers
+        # An output the store does not hold is copied in, and back once the tasks are done.
+        plain = np.zeros(10_000)
+        team.run(_scale_into, team.token_ranges(10_000), factor=2.0, values=values, out=plain)
+        np.testing.assert_array_equal(plain, np.arange(10_000) * 2.0)
+    finally:
+        team.close()
+
+
+def test_store_reuses_an_array_per_key_and_deletes_its_files():
+    store = SharedStore()
+    a = store.array("a", (4, 5), np.float32)
+    assert store.array("a", (4, 5), np.float32) is a
+    assert store.handle(np.asarray(a)) is not None  # a whole view is the same array
+    assert store.handle(a[1:]) is None
+    b = store.array("a", (4, 6), np.float32)  # a new shape is a new array
+    assert b is not a and store.handle(b).shape == (4, 6)
+    (folder,) = store.folders
+    assert len(os.listdir(folder)) == 1
+    kept = store.hand_over(store.owned((3,), np.float64))
+    kept[:] = 7.0  # the caller's now: still mapped, its file gone
+    assert len(os.listdir(folder)) == 1 and kept.sum() == 21.0
+    store.close()
+    assert not os.path.exists(folder)
+
+
+def test_chain_in_processes_is_the_one_thread_chain_after_every_sweep(kjv):
+    corpus = tokens(kjv.tocsr())
+    chains = [NumpySampler(70, 0.1, 0.05, seed=5, n_jobs=n) for n in (1, 2)]
+    assert isinstance(chains[1].team, ProcessTeam)
+    for chain in chains:
+        chain.load(corpus)
+        chain.init_topics()
+    try:
+        for it in range(1, 4):
+            for chain in chains:
+                chain.sweep(it)
+            np.testing.assert_array_equal(chains[0].topics(), chains[1].topics())
+            np.testing.assert_array_equal(chains[0].doc_topic_counts(),
+                                          chains[1].doc_topic_counts())
+            np.testing.assert_array_equal(chains[0].word_topic_counts(),
+                                          chains[1].word_topic_counts())
+            assert chains[0].log_likelihood() == chains[1].log_likelihood()
+        # Topics set from outside go into the team's arrays too.
+        z = chains[0].topics()[::-1].copy()
+        for chain in chains:
+            chain.set_topics(z)
+            chain.sweep(9)
+        np.testing.assert_array_equal(chains[0].topics(), chains[1].topics())
+    finally:
+        for chain in chains:
+            chain.release()
+
+
+def test_threads_and_processes_fit_the_same_model(kjv):
+    kw = dict(n_components=9, max_iter=6, random_state=2, device="cpu", n_jobs=2)
+    in_processes = GPULatentDirichletAllocation(**kw).fit(kjv)
+    with parallel_config(backend="threading"):
+        in_threads = GPULatentDirichletAllocation(**kw).fit(kjv)
+    np.testing.assert_array_equal(in_processes.components_, in_threads.components_)
+    assert in_processes.bound_ == in_threads.bound_
+
+
+def test_a_broken_pool_is_replaced():
+    team = ProcessTeam(2)
+    try:
+        pool = processes._pool(2)
+        pool.shutdown(wait=True)
+        values = team.share("values", np.ones(100))
+        out = team.empty("out", (100,), np.float64)
+        team.run(_scale_into, [(0, 100)], factor=5.0, values=values, out=out)
+        np.testing.assert_array_equal(out, np.full(100, 5.0))
+        assert processes._pool(2) is not pool
+    finally:
+        team.close()
