@@ -124,3 +124,23 @@ def test_a_broken_pool_is_replaced():
         assert processes._pool(2) is not pool
     finally:
         team.close()
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.7])
+def test_word_topic_histogram_by_ranges_is_the_whole_tables(kjv, scale):
+    # Merged from word ranges on two workers; the serial reading of B is the reference.
+    X = kjv.astype(np.float64) * scale
+    chain = NumpySampler(16, 0.1, 0.05, seed=4, n_jobs=2)
+    chain.load(tokens(X.tocsr()))
+    chain.init_topics()
+    chain.sweep(1)
+    try:
+        b = chain.word_topic_counts().T
+        nonzero = b[b != 0]
+        values, freq = np.unique(nonzero, return_counts=True)
+        got = chain.word_topic_histogram()
+        np.testing.assert_array_equal(got[0], values)
+        np.testing.assert_array_equal(got[1], freq)
+        np.testing.assert_array_equal(got[2], b.sum(axis=0))
+    finally:
+        chain.release()

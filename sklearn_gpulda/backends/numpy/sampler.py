@@ -128,6 +128,15 @@ def add_rows(rows, src, out, first):
         out[r0:r1] += src[r0:r1]
 
 
+def nonzero_value_counts(rows, src):
+    """The distinct non-zero values of ``src[r0:r1]`` (float64, ascending) and how often each
+    occurs, for ``rows = (r0, r1)``."""
+    r0, r1 = rows
+    block = src[r0:r1]
+    (values,), freq = value_counts(block[block != 0].astype(np.float64))
+    return values, freq
+
+
 def value_counts(*keys):
     """Distinct tuples of ``keys`` (equal-length arrays) and how often each occurs.
 
@@ -379,6 +388,25 @@ class NumpySampler(HostWordTopic, Sampler):
 
     def _accumulated(self, divisor):
         return self._transposed(self._sum, float(divisor))
+
+    def word_topic_histogram(self):
+        # HostWordTopic's, its histogram made by word ranges on the team and merged (a V x K
+        # pass and a sort of every non-zero were serial every prior update).
+        src = self._word_major_source()
+        parts = self.team.run(nonzero_value_counts, self.team.row_ranges(
+            np.arange(src.shape[0] + 1)), src=src)
+        values = np.concatenate([p[0] for p in parts])
+        freq = np.concatenate([p[1] for p in parts])
+        order = np.argsort(values, kind="stable")
+        values, freq = values[order], freq[order]
+        new = np.ones(values.size, dtype=bool)
+        new[1:] = values[1:] != values[:-1]
+        starts = np.flatnonzero(new)
+        if starts.size:
+            values, freq = values[starts], np.add.reduceat(freq, starts)
+        totals = self._topic_totals() if self._fixed_bhat is None else \
+            src.sum(axis=0, dtype=np.float64)
+        return values, freq, totals
 
     def topics(self):
         return self._z.copy()
