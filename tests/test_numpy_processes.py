@@ -12,6 +12,7 @@ from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._corpus import tokens
 from sklearn_gpulda.backends.numpy import processes
 from sklearn_gpulda.backends.numpy.processes import ProcessTeam, SharedStore, make_team
+from sklearn_gpulda.backends.numpy import sampler as sampler_module
 from sklearn_gpulda.backends.numpy.sampler import NumpySampler
 from sklearn_gpulda.backends.numpy.threads import ThreadTeam
 from sklearn_gpulda.datasets import load_kjv_chapters
@@ -20,6 +21,12 @@ from sklearn_gpulda.datasets import load_kjv_chapters
 @pytest.fixture(scope="module")
 def kjv():
     return load_kjv_chapters().data[:300]
+
+
+@pytest.fixture(autouse=True)
+def processes_for_any_corpus(monkeypatch):
+    """Small test corpora would stay on threads (PROCESS_MIN_TOKENS): here they go to workers."""
+    monkeypatch.setattr(sampler_module, "PROCESS_MIN_TOKENS", 0)
 
 
 def _scale_into(item, factor, values, out):
@@ -78,10 +85,10 @@ def test_store_reuses_an_array_per_key_and_deletes_its_files():
 def test_chain_in_processes_is_the_one_thread_chain_after_every_sweep(kjv):
     corpus = tokens(kjv.tocsr())
     chains = [NumpySampler(70, 0.1, 0.05, seed=5, n_jobs=n) for n in (1, 2)]
-    assert isinstance(chains[1].team, ProcessTeam)
     for chain in chains:
         chain.load(corpus)
         chain.init_topics()
+    assert isinstance(chains[1].team, ProcessTeam)
     try:
         for it in range(1, 4):
             for chain in chains:
@@ -103,13 +110,30 @@ def test_chain_in_processes_is_the_one_thread_chain_after_every_sweep(kjv):
             chain.release()
 
 
+def test_a_small_corpus_stays_on_threads(kjv, monkeypatch):
+    corpus = tokens(kjv.tocsr())
+    monkeypatch.setattr(sampler_module, "PROCESS_MIN_TOKENS", corpus.n_tokens + 1)
+    chain = NumpySampler(5, 0.1, 0.05, seed=1, n_jobs=2)
+    chain.load(corpus)
+    try:
+        assert type(chain.team) is ThreadTeam and chain.team.n_threads == 2
+    finally:
+        chain.release()
+
+
 def test_threads_and_processes_fit_the_same_model(kjv):
-    kw = dict(n_components=9, max_iter=6, random_state=2, device="cpu", n_jobs=2)
+    # Learnt priors every 3 sweeps and averaging: every step of the fit loop runs on workers.
+    kw = dict(n_components=9, max_iter=12, prior_update_every=3, random_state=2, device="cpu",
+              n_jobs=2)
     in_processes = GPULatentDirichletAllocation(**kw).fit(kjv)
     with parallel_config(backend="threading"):
         in_threads = GPULatentDirichletAllocation(**kw).fit(kjv)
     np.testing.assert_array_equal(in_processes.components_, in_threads.components_)
+    np.testing.assert_array_equal(in_processes.doc_topic_prior_, in_threads.doc_topic_prior_)
+    assert in_processes.topic_word_prior_ == in_threads.topic_word_prior_
     assert in_processes.bound_ == in_threads.bound_
+    one = GPULatentDirichletAllocation(**{**kw, "n_jobs": 1}).fit(kjv)
+    np.testing.assert_array_equal(one.components_, in_processes.components_)
 
 
 def test_a_broken_pool_is_replaced():

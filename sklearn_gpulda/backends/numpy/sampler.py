@@ -22,6 +22,13 @@ from .threads import resolve_n_jobs
 #: the single running sum of the dense kernels (:mod:`.dense_rule`). Both take the same uniforms.
 RULES = ("sparse", "dense")
 
+#: Fewest tokens for which a chain with several jobs runs in worker processes. A sweep of
+#: fewer takes some tens of milliseconds on one core, about what the processes' round trips and
+#: the copies into shared memory cost (an estimate from the 16-core measurements of
+#: ``doc/performance.md``, not measured at this size); mini-batches of online learning stay on
+#: threads.
+PROCESS_MIN_TOKENS = 100_000
+
 #: Below this many topics the document branch always runs over dense rows (listing A's
 #: non-zeros costs more than it saves).
 SPARSE_ROWS_MIN_TOPICS = 64
@@ -210,8 +217,8 @@ class NumpySampler(HostWordTopic, Sampler):
         self.rule = rule
         # Let the document branch walk A's non-zeros where they are few (same draws).
         self.sparse_rows = n_topics >= SPARSE_ROWS_MIN_TOPICS
-        # Threads for one job; worker processes for more where they may start (.processes).
-        self.team = make_team(resolve_n_jobs(n_jobs), self.worker_processes)
+        self.n_jobs = resolve_n_jobs(n_jobs)
+        self.team = make_team(1)  # chosen again for each corpus loaded
         self.token_offset = 0
         self._clear()
 
@@ -231,6 +238,10 @@ class NumpySampler(HostWordTopic, Sampler):
     def load(self, corpus):
         check_host_memory(corpus.n_docs, corpus.n_words, corpus.n_tokens, self.n_topics)
         self.release()
+        # Threads for one job or a small corpus (a mini-batch); worker processes for more
+        # where they may start (.processes).
+        self.team = make_team(self.n_jobs, self.worker_processes
+                              and corpus.n_tokens >= PROCESS_MIN_TOKENS)
         self.corpus = corpus
         # Every sweep reads the token arrays: expand them now, while the corpus has its counts
         # (a fit may release those once the sampler is loaded).
