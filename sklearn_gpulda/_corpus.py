@@ -275,7 +275,13 @@ def frequency_relabel(word_frequencies):
         The inverse permutation.
     """
     freq = np.asarray(word_frequencies)
-    old_of_new = np.argsort(-freq, kind="stable").astype(np.int32)
+    # The words a corpus uses, by decreasing frequency, then the unused ones in id order: the
+    # stable sort of every word's -frequency, at the cost of sorting the used ones only (a
+    # mini-batch uses a few thousand of a vocabulary of 100,000; the full sort was an eighth of
+    # its partial_fit step at K = 20).
+    used = np.flatnonzero(freq > 0)
+    old_of_new = np.concatenate([used[np.argsort(-freq[used], kind="stable")],
+                                 np.flatnonzero(~(freq > 0))]).astype(np.int32)
     new_of_old = np.empty_like(old_of_new)
     new_of_old[old_of_new] = np.arange(old_of_new.size, dtype=np.int32)
     return new_of_old, old_of_new

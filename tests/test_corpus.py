@@ -424,3 +424,16 @@ def test_document_ranges_are_the_whole_corpus_cut(kjv, fractional):
     whole.release_counts()
     with pytest.raises(RuntimeError, match="released before it was split"):
         whole.doc_range(0, 1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_frequency_relabel_is_the_stable_sort_of_every_word(seed):
+    # Only the used words are sorted; unused ones follow in id order, as the full stable sort
+    # of -frequency puts them (ties, zero included, by id).
+    rng = np.random.default_rng(seed)
+    freq = rng.integers(0, 4, 500) * (rng.random(500) < 0.3)
+    if seed == 3:
+        freq = freq * 0.5  # float frequencies (weighted tokens)
+    new_of_old, old_of_new = frequency_relabel(freq)
+    np.testing.assert_array_equal(old_of_new, np.argsort(-freq, kind="stable"))
+    np.testing.assert_array_equal(new_of_old[old_of_new], np.arange(500))

@@ -165,11 +165,15 @@ class CudaChain:
             totals = B.sum(axis=0, dtype=self._cp.float64).get()
         return count, n_cells, totals
 
-    def release(self):
-        """Free the chain's device arrays and return CuPy's cached blocks to the driver."""
+    def release(self, return_cache=True):
+        """Free the chain's device arrays and, unless ``return_cache`` is False (a chain about
+        to load again, whose new arrays reuse the blocks), return CuPy's cached blocks to the
+        driver."""
         self._sum = None
         self._release_state()
         super().release()
+        if not return_cache:
+            return
         try:
             self._cp.get_default_memory_pool().free_all_blocks()
         except Exception:  # noqa: BLE001 -- freeing cached blocks is best effort

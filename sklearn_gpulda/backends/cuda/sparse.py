@@ -28,6 +28,10 @@ from .layout import build_chunks, chunk_bytes
 from .streaming import ChunkStream, evict, streamed_chunk_tokens
 from .transfer import topic_major_to_host
 
+#: Device bytes of a load above which the layout's scratch is returned to the driver before the
+#: tables are made: below it (a mini-batch) the round trip costs more than the memory is worth.
+RETURN_CACHE_BYTES = 1 << 28
+
 
 @dataclass
 class WordSide:
@@ -122,7 +126,9 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
     def load(self, corpus):
         cp = self._cp
         with self._dev():
-            self.release()
+            # The previous corpus's blocks stay in CuPy's pool for this one's arrays (online
+            # learning loads a mini-batch per step); fit's last release returns them.
+            self.release(return_cache=False)
             _, peak = self.estimate_bytes(corpus)
             budget = self._memory_budget()
             stream_tokens = None
@@ -144,8 +150,10 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
                                                stream_tokens, piece_tokens, each=evict)
                     self._stream = ChunkStream(cp, self.chunks)
                 # Drop the layout's sort scratch before the large table, so the pool's peak is
-                # the larger of the two phases rather than their sum.
-                cp.get_default_memory_pool().free_all_blocks()
+                # the larger of the two phases rather than their sum (for a corpus whose
+                # phases are large enough for that to matter).
+                if peak > RETURN_CACHE_BYTES:
+                    cp.get_default_memory_pool().free_all_blocks()
             k, v = self.n_topics, corpus.n_words
             if self.streamed:
                 self._b_next = cp.zeros((v, k), dtype=cp.float32)
