@@ -16,7 +16,7 @@ from sklearn_gpulda._corpus import tokens
 from sklearn_gpulda.backends.cuda.sample_dense import VARIANTS, document_order
 from sklearn_gpulda.backends.numpy import tables, threads
 from sklearn_gpulda.backends.numpy.dense_rule import draw_topics_dense
-from sklearn_gpulda.backends.numpy.sampler import count_pairs
+from sklearn_gpulda.backends.numpy.row_tasks import count_pairs
 
 from _stats import merged_chisquare
 

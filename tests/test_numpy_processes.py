@@ -168,3 +168,20 @@ def test_word_topic_histogram_by_ranges_is_the_whole_tables(kjv, scale):
         np.testing.assert_array_equal(got[2], b.sum(axis=0))
     finally:
         chain.release()
+
+
+def _mapped_paths(_):
+    """A task: the files this worker maps."""
+    return sorted({key[0] for key in processes._worker_maps})
+
+
+def test_workers_unmap_the_files_of_a_closed_team():
+    team = ProcessTeam(2)
+    values = team.share("values", np.arange(50_000, dtype=np.float64))
+    out = team.empty("out", (50_000,), np.float64)
+    team.run(_scale_into, team.token_ranges(50_000), factor=1.0, values=values, out=out)
+    folder = team.store.folders[0]
+    team.close()
+    pool = processes._pool(2)
+    seen = [p for f in [pool.submit(_mapped_paths, i) for i in range(8)] for p in f.result()]
+    assert not [p for p in seen if p.startswith(folder)]

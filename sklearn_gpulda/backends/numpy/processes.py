@@ -5,8 +5,9 @@ and to finish. A draw makes some thirty calls per chunk of tokens, most of them 
 token, and measured on a 16-core host (``tools/thread_scaling_probe.py``) calls of 16 k elements
 ran no faster on 4 to 16 threads than on one, and ``bincount`` holds the GIL throughout. So from
 two jobs on the engine runs its tasks in processes instead (a pool of loky worker processes,
-started once per Python process and size), and the arrays they read and write are memory-mapped files in
-``/dev/shm`` (a temporary folder where it has no room) that every worker maps once.
+started once per Python process and size), and the arrays they read and write are
+memory-mapped files in ``/dev/shm`` (a temporary folder where it has no room) that every worker
+maps once and unmaps when the store deletes them.
 
 A task is a module-level function called as ``task(item, **arguments)``; :meth:`run` sends an
 array of the team's store as a small handle (arrays outside the store are copied into it, so
@@ -19,6 +20,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -172,12 +174,23 @@ class SharedStore:
         self._folders = {}
 
 
+def _prune_maps(pause=0.0):
+    """Drop this worker's maps of files the store has deleted: a map keeps its memory, and a
+    deleted file's pages are freed only once nothing maps them. ``pause`` (seconds) lets a
+    round of these calls reach every worker of a pool (:meth:`ProcessTeam.close`)."""
+    for key in [k for k in _worker_maps if not os.path.exists(k[0])]:
+        del _worker_maps[key]
+    if pause:
+        time.sleep(pause)
+
+
 def _resolve(value):
     return value.open() if isinstance(value, SharedHandle) else value
 
 
 def _call(task, items, arguments):
     """What a worker runs: ``task(item, **arguments)`` for each of ``items``, handles opened."""
+    _prune_maps()
     arguments = {k: _resolve(v) for k, v in arguments.items()}
     return [task(item, **arguments) for item in items]
 
@@ -272,7 +285,17 @@ class ProcessTeam(ThreadTeam):
         return results
 
     def close(self):
+        had_files = bool(self.store.folders)
         self.store.close()
+        pool = _pools.get(self.n_threads)
+        if had_files and pool is not None:
+            # Let every worker unmap the deleted files now rather than at its next task (an
+            # idle pool would otherwise hold a finished fit's tables).
+            try:
+                for f in [pool.submit(_prune_maps, 0.02) for _ in range(2 * self.n_threads)]:
+                    f.result()
+            except Exception:  # noqa: BLE001 - a pool that broke meanwhile holds no maps
+                pass
 
 
 def processes_allowed():

@@ -14,6 +14,8 @@ from ..._device import CPU
 from ..base import Sampler
 from .dense_rule import draw_topics_dense
 from .processes import make_team
+from .row_tasks import (add_rows, count_rows, nonzero_value_counts, transpose_rows,
+                        uniform_range, value_counts)
 from .sparse_rule import draw_topics, sparse_mass
 from .tables import WordTables
 from .threads import resolve_n_jobs
@@ -64,106 +66,6 @@ def check_host_memory(n_docs, n_words, n_tokens, n_topics):
             f"{need / gib:.1f} GiB of host memory for the CPU engine, but only {have / gib:.1f} GiB "
             "is available; use fewer topics, fewer documents per call (partial_fit), or a GPU"
         )
-
-
-def count_pairs(index, topics, weight, n_rows, n_topics, dtype=np.float64):
-    """Weighted counts of (row, topic) pairs, shape (n_rows, n_topics): exact integer counts or
-    float64 weighted sums, rounded once to ``dtype``."""
-    flat = index.astype(np.int64) * n_topics + topics
-    counts = np.bincount(flat, weights=weight, minlength=n_rows * n_topics)
-    return counts.astype(dtype, copy=False).reshape(n_rows, n_topics)
-
-
-#: Cells of a table counted at once by :func:`count_rows`: the block's int64 or float64 counts
-#: (2 MB) stay in a core's cache and the table is written once, in its own dtype. Counting a
-#: whole V x K table in one ``bincount`` wrote and read a float64 table twice its size.
-COUNT_BLOCK_CELLS = 1 << 18
-
-
-def count_rows(rows, out, index, topics, weight, row_ptr, order=None):
-    """Count the (row, topic) pairs of the rows ``rows = (r0, r1)`` into ``out[r0:r1]``.
-
-    The tokens of row r are ``order[row_ptr[r]:row_ptr[r + 1]]`` (``row_ptr``'s range itself
-    when ``order`` is None), in canonical order within the row, so each cell sums its weights
-    as one :func:`count_pairs` over every token would, and rounds once to ``out``'s dtype.
-    """
-    r0, r1 = rows
-    n_topics = out.shape[1]
-    step = max(1, COUNT_BLOCK_CELLS // n_topics)
-    for b0 in range(r0, r1, step):
-        b1 = min(r1, b0 + step)
-        t0, t1 = int(row_ptr[b0]), int(row_ptr[b1])
-        t = slice(t0, t1) if order is None else order[t0:t1]
-        w = None if weight is None else weight[t]
-        flat = (index[t] - b0).astype(np.int64) * n_topics + topics[t]
-        out[b0:b1] = np.bincount(flat, weights=w, minlength=(b1 - b0) * n_topics).reshape(
-            b1 - b0, n_topics)
-
-
-def uniform_range(tokens, seed, iteration, stream, sub, offset, out):
-    """The uniforms of the tokens ``range(*tokens)`` (canonical index + ``offset``) into ``out``."""
-    t0, t1 = tokens
-    t = np.arange(t0, t1, dtype=np.int64) + offset
-    out[t0:t1] = _random.token_uniform(seed, iteration, stream, t, sweep=sub)
-
-
-#: Rows of a V x K table per block in :func:`transpose_rows`: the block's float64 copy (2 MB
-#: at K = 1,000) stays in the cache while it is written out column-wise.
-_TRANSPOSE_BLOCK_ROWS = 256
-
-
-def transpose_rows(rows, src, out, divisor=None, plus=None):
-    """``out[:, r0:r1] = src[r0:r1].T`` in float64 (divided by ``divisor``, then plus
-    ``plus``), a block of rows at a time, for ``rows = (r0, r1)``."""
-    r0, r1 = rows
-    for b0 in range(r0, r1, _TRANSPOSE_BLOCK_ROWS):
-        b1 = min(r1, b0 + _TRANSPOSE_BLOCK_ROWS)
-        block = src[b0:b1].astype(np.float64)
-        if divisor is not None:
-            block /= divisor
-        if plus is not None:
-            block += plus
-        out[:, b0:b1] = block.T
-
-
-def add_rows(rows, src, out, first):
-    """``out[r0:r1] (+)= src[r0:r1]`` in ``out``'s dtype (set when ``first``)."""
-    r0, r1 = rows
-    if first:
-        out[r0:r1] = src[r0:r1]
-    else:
-        out[r0:r1] += src[r0:r1]
-
-
-def nonzero_value_counts(rows, src):
-    """The distinct non-zero values of ``src[r0:r1]`` (float64, ascending) and how often each
-    occurs, for ``rows = (r0, r1)``."""
-    r0, r1 = rows
-    block = src[r0:r1]
-    (values,), freq = value_counts(block[block != 0].astype(np.float64))
-    return values, freq
-
-
-def value_counts(*keys):
-    """Distinct tuples of ``keys`` (equal-length arrays) and how often each occurs.
-
-    Returns
-    -------
-    uniques : list of ndarray
-        One array per key, the distinct tuples in lexicographic order.
-    counts : ndarray of int64
-    """
-    if keys[0].size == 0:
-        return [k[:0] for k in keys], np.zeros(0, dtype=np.int64)
-    order = np.lexsort(keys[::-1])
-    keys = [k[order] for k in keys]
-    new = np.zeros(keys[0].size, dtype=bool)
-    new[0] = True
-    for k in keys:
-        new[1:] |= k[1:] != k[:-1]
-    starts = np.flatnonzero(new)
-    counts = np.diff(np.append(starts, keys[0].size)).astype(np.int64)
-    return [k[starts] for k in keys], counts
 
 
 class HostWordTopic:
