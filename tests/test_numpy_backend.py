@@ -8,6 +8,7 @@ from sklearn_gpulda import _random
 from sklearn_gpulda._corpus import tokens
 from sklearn_gpulda._device import CPU
 from sklearn_gpulda.backends.numpy import NumpySampler, fold_in
+from sklearn_gpulda.backends.numpy import sparse_rule
 from sklearn_gpulda.backends.numpy.sparse_rule import draw_topics
 from sklearn_gpulda.backends.numpy.tables import WordTables
 from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
@@ -299,3 +300,30 @@ def test_set_topics_rejects_wrong_shape_and_range_and_keeps_state(kjv):
     z = np.arange(corpus.n_tokens, dtype=np.int32) % 6
     engine.set_topics(z)
     np.testing.assert_array_equal(engine.topics(), z)
+
+
+@pytest.mark.parametrize("n_topics", [1, 2, 20, 100])
+def test_running_sums_by_topic_are_cumsum_bit_for_bit(n_topics):
+    rng = np.random.default_rng(n_topics)
+    terms = (rng.random((3000, n_topics)) ** 3).astype(np.float32)
+    terms[rng.random(terms.shape) < 0.5] = 0.0
+    by_topic = sparse_rule.running_sums_by_topic(terms)
+    assert by_topic.shape == (n_topics, 3000)
+    np.testing.assert_array_equal(by_topic.T, np.cumsum(terms, axis=1, dtype=np.float32))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_small_k_chain_is_the_same_with_row_cumsums(kjv, monkeypatch, weighted):
+    # The topic-by-topic running sums (K <= LOOP_MAX_TOPICS) against np.cumsum along rows.
+    X = kjv[:150].astype(np.float64) * (0.6 if weighted else 1.0)
+    corpus = tokens(X.tocsr())
+    states = []
+    for loop_max in (sparse_rule.LOOP_MAX_TOPICS, 0):
+        monkeypatch.setattr(sparse_rule, "LOOP_MAX_TOPICS", loop_max)
+        chain = _loaded(corpus, 20)
+        for it in range(1, 4):
+            chain.sweep(it)
+        states.append((chain.topics(), chain.log_likelihood()))
+        chain.release()
+    np.testing.assert_array_equal(states[0][0], states[1][0])
+    assert states[0][1] == states[1][1]

@@ -185,3 +185,16 @@ def test_workers_unmap_the_files_of_a_closed_team():
     pool = processes._pool(2)
     seen = [p for f in [pool.submit(_mapped_paths, i) for i in range(8)] for p in f.result()]
     assert not [p for p in seen if p.startswith(folder)]
+
+
+def test_a_chain_too_large_for_host_memory_is_refused_before_allocating(monkeypatch):
+    # 40,000 words x 65,536 topics: about 63 GB of V x K tables, whatever the jobs.
+    monkeypatch.setattr(sampler_module, "_available_memory", lambda: 8 << 30)
+    X = load_kjv_chapters().data[:20]
+    import scipy.sparse as sp
+
+    wide = sp.hstack([X, sp.csr_matrix((20, 40_000 - X.shape[1]))]).tocsr()
+    chain = NumpySampler(65_536, 0.1, 0.05, seed=1, n_jobs=2)
+    with pytest.raises(MemoryError, match="GiB of host memory"):
+        chain.load(tokens(wide))
+    assert chain.corpus is None and chain._tokens is None

@@ -49,10 +49,11 @@ def _available_memory():
 
 
 def host_bytes(n_docs, n_words, n_tokens, n_topics):
-    """Host bytes of a chain: A (D x K float32), B, Bhat and the prior's running sums (V x K
-    float32 each), float64 count temporaries of the same shapes, and about 56 bytes per token
-    (the word-major order of the threaded M-step and the listing of A's non-zeros included)."""
-    return 12 * n_docs * n_topics + 20 * n_words * n_topics + 56 * n_tokens
+    """Host bytes of a chain at its peak: A (D x K float32); B and Bhat (V x K float32), the
+    running sum of averaging and the K x V float64 model it is read into; and about 76 bytes per
+    token (the corpus's token arrays, the copies worker processes share, the word-major order,
+    two topic arrays, the uniforms and the listing of A's non-zeros)."""
+    return 4 * n_docs * n_topics + 24 * n_words * n_topics + 76 * n_tokens
 
 
 def check_host_memory(n_docs, n_words, n_tokens, n_topics):
