@@ -212,8 +212,9 @@ def _worker_start():
 
 def _pool(n_workers):
     """This process's pool of ``n_workers`` loky worker processes, started at first use and
-    kept for later fits (their start-up, about a second, is paid once). One pool per size and
-    none shared with joblib's reusable executor, whose resizing would stop running tasks."""
+    kept for later fits (their start-up, 3-3.6 s for 16 workers on the 16-core host of
+    ``doc/performance.md``, is paid once). One pool per size and none shared with joblib's
+    reusable executor, whose resizing would stop running tasks."""
     from joblib.externals.loky import ProcessPoolExecutor
 
     with _pools_lock:
