@@ -46,6 +46,23 @@ def check_same_seed_same_model(make_engine, corpus, n_sweeps=3):
     assert runs[0][2] == runs[1][2]
 
 
+def check_chains_alike_every_sweep(chains, corpus, sweeps=(1, 2, 3)):
+    """Load ``chains`` (samplers made alike but for how they run: threads, processes, ...) with
+    ``corpus``, sweep them together, and require the same topics, A, B and log-likelihood, bit
+    for bit, after every sweep. The chains are left loaded; the caller releases them."""
+    for chain in chains:
+        initialised(chain, corpus)
+    first = chains[0]
+    for it in sweeps:
+        for chain in chains:
+            chain.sweep(it)
+        for other in chains[1:]:
+            np.testing.assert_array_equal(first.topics(), other.topics())
+            np.testing.assert_array_equal(first.doc_topic_counts(), other.doc_topic_counts())
+            np.testing.assert_array_equal(first.word_topic_counts(), other.word_topic_counts())
+            assert first.log_likelihood() == other.log_likelihood()
+
+
 def check_weighted_counts(engine, corpus, n_topics, reference, atol_a, atol_b=1e-4):
     """After one sweep over weighted tokens: A and B equal the weighted recounts from the
     engine's topics (to float32 atomics' rounding), and the log-likelihood matches the NumPy

@@ -17,6 +17,8 @@ from sklearn_gpulda.backends.numpy.sampler import NumpySampler
 from sklearn_gpulda.backends.numpy.threads import ThreadTeam
 from sklearn_gpulda.datasets import load_kjv_chapters
 
+from _engine_checks import check_chains_alike_every_sweep
+
 
 @pytest.fixture(scope="module")
 def kjv():
@@ -83,22 +85,10 @@ def test_store_reuses_an_array_per_key_and_deletes_its_files():
 
 
 def test_chain_in_processes_is_the_one_thread_chain_after_every_sweep(kjv):
-    corpus = tokens(kjv.tocsr())
     chains = [NumpySampler(70, 0.1, 0.05, seed=5, n_jobs=n) for n in (1, 2)]
-    for chain in chains:
-        chain.load(corpus)
-        chain.init_topics()
-    assert isinstance(chains[1].team, ProcessTeam)
     try:
-        for it in range(1, 4):
-            for chain in chains:
-                chain.sweep(it)
-            np.testing.assert_array_equal(chains[0].topics(), chains[1].topics())
-            np.testing.assert_array_equal(chains[0].doc_topic_counts(),
-                                          chains[1].doc_topic_counts())
-            np.testing.assert_array_equal(chains[0].word_topic_counts(),
-                                          chains[1].word_topic_counts())
-            assert chains[0].log_likelihood() == chains[1].log_likelihood()
+        check_chains_alike_every_sweep(chains, tokens(kjv.tocsr()))
+        assert isinstance(chains[1].team, ProcessTeam)
         # Topics set from outside go into the team's arrays too.
         z = chains[0].topics()[::-1].copy()
         for chain in chains:

@@ -12,6 +12,8 @@ from sklearn_gpulda.backends.numpy.threads import (CHUNKS_PER_THREAD, ThreadTeam
                                                    resolve_n_jobs)
 from sklearn_gpulda.datasets import load_kjv_chapters
 
+from _engine_checks import check_chains_alike_every_sweep
+
 
 @pytest.fixture(scope="module")
 def kjv():
@@ -51,21 +53,9 @@ def test_online_learning_does_not_depend_on_n_jobs(kjv):
 
 
 def test_chain_state_matches_one_thread_after_every_sweep(kjv):
-    corpus = tokens(kjv.tocsr())
     chains = [NumpySampler(8, 0.1, 0.05, seed=11, n_jobs=n) for n in (1, 4)]
-    for chain in chains:
-        chain.load(corpus)
-        chain.init_topics()
     try:
-        for it in range(1, 4):
-            for chain in chains:
-                chain.sweep(it)
-            np.testing.assert_array_equal(chains[0].topics(), chains[1].topics())
-            np.testing.assert_array_equal(chains[0].doc_topic_counts(),
-                                          chains[1].doc_topic_counts())
-            np.testing.assert_array_equal(chains[0].word_topic_counts(),
-                                          chains[1].word_topic_counts())
-            assert chains[0].log_likelihood() == chains[1].log_likelihood()
+        check_chains_alike_every_sweep(chains, tokens(kjv.tocsr()))
     finally:
         for chain in chains:
             chain.release()
