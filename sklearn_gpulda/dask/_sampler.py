@@ -175,9 +175,6 @@ class DaskSampler(HostWordTopic, Sampler):
             self._sum = np.zeros((corpus.n_words, self.n_topics), dtype=np.float64)
         self._sum.ravel()[self._cells] += self._counts
 
-    def word_topic_counts(self):
-        return np.ascontiguousarray(self._word_major_counts().T)
-
     def doc_topic_counts(self):
         return np.vstack(self.call_all("doc_topic_counts"))
 

@@ -88,6 +88,22 @@ def nonzero_value_counts(rows, src):
     return values, freq
 
 
+def merge_value_counts(parts):
+    """Sum ``(values, freq)`` pairs of :func:`nonzero_value_counts` over ranges into the whole
+    table's: distinct values ascending and how often each occurs (the same as one call over
+    every row)."""
+    values = np.concatenate([p[0] for p in parts])
+    freq = np.concatenate([p[1] for p in parts])
+    if values.size == 0:
+        return values, freq
+    order = np.argsort(values, kind="stable")
+    values, freq = values[order], freq[order]
+    new = np.ones(values.size, dtype=bool)
+    new[1:] = values[1:] != values[:-1]
+    starts = np.flatnonzero(new)
+    return values[starts], np.add.reduceat(freq, starts)
+
+
 def value_counts(*keys):
     """Distinct tuples of ``keys`` (equal-length arrays) and how often each occurs.
 

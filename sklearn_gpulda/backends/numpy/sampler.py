@@ -14,11 +14,11 @@ from ..._device import CPU
 from ..base import Sampler
 from .dense_rule import draw_topics_dense
 from .processes import make_team
-from .row_tasks import (add_rows, count_rows, nonzero_value_counts, transpose_rows,
-                        uniform_range, value_counts)
+from .row_tasks import (add_rows, count_rows, merge_value_counts, nonzero_value_counts,
+                        transpose_rows, uniform_range, value_counts)
 from .sparse_rule import draw_topics, sparse_mass
 from .tables import WordTables
-from .threads import resolve_n_jobs
+from .threads import ThreadTeam, resolve_n_jobs
 
 #: Draw rules of the E-step: 'sparse' is the two-branch rule of ``doc/algorithm.md``, 'dense'
 #: the single running sum of the dense kernels (:mod:`.dense_rule`). Both take the same uniforms.
@@ -71,23 +71,54 @@ def check_host_memory(n_docs, n_words, n_tokens, n_topics):
 
 class HostWordTopic:
     """What a sampler whose word-topic counts are on the host derives from them: the histogram
-    for learning beta, and the running sum for averaging. The class using it provides
-    ``_word_major_counts()`` (B, V x K float64) and keeps ``_sum`` (None at first)."""
+    for learning beta, the running sum for averaging, and the K x V read-outs, each made by word
+    ranges on ``team`` (:mod:`.row_tasks`; one thread unless the class sets its own). The class
+    using it provides ``_word_major_counts()`` (B, V x K) or ``_word_major_source()``, and keeps
+    ``_sum`` (None at first)."""
+
+    team = ThreadTeam(1)
+
+    def _word_major_source(self):
+        """B word-major, as the tasks read it (any float dtype)."""
+        return self._word_major_counts()
+
+    def _column_sums(self, word_major):
+        """``n_k`` of ``word_major`` in float64."""
+        return word_major.sum(axis=0, dtype=np.float64)
+
+    def _word_ranges(self, n_words):
+        return self.team.row_ranges(np.arange(n_words + 1))
+
+    def _transposed(self, word_major, divisor=None, plus=None):
+        """``word_major.T`` (divided by ``divisor``, plus ``plus``) as a new float64 (K x V)
+        array, converted by word ranges on the team (a serial V x K transpose cost a 16-job fit
+        more than its sweeps at K = 1,000)."""
+        n_words = word_major.shape[0]
+        out = self.team.owned((self.n_topics, n_words), np.float64)
+        self.team.run(transpose_rows, self._word_ranges(n_words), src=word_major, out=out,
+                      divisor=divisor, plus=plus)
+        return self.team.hand_over(out)
 
     def word_topic_histogram(self):
-        b = self._word_major_counts()
-        (count,), n_cells = value_counts(b[b != 0])
-        return count, n_cells, b.sum(axis=0)
+        src = self._word_major_source()
+        values, freq = merge_value_counts(self.team.run(
+            nonzero_value_counts, self._word_ranges(src.shape[0]), src=src))
+        return values, freq, self._column_sums(src)
 
     def _accumulate(self):
-        counts = self._word_major_counts()
-        if self._sum is None:
-            self._sum = counts.copy()
-        else:
-            self._sum += counts
+        src = self._word_major_source()
+        first = self._sum is None
+        if first:
+            self._sum = self.team.empty("sum", src.shape, np.float64)
+        self.team.run(add_rows, self._word_ranges(src.shape[0]), src=src, out=self._sum,
+                      first=first)
 
     def _accumulated(self, divisor):
-        return np.ascontiguousarray((self._sum / divisor).T)
+        return self._transposed(self._sum, float(divisor))
+
+    def word_topic_counts(self):
+        return self._transposed(self._word_major_source())
+
 
 
 class NumpySampler(HostWordTopic, Sampler):
@@ -263,70 +294,26 @@ class NumpySampler(HostWordTopic, Sampler):
         return self._b.sum(axis=0, dtype=np.float64)
 
     # -- reading the state ----------------------------------------------------------------------
-    def _word_major_counts(self):
-        self._require()
-        if self._fixed_bhat is None:
-            return self._b.astype(np.float64)
-        return self._word_topic(self._z)
-
     def _word_major_source(self):
         """B word-major as counted (float32; float64 when the topic side is fixed)."""
         self._require()
         return self._b if self._fixed_bhat is None else self._word_topic(self._z)
 
-    def _transposed(self, word_major, divisor=None, plus=None):
-        """``word_major.T`` (divided by ``divisor``, plus ``plus``) as a new float64 (K x V)
-        array, converted by word ranges on the team (a serial V x K transpose cost a 16-job fit
-        more than its sweeps at K = 1,000)."""
-        n_words = word_major.shape[0]
-        out = self.team.owned((self.n_topics, n_words), np.float64)
-        self.team.run(transpose_rows, self.team.row_ranges(np.arange(n_words + 1)),
-                      src=word_major, out=out, divisor=divisor, plus=plus)
-        return self.team.hand_over(out)
+    def _column_sums(self, word_major):
+        return self._topic_totals() if self._fixed_bhat is None else \
+            super()._column_sums(word_major)
 
     def topic_word_components(self, dtype=np.float64):
-        # The base class's (statistics + beta), with the sum formed in the transposition.
+        # Sampler's (statistics + beta), with the sum formed in the transposition (the
+        # running sum is this chain's own, unlike a Dask driver's, which reads it elsewhere).
         if self.n_accumulated:
             stats = self._transposed(self._sum, float(self.n_accumulated), self.beta)
         else:
             stats = self._transposed(self._word_major_source(), plus=self.beta)
         return stats.astype(dtype, copy=False)
 
-    def _accumulate(self):
-        src = self._word_major_source()
-        first = self._sum is None
-        if first:
-            self._sum = self.team.empty("sum", src.shape, np.float64)
-        self.team.run(add_rows, self.team.row_ranges(np.arange(src.shape[0] + 1)), src=src,
-                      out=self._sum, first=first)
-
-    def _accumulated(self, divisor):
-        return self._transposed(self._sum, float(divisor))
-
-    def word_topic_histogram(self):
-        # HostWordTopic's, its histogram made by word ranges on the team and merged (a V x K
-        # pass and a sort of every non-zero were serial every prior update).
-        src = self._word_major_source()
-        parts = self.team.run(nonzero_value_counts, self.team.row_ranges(
-            np.arange(src.shape[0] + 1)), src=src)
-        values = np.concatenate([p[0] for p in parts])
-        freq = np.concatenate([p[1] for p in parts])
-        order = np.argsort(values, kind="stable")
-        values, freq = values[order], freq[order]
-        new = np.ones(values.size, dtype=bool)
-        new[1:] = values[1:] != values[:-1]
-        starts = np.flatnonzero(new)
-        if starts.size:
-            values, freq = values[starts], np.add.reduceat(freq, starts)
-        totals = self._topic_totals() if self._fixed_bhat is None else \
-            src.sum(axis=0, dtype=np.float64)
-        return values, freq, totals
-
     def topics(self):
         return self._z.copy()
-
-    def word_topic_counts(self):
-        return self._transposed(self._word_major_source())
 
     def doc_topic_counts(self):
         return self._a.astype(np.float64)

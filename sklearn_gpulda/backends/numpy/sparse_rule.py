@@ -165,6 +165,14 @@ def running_sums_by_topic(terms):
     return run
 
 
+def row_totals(terms):
+    """Each row's float32 sum, added left to right: ``np.cumsum(terms, axis=1)[:, -1]``, by
+    :func:`running_sums_by_topic` where the rows are short enough for it to pay."""
+    if terms.shape[1] <= LOOP_MAX_TOPICS:
+        return running_sums_by_topic(terms)[-1]
+    return np.cumsum(terms, axis=1, dtype=np.float32)[:, -1]
+
+
 def _draw_chunk(d, v, z, w, u, doc_topic, tables, doc_rows=None):
     """:func:`draw_topics` for one chunk of tokens (every token independent of the others)."""
     n_topics = doc_topic.shape[1]
@@ -245,8 +253,6 @@ def mass_range(tokens, doc, word, doc_topic, bhat, sparse_rows, out):
         if doc_rows is not None and doc_rows.pays(d, n_topics):
             _, values, bhat_rows, _ = doc_rows.padded(d, v, bhat)
             terms = values * bhat_rows
-            out[sl] = np.cumsum(terms, axis=1, dtype=np.float32)[:, -1]
         else:
             terms = doc_topic[d] * bhat[v]
-            out[sl] = running_sums_by_topic(terms)[-1] if n_topics <= LOOP_MAX_TOPICS else \
-                np.cumsum(terms, axis=1, dtype=np.float32)[:, -1]
+        out[sl] = row_totals(terms)

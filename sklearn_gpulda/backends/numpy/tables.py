@@ -70,10 +70,6 @@ def _prior_mass(bhat_rows, alpha32, scratch):
     return scratch.sum(axis=1)
 
 
-def _is_float32_c(arr):
-    return isinstance(arr, np.ndarray) and arr.dtype == np.float32 and arr.flags.c_contiguous
-
-
 def fill_prior_mass(rows, bhat, alpha32, qtotal):
     """``qtotal[r0:r1] = Q`` of the rows ``rows = (r0, r1)`` of ``bhat``, a block at a time."""
     r0, r1 = rows
@@ -118,7 +114,7 @@ class WordTables:
     """
 
     def __init__(self, bhat, alpha, word_side=None, team=None, qtotal=None):
-        self.bhat = bhat if _is_float32_c(bhat) else np.ascontiguousarray(bhat, np.float32)
+        self.bhat = np.ascontiguousarray(bhat, dtype=np.float32)
         self.alpha32 = topic_prior(alpha, self.bhat.shape[1]).astype(np.float32)
         if qtotal is None:
             team = _ONE_THREAD if team is None else team
