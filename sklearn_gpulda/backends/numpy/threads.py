@@ -1,14 +1,16 @@
-"""Threads of the NumPy backend: one sweep's work spread over ``n_jobs`` cores, same result.
+"""How the NumPy backend cuts a sweep's work, and the team of threads that runs it.
 
 An ESCA sweep draws every token from counts fixed at the start of the sweep, and each token's
-uniform is keyed by its canonical index, so the tokens of a sweep can be cut into chunks and the
-chunks drawn in any order on any thread. The counts are cut by rows instead (documents for A,
+uniform is keyed by its canonical index, so the tokens of a sweep can be cut into ranges and the
+ranges drawn in any order by any worker. The counts are cut by rows instead (documents for A,
 words for B through a word-major permutation of the tokens), so every cell still sums its tokens'
 weights in token order, as one ``bincount`` over the whole corpus does. The model is therefore
-the same, bit for bit, whatever the number of threads; ``tests/test_numpy_threads.py`` checks it.
+the same, bit for bit, whatever the number of workers; ``tests/test_numpy_threads.py`` and
+``tests/test_numpy_processes.py`` check it.
 
-NumPy releases the GIL inside its array kernels (arithmetic, ``cumsum``, fancy indexing,
-``bincount``), so plain threads share the work without copying the arrays they read.
+:class:`ThreadTeam` runs the tasks on threads, which share the arrays for free but take turns at
+the GIL at every NumPy call (and ``bincount`` holds it throughout): right for one job and for
+small corpora. :class:`~.processes.ProcessTeam` runs the same tasks in worker processes.
 """
 
 import math
@@ -32,7 +34,7 @@ MIN_CHUNK_TOKENS = 1024
 #: Most elements of a (tokens x topics) temporary whatever the chunk (16 MB in float32).
 MAX_CHUNK_ELEMENTS = 1 << 22
 
-#: Chunks per thread and sweep, so that a thread that finishes early takes another.
+#: Ranges (tasks) per worker and step, so that a worker that finishes early takes another.
 CHUNKS_PER_THREAD = 4
 
 
