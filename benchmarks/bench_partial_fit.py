@@ -9,9 +9,14 @@ Run it under two checkouts to compare them (``PYTHONPATH=OLD python benchmarks/.
 Usage::
 
     python benchmarks/bench_partial_fit.py --topics 1000 --batch-size 3000 --batches 9 --label new
+    python benchmarks/bench_partial_fit.py --topics 20 --batch-size 128 --batches 88 \
+        --scale 0.04 --profile 35    # where a warm mini-batch's time goes
 """
 
 import argparse
+import cProfile
+import io
+import pstats
 import time
 
 from sklearn_gpulda import GPULatentDirichletAllocation
@@ -25,6 +30,9 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=3000)
     ap.add_argument("--batches", type=int, default=9)
     ap.add_argument("--label", default="")
+    ap.add_argument("--profile", type=int, default=0, metavar="LINES",
+                    help="also profile the timed call and print its LINES costliest functions, "
+                         "by own and by cumulated time (the timing then includes the profiler)")
     args = ap.parse_args(argv)
 
     import cupy
@@ -36,13 +44,22 @@ def main(argv=None):
                                        total_samples=X.shape[0], random_state=0, device="cuda")
     lda.partial_fit(X[:b])
     cupy.cuda.Device().synchronize()
+    prof = cProfile.Profile() if args.profile else None
     tic = time.perf_counter()
+    if prof:
+        prof.enable()
     lda.partial_fit(X[b : b * (1 + args.batches)])
     cupy.cuda.Device().synchronize()
+    if prof:
+        prof.disable()
     seconds = time.perf_counter() - tic
     print(f"{args.label}: partial_fit of {args.batches} mini-batches of {b:,} documents, "
           f"K={args.topics}, V={X.shape[1]:,}: {seconds:.2f} s "
-          f"({seconds / args.batches * 1e3:.0f} ms per batch); perplexity {lda.bound_:.2f}")
+          f"({seconds / args.batches * 1e3:.1f} ms per batch); perplexity {lda.bound_:.2f}")
+    for key in ("tottime", "cumtime") if prof else ():
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats(key).print_stats(args.profile)
+        print(out.getvalue())
 
 
 if __name__ == "__main__":
