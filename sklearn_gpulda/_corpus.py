@@ -410,8 +410,9 @@ def segmented_csr(corpus, new_of_old, docs_per_batch, panel_width):
     corpus : TokenCorpus
     new_of_old : ndarray of int32
         Word relabelling from :func:`frequency_relabel`.
-    docs_per_batch : int
-        Documents per mini-batch.
+    docs_per_batch : int or ndarray of int64
+        Documents per mini-batch, or the batches' document bounds ``[0, ..., n_docs]`` (the
+        mini-batched sampler cuts batches by tokens, :func:`chunk_bounds`).
     panel_width : int
         Relabelled words per vocabulary panel.
 
@@ -419,17 +420,27 @@ def segmented_csr(corpus, new_of_old, docs_per_batch, panel_width):
     -------
     tiles : SegmentedCSR
     """
-    if docs_per_batch < 1 or panel_width < 1:
+    if np.ndim(docs_per_batch) == 0:
+        if docs_per_batch < 1:
+            raise ValueError("docs_per_batch and panel_width must be positive")
+        batch_bounds = np.arange(0, corpus.n_docs + docs_per_batch, docs_per_batch,
+                                 dtype=np.int64)
+        batch_bounds[-1] = corpus.n_docs
+        batch_bounds = np.unique(batch_bounds)
+    else:
+        batch_bounds = np.asarray(docs_per_batch, dtype=np.int64)
+        if (batch_bounds.size < 1 or batch_bounds[0] != 0 or batch_bounds[-1] != corpus.n_docs
+                or np.any(np.diff(batch_bounds) < 0)):
+            raise ValueError("batch bounds must rise from 0 to the number of documents")
+    if panel_width < 1:
         raise ValueError("docs_per_batch and panel_width must be positive")
-    n_panels = -(-corpus.n_words // panel_width)
-    batch_bounds = np.arange(0, corpus.n_docs + docs_per_batch, docs_per_batch, dtype=np.int64)
-    batch_bounds[-1] = corpus.n_docs
-    batch_bounds = np.unique(batch_bounds)
-    n_batches = batch_bounds.size - 1
+    n_panels = max(1, -(-corpus.n_words // panel_width))
+    n_batches = max(batch_bounds.size - 1, 0)
     n_tiles = n_batches * n_panels
     # Tile ids in 32 bits when they fit: half the memory traffic of int64 on 100 M tokens.
     tile_dtype = np.int32 if n_tiles <= np.iinfo(np.int32).max else np.int64
-    tile = (corpus.doc // docs_per_batch).astype(tile_dtype)
+    batch_of_doc = np.repeat(np.arange(n_batches, dtype=tile_dtype), np.diff(batch_bounds))
+    tile = batch_of_doc[corpus.doc]
     tile *= n_panels
     tile += new_of_old[corpus.word] // panel_width
     # Canonical order is already by document, so a stable sort by tile keeps CSR order inside it.

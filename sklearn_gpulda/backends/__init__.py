@@ -77,6 +77,9 @@ _DENSE_WHY = ("the dense kernels keep a document's K probabilities in per-thread
 #: the NYTimes-shaped corpus (3,701 against 2,344 Mtoken/s at K = 16) and on NIPS, because the
 #: dense backend's M-step and its thread per document cost more than its sampling kernel saves.
 #: On the CPU both rules cost the same, and 'auto' keeps the reference (sparse) rule.
+_MINIBATCH_WHY = ("every token's draw walks all K topics (the rule of doc/algorithm.md, "
+                  "mini-batched sweeps), so past a few thousand topics 'sparse' is the algorithm")
+
 BACKENDS = (
     Backend("cuda-dense", "dense", "cuda", ".cuda.dense:CudaDenseSampler", max_topics=1024,
             auto_max_topics=0, why_max_topics=_DENSE_WHY),
@@ -84,11 +87,15 @@ BACKENDS = (
             multi_target=".cuda.multi_gpu:MultiGpuSampler",
             why_max_topics="topics are stored in 16 bits in the sparse kernels' token and "
                            "document-topic layouts"),
+    Backend("cuda-minibatch", "minibatch", "cuda", ".cuda.minibatch:CudaMinibatchSampler",
+            max_topics=4096, auto_max_topics=0, why_max_topics=_MINIBATCH_WHY),
     Backend("numpy-dense", "dense", "cpu", ".numpy.sampler:NumpySampler",
             options={"rule": "dense"}, max_topics=1024, auto_max_topics=0,
             why_max_topics=_DENSE_WHY),
     Backend("numpy-sparse", "sparse", "cpu", ".numpy.sampler:NumpySampler",
             options={"rule": "sparse"}),
+    Backend("numpy-minibatch", "minibatch", "cpu", ".numpy.minibatch:NumpyMinibatchSampler",
+            max_topics=4096, auto_max_topics=0, why_max_topics=_MINIBATCH_WHY),
 )
 
 def algorithm_names():

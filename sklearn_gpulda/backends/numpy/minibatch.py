@@ -1,0 +1,95 @@
+"""The NumPy mini-batched sampler (``algorithm='minibatch'`` on the CPU), and the oracle of the
+CUDA one: each sweep draws the documents batch by batch, with B and n updated after every
+batch (``doc/algorithm.md``, mini-batched sweeps; Moon, thesis ch. 2).
+"""
+
+import numpy as np
+
+from ..._corpus import chunk_bounds
+from ..._device import CPU
+from ..._random import STREAM_SAMPLE
+from .minibatch_rule import batch_doc_side, draw_batch
+from .sampler import NumpySampler
+
+#: Tokens per batch when none is given. Each batch is a whole pass over the GPU, so fewer
+#: tokens than a GPU holds in flight at once (a few hundred thousand) would idle it; the number
+#: was chosen from the NIPS/KOS measurements of ``doc/performance.md`` (mini-batched sweeps).
+DEFAULT_BATCH_TOKENS = 1 << 16
+
+
+def batch_bounds(doc_ptr, batch_tokens):
+    """Document bounds of the batches: consecutive documents, at most ``batch_tokens`` tokens
+    each (a longer document alone)."""
+    if int(batch_tokens) < 1:
+        raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
+    if doc_ptr.size < 2:
+        return np.zeros(1, dtype=np.int64)
+    return chunk_bounds(doc_ptr, int(batch_tokens))
+
+
+class NumpyMinibatchSampler(NumpySampler):
+    """Mini-batched sweeps on the CPU (see :class:`~sklearn_gpulda.backends.base.Sampler`).
+
+    Parameters
+    ----------
+    n_topics, alpha, beta, seed, device, n_jobs
+        As :class:`~.sampler.NumpySampler`.
+    batch_tokens : int, default=DEFAULT_BATCH_TOKENS
+        Most tokens of a batch (whole documents; a longer document is a batch of its own).
+
+    Attributes
+    ----------
+    batch_hook : callable or None
+        Called as ``batch_hook(batch, z, b, totals)`` after each batch of a sweep with the
+        topics and the counts as they then are (for the tests of the per-batch invariants).
+    """
+
+    def __init__(self, n_topics, alpha, beta, seed, device=CPU, n_jobs=None,
+                 batch_tokens=DEFAULT_BATCH_TOKENS):
+        super().__init__(n_topics, alpha, beta, seed, device, rule="sparse", n_jobs=n_jobs)
+        batch_bounds(np.zeros(2, dtype=np.int64), batch_tokens)  # the same check as at load
+        self.batch_tokens = int(batch_tokens)
+        self.batch_hook = None
+
+    def batches(self):
+        """Document bounds of the loaded corpus's batches."""
+        return batch_bounds(self._require().doc_ptr, self.batch_tokens)
+
+    def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
+        if self._fixed_bhat is not None:
+            # Batches do not interact while the topic-word side is fixed: ESCA's E-step.
+            return super().sweep(iteration, stream, sub)
+        corpus = self._require()
+        doc, word, weight, doc_ptr = self._loaded_tokens()
+        u = self._uniforms(iteration, stream, sub)
+        z = np.array(self._z, dtype=np.int32)
+        b = np.array(self._b, dtype=np.float32)
+        totals = np.array(self._topic_totals(), dtype=np.float64)
+        alpha = self.alpha
+        k = self.n_topics
+        bounds = self.batches()
+        for i, (d0, d1) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist())):
+            t0, t1 = int(doc_ptr[d0]), int(doc_ptr[d1])
+            if t0 == t1:
+                continue
+            old = z[t0:t1]
+            w = None if weight is None else weight[t0:t1]
+            local = doc[t0:t1] - d0
+            a = np.bincount(local.astype(np.int64) * k + old, weights=w,
+                            minlength=(d1 - d0) * k).astype(np.float32).reshape(d1 - d0, k)
+            dnt, denom = batch_doc_side(a, totals, corpus.n_words, alpha, self.beta)
+            new = draw_batch(local, word[t0:t1], old, w, u[t0:t1], a, b, denom, dnt, alpha,
+                             self.beta)
+            moved = np.flatnonzero(new != old)
+            if moved.size:
+                v = word[t0:t1][moved]
+                wm = np.ones(moved.size, np.float32) if w is None else w[moved]
+                np.add.at(b, (v, old[moved]), -wm)
+                np.add.at(b, (v, new[moved]), wm)
+                wm64 = wm.astype(np.float64)
+                totals += (np.bincount(new[moved], weights=wm64, minlength=k)
+                           - np.bincount(old[moved], weights=wm64, minlength=k))
+                z[t0:t1] = new
+            if self.batch_hook is not None:
+                self.batch_hook(i, z, b, totals)
+        self._set(z)

@@ -1,0 +1,132 @@
+"""The mini-batched draw rule: the NumPy oracle of ``cuda/sample_minibatch.cu``.
+
+``doc/algorithm.md`` ("Mini-batched sweeps") defines it: every token of a batch draws from the
+collapsed conditional with the counts of the batch's start, its own weight out of A, B and n,
+walking the topics in the lane order of one warp (lane ``l`` holds topics ``l, l + 32, ...``).
+Every float32 operation here is one the kernel does, in the same order, so the two agree token
+for token; NumPy's ``add.accumulate`` is the sequential sum the kernel's loop makes.
+"""
+
+import numpy as np
+
+#: Lanes of the warp whose order the draw follows.
+LANES = 32
+
+#: Float32 cells of the per-chunk table of terms (tokens x topics): about 16 MB.
+CHUNK_CELLS = 1 << 22
+
+
+def batch_doc_side(a, totals, n_words, alpha, beta):
+    """``dnt[d, k] = float32((A[d,k] + alpha_k) / D[k])`` for a batch's documents, and ``D``.
+
+    Parameters
+    ----------
+    a : ndarray of float32, shape (n_batch_docs, n_topics)
+        A rows of the batch's documents.
+    totals : ndarray of float64, shape (n_topics,)
+        ``n[k]``.
+    n_words : int
+    alpha : ndarray of float64, shape (n_topics,)
+    beta : float
+
+    Returns
+    -------
+    dnt : ndarray of float32, shape (n_batch_docs, n_topics)
+    denom : ndarray of float64, shape (n_topics,)
+    """
+    denom = totals + n_words * beta
+    dnt = ((a.astype(np.float64) + alpha) / denom).astype(np.float32)
+    return dnt, denom
+
+
+def _hillis_steele(s):
+    """Inclusive scan over the last axis (32 lanes) in the association of ``cuda/warp.cuh``."""
+    c = s.copy()
+    off = 1
+    while off < LANES:
+        shifted = c[:, :-off].copy()
+        c[:, off:] += shifted
+        off <<= 1
+    return c
+
+
+def draw_batch(doc, word, topic, weight, u, a, b, denom, dnt, alpha, beta, out=None):
+    """Draw the topics of one batch's tokens (``doc/algorithm.md``, mini-batched sweeps).
+
+    Parameters
+    ----------
+    doc : ndarray of int, shape (n,)
+        Document of each token, as a row of ``a`` and ``dnt`` (the batch's first document is 0).
+    word : ndarray of int, shape (n,)
+        Word of each token (row of ``b``).
+    topic : ndarray of int, shape (n,)
+        Current topic of each token; ``a`` and ``b`` count it.
+    weight : ndarray of float32 of shape (n,), or None
+        Token weights (None: every weight is 1).
+    u : ndarray of float32, shape (n,)
+        The tokens' uniforms.
+    a : ndarray of float32, shape (n_batch_docs, n_topics)
+    b : ndarray of float32, shape (n_words, n_topics)
+        B at the batch's start, word-major.
+    denom, dnt : from :func:`batch_doc_side`.
+    alpha : ndarray of float64, shape (n_topics,)
+    beta : float
+    out : ndarray of int32, shape (n,), optional
+
+    Returns
+    -------
+    new : ndarray of int32, shape (n,)
+    """
+    n = doc.shape[0]
+    k = a.shape[1]
+    m = -(-k // LANES)
+    out = np.empty(n, dtype=np.int32) if out is None else out
+    beta32 = np.float32(beta)
+    step = max(1, CHUNK_CELLS // (m * LANES))
+    for s in range(0, n, step):
+        e = min(n, s + step)
+        d, v, z = doc[s:e], word[s:e], topic[s:e].astype(np.int64)
+        rows = np.arange(e - s)
+        p = np.zeros((e - s, m * LANES), dtype=np.float32)
+        p[:, :k] = dnt[d] * (b[v] + beta32)
+        w = 1.0 if weight is None else weight[s:e].astype(np.float64)
+        own = ((((a[d, z].astype(np.float64) - w) + alpha[z]) / (denom[z] - w))
+               * ((b[v, z].astype(np.float64) - w) + beta))
+        p[rows, z] = own.astype(np.float32)
+        out[s:e] = _search(p.reshape(e - s, m, LANES), u[s:e], k)
+    return out
+
+
+def _search(p, u, n_topics):
+    """Topics drawn from terms ``p`` of shape (n, m, 32) (topic ``32 j + l`` at ``[:, j, l]``,
+    zero past ``n_topics``) with uniforms ``u``: steps 1-5 of the rule."""
+    n, m, lanes = p.shape
+    rows = np.arange(n)
+    lane_sum = np.add.accumulate(p, axis=1)[:, -1, :]
+    c = _hillis_steele(lane_sum)
+    x = (u.astype(np.float32) * c[:, -1]).astype(np.float32)
+    hit = c > x[:, None]
+    last_lane = lanes - 1 - np.argmax((lane_sum > 0)[:, ::-1], axis=1)
+    lane = np.where(hit.any(axis=1), np.argmax(hit, axis=1), last_lane)
+    start = np.where(lane > 0, c[rows, np.maximum(lane - 1, 0)], np.float32(0))
+    terms = p[rows, :, lane]                                # (n, m)
+    walk = np.add.accumulate(np.concatenate([start[:, None], terms], axis=1), axis=1)[:, 1:]
+    hit = walk > x[:, None]
+    last_j = m - 1 - np.argmax((terms > 0)[:, ::-1], axis=1)
+    found = np.where(hit.any(axis=1), np.argmax(hit, axis=1), last_j) * lanes + lane
+    # A lane with no positive term (only where every term underflowed) gives the last topic.
+    found = np.where(hit.any(axis=1) | (terms > 0).any(axis=1), found, n_topics - 1)
+    return found.astype(np.int32)
+
+
+def exact_probabilities(doc, word, topic, weight, a, b, totals, alpha, beta):
+    """The conditional of each token in float64 (rows sum to 1): what the draws are tested
+    against, computed without the float32 terms or the lane order."""
+    n_words = b.shape[0]
+    w = np.ones(doc.shape[0]) if weight is None else weight.astype(np.float64)
+    own = np.zeros((doc.shape[0], a.shape[1]))
+    own[np.arange(doc.shape[0]), topic] = w
+    doc_side = a[doc].astype(np.float64) - own + alpha
+    word_side = (b[word].astype(np.float64) - own + beta) / (totals + n_words * beta - own)
+    p = doc_side * word_side
+    return p / p.sum(axis=1, keepdims=True)
