@@ -30,6 +30,9 @@
 #   DASK_SCALES   NYTimes-shape scales of bench-dask-gpu (default "0.1 1": 10 M and 100 M tokens)
 #   GPUS          the GPUs of bench-multi-gpu's several-GPU fits (default 0,1)
 #   MULTI_STACK   copies of the NYTimes shape bench-multi-gpu stacks (default "1 7")
+#   MB_CORPORA    corpora of bench-minibatch (default "nips kos 20news"; carry .carry/data)
+#   MB_TOPICS     K of bench-minibatch (default "20 100 1000")
+#   MB_BATCHES    batch sizes in tokens of bench-minibatch (default "16384 65536 262144")
 #   PEERS         peers.py invocations for the peers stage, separated by ';', e.g.
 #                 "--corpora kos --topics 20 --budget 8 --deadline 200; --corpora nips ..."
 #                 (carry .whl and .carry/data: see benchmarks/run_peers_on_device.sh)
@@ -47,6 +50,9 @@ MULTI_STACK=${MULTI_STACK:-1 7}
 # NVLink multicast stays off wherever NCCL runs (the device notes say why).
 export NCCL_NVLS_ENABLE=0
 STREAM_STACK=${STREAM_STACK:-20}
+MB_CORPORA=${MB_CORPORA:-nips kos 20news}
+MB_TOPICS=${MB_TOPICS:-20 100 1000}
+MB_BATCHES=${MB_BATCHES:-16384 65536 262144}
 
 # name|box in seconds|what it does
 STAGES=(
@@ -59,6 +65,7 @@ STAGES=(
   "bench-compare|420|bench_cuda.py --compare-with \$COMPARE_DIR: the same, before against after"
   "bench-dense|240|bench_dense.py --scale 0.25 --reps 2: dense kernels against the sparse backend"
   "bench-algorithms|150|bench_algorithms.py: both backends' whole sweeps, and what 'auto' picks"
+  "bench-minibatch|540|bench_minibatch.py: 'sparse' against 'minibatch', held-out LL per sweep and per second, \$MB_CORPORA at K = \$MB_TOPICS"
   "bench-end-to-end|540|bench_end_to_end.py: whole fit calls at K = 100, 1000, 10000, 32768"
   "peers|540|benchmarks/run_peers_on_device.sh once per invocation in \$PEERS"
   "ncu|300|Nsight Compute on a sampling and an A-rebuild launch of bench_cuda.py, K = 1000"
@@ -249,6 +256,13 @@ stage_cpu_threads() {
 
 stage_bench_algorithms() {
   boxed python3 benchmarks/bench_algorithms.py --budget-s "$(budget 60)" --out "$DIR"
+}
+
+stage_bench_minibatch() {
+  if [[ -d .carry/data ]]; then export SKLEARN_GPULDA_DATA=$ROOT/.carry/data; fi
+  # shellcheck disable=SC2086
+  boxed python3 benchmarks/bench_minibatch.py --corpora $MB_CORPORA --topics $MB_TOPICS \
+    --batch-tokens $MB_BATCHES --budget-s "$(budget 30)" --out "$DIR"
 }
 
 stage_bench_end_to_end() {
