@@ -14,7 +14,7 @@ from .sampler import NumpySampler
 #: Tokens per batch when none is given. Each batch is a whole pass over the GPU, so fewer
 #: tokens than a GPU holds in flight at once (a few hundred thousand) would idle it; the number
 #: was chosen from the NIPS/KOS measurements of ``doc/performance.md`` (mini-batched sweeps).
-DEFAULT_BATCH_TOKENS = 1 << 16
+DEFAULT_BATCH_TOKENS = 1 << 17
 
 
 def batch_bounds(doc_ptr, batch_tokens):
