@@ -50,6 +50,8 @@ class Plan:
     n_jobs: object = None
     #: Device bytes a GPU sampler may use (None: what the GPU has free).
     max_device_memory: object = None
+    #: Tokens per batch of the mini-batched samplers (None: their default); others ignore it.
+    minibatch_tokens: object = None
     #: dtype of ``components_`` (scikit-learn's rule: float32 for float32 input, else float64).
     components_dtype: object = np.float64
     #: ``callback(iteration, info)`` after every sweep (batch) or pass (online); ``info`` holds
@@ -61,6 +63,8 @@ class Plan:
             options = {"n_jobs": self.n_jobs}
         else:
             options = {"max_device_memory": self.max_device_memory}
+        if self.backend.algorithm == "minibatch" and self.minibatch_tokens is not None:
+            options["batch_tokens"] = self.minibatch_tokens
         return self.backend.make(self.n_topics, self.alpha.value if alpha is None else alpha,
                                  self.beta.value if beta is None else beta, self.seed, self.device,
                                  **options)
@@ -122,6 +126,7 @@ def plan_for(params, backend, device, seed, alpha_start=None, beta_start=None, b
         n_batch_sweeps=params.n_batch_sweeps, max_doc_update_iter=params.max_doc_update_iter,
         mean_change_tol=params.mean_change_tol, n_jobs=params.n_jobs,
         max_device_memory=parse_bytes(params.max_device_memory, "max_device_memory"),
+        minibatch_tokens=params.minibatch_tokens,
     )
 
 

@@ -64,6 +64,7 @@ class GPULatentDirichletAllocation(
         "prior_update_every": [Interval(Integral, 1, None, closed="left")],
         # A number of bytes or a string such as '8GB', parsed at fit (_device.parse_bytes).
         "max_device_memory": [None, Interval(Integral, 1, None, closed="left"), str],
+        "minibatch_tokens": [None, Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -92,6 +93,7 @@ class GPULatentDirichletAllocation(
         prior_burn_in=0,
         prior_update_every=10,
         max_device_memory=None,
+        minibatch_tokens=None,
     ):
         self.n_components = n_components
         self.doc_topic_prior = doc_topic_prior
@@ -116,6 +118,7 @@ class GPULatentDirichletAllocation(
         self.prior_burn_in = prior_burn_in
         self.max_device_memory = max_device_memory
         self.prior_update_every = prior_update_every
+        self.minibatch_tokens = minibatch_tokens
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -237,3 +237,19 @@ def test_estimator_fits_with_minibatch_and_auto_does_not_pick_it():
     assert choose_backend("auto", 10, CPU).algorithm == "sparse"
     with pytest.raises(ValueError, match="at most 4096 topics"):
         choose_backend("minibatch", 5000, CPU)
+
+
+def test_minibatch_tokens_sets_the_batches():
+    est = GPULatentDirichletAllocation(n_components=4, algorithm="minibatch",
+                                       minibatch_tokens=2000, device="cpu")
+    assert est._plan(CPU, "minibatch", 1).sampler().batch_tokens == 2000
+    default = GPULatentDirichletAllocation(n_components=4, algorithm="minibatch", device="cpu")
+    assert default._plan(CPU, "minibatch", 1).sampler().batch_tokens == 1 << 17
+    # The other algorithms ignore it.
+    sparse = GPULatentDirichletAllocation(n_components=4, minibatch_tokens=2000, device="cpu")
+    assert not hasattr(sparse._plan(CPU, "sparse", 1).sampler(), "batch_tokens")
+    X = _kjv(60)
+    fits = [GPULatentDirichletAllocation(n_components=4, algorithm="minibatch", max_iter=3,
+                                         minibatch_tokens=m, random_state=0,
+                                         device="cpu").fit(X).components_ for m in (500, None)]
+    assert not np.allclose(*fits)
