@@ -8,8 +8,9 @@ garbage fails even where the tool reports nothing.
    document longer than ``kShortDocMax`` tokens -- with integer counts and with non-integer
    counts (weighted tokens, 8-byte A entries). The sparse CUDA sampler at K = 5, 32, 33, 70 and
    2,100 (above ``kHistMaxTopics``: the bitmap and long-document A rebuilds) and the dense one with
-   each kernel variant at K = 5, 32, 33, 70 go through the protocol side by side with
-   ``NumpySampler`` of the same rule, from the same seed and an asymmetric prior: initial topics
+   each kernel variant at K = 5, 32, 33, 70, and the mini-batched one at K = 7 and 40 with batches
+   of 300 tokens, go through the protocol side by side with
+   the NumPy sampler of the same rule, from the same seed and an asymmetric prior: initial topics
    and counts (must be equal), two sweeps, new priors and a third, fixed topic-word rows and a
    fourth (each sweep's draws must agree on at least 99% of the tokens: float rounding may move
    a draw across a boundary; after each the CUDA chain takes the oracle's topics through
@@ -44,6 +45,7 @@ from sklearn_gpulda._corpus import tokens  # noqa: E402
 from sklearn_gpulda._device import resolve_device  # noqa: E402
 from sklearn_gpulda.backends import choose_backend  # noqa: E402
 from sklearn_gpulda.backends.numpy import NumpySampler  # noqa: E402
+from sklearn_gpulda.backends.numpy.minibatch import NumpyMinibatchSampler  # noqa: E402
 
 SPARSE_TOPICS = (5, 32, 33, 70, 2100)
 DENSE_TOPICS = (5, 32, 33, 70)
@@ -158,12 +160,17 @@ def run_samplers(checks, device):
         print(f"  {kind} corpus: {corpus.n_docs} documents, {corpus.n_tokens} tokens", flush=True)
         cases = [("sparse", k, {}) for k in SPARSE_TOPICS]
         cases += [("dense", k, options) for k in DENSE_TOPICS for options in variants]
+        # Small batches, so a sweep runs several (documents of one batch, B moved between them).
+        cases += [("minibatch", k, {"batch_tokens": 300}) for k in (7, 40)]
         for algorithm, k, options in cases:
             alpha = 0.05 + 0.1 * (np.arange(k) % 3)  # asymmetric: each topic's own prior
             tic = time.perf_counter()
             cuda = choose_backend(algorithm, k, device).make(k, alpha, BETA, SEED, device,
                                                              **options)
-            cpu = NumpySampler(k, alpha, BETA, SEED, rule=algorithm)
+            if algorithm == "minibatch":
+                cpu = NumpyMinibatchSampler(k, alpha, BETA, SEED, **options)
+            else:
+                cpu = NumpySampler(k, alpha, BETA, SEED, rule=algorithm)
             label = f"{algorithm} {options.get('variant', '')} K={k} {kind}".replace("  ", " ")
             check_sampler(cuda, cpu, corpus, checks, label)
             print(f"    {label}: {time.perf_counter() - tic:.1f} s", flush=True)
@@ -171,7 +178,7 @@ def run_samplers(checks, device):
 
 def run_estimator(checks, device):
     X = ragged_counts(False)
-    for algorithm in ("sparse", "dense"):
+    for algorithm in ("sparse", "dense", "minibatch"):
         tic = time.perf_counter()
         lda = GPULatentDirichletAllocation(
             n_components=8, max_iter=6, random_state=0, device=str(device), algorithm=algorithm,
