@@ -9,8 +9,8 @@ counts and expands them to per-token arrays only for an engine that reads those 
 dense engines). The sparse CUDA backend builds its PDOW chunks on the device straight from the
 counts (``backends/cuda/layout.py``); :func:`pdow_chunks`
 builds the same token order on the host, and is what the GPU tests check the device layout
-against. :func:`segmented_csr` builds Moon's mini-batch tiling, which no backend reads yet: it is
-here for the mini-batch backend to come, and tested on its own.
+against. :func:`segmented_csr` builds Moon's mini-batch tiling, which the mini-batched CUDA
+backend reads (``backends/cuda/minibatch.py``).
 """
 
 from dataclasses import dataclass
