@@ -5,6 +5,8 @@ the histogram of B. Each task's result depends on its rows alone, so the cuts do
 value.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ... import _random
@@ -44,11 +46,37 @@ def count_rows(rows, out, index, topics, weight, row_ptr, order=None):
             b1 - b0, n_topics)
 
 
+def count_doc_and_word_rows(item, a, b, doc, word, topics, weight, doc_ptr, word_ptr, by_word):
+    """A task of A's rows or of B's, ``item = ('a' or 'b', rows)``: both counts of an M-step in
+    one round of tasks, saving a process team a round trip per sweep (:func:`count_rows`)."""
+    which, rows = item
+    if which == "a":
+        count_rows(rows, a, doc, topics, weight, doc_ptr)
+    else:
+        count_rows(rows, b, word, topics, weight, word_ptr, order=by_word)
+
+
 def uniform_range(tokens, seed, iteration, stream, sub, offset, out):
     """The uniforms of the tokens ``range(*tokens)`` (canonical index + ``offset``) into ``out``."""
-    t0, t1 = tokens
-    t = np.arange(t0, t1, dtype=np.int64) + offset
-    out[t0:t1] = _random.token_uniform(seed, iteration, stream, t, sweep=sub)
+    out[tokens[0]:tokens[1]] = UniformKey(seed, iteration, stream, sub, offset).of(slice(*tokens))
+
+
+@dataclass(frozen=True)
+class UniformKey:
+    """What keys the tokens' uniforms of one E-step (``_random.token_uniform``): a draw task
+    given this instead of an array makes each chunk's numbers itself, which saves the team a
+    round of tasks and the array's memory traffic (same numbers)."""
+
+    seed: int
+    iteration: int
+    stream: int
+    sub: int
+    offset: int
+
+    def of(self, tokens):
+        """The uniforms of the tokens of slice ``tokens`` (float32)."""
+        t = np.arange(tokens.start, tokens.stop, dtype=np.int64) + self.offset
+        return _random.token_uniform(self.seed, self.iteration, self.stream, t, sweep=self.sub)
 
 
 #: Rows of a V x K table per block in :func:`transpose_rows`: the block's float64 copy (2 MB

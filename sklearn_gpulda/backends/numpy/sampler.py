@@ -14,8 +14,9 @@ from ..._device import CPU
 from ..base import Sampler
 from .dense_rule import draw_topics_dense
 from .processes import make_team
-from .row_tasks import (add_rows, count_rows, merge_value_counts, nonzero_value_counts,
-                        transpose_rows, uniform_range, value_counts)
+from .row_tasks import (UniformKey, add_rows, count_doc_and_word_rows, count_rows,
+                        merge_value_counts, nonzero_value_counts, transpose_rows, uniform_range,
+                        value_counts)
 from .sparse_rule import draw_topics, sparse_mass
 from .tables import WordTables
 from .threads import ThreadTeam, resolve_n_jobs
@@ -207,13 +208,15 @@ class NumpySampler(HostWordTopic, Sampler):
 
     def sweep(self, iteration, stream=_random.STREAM_SAMPLE, sub=0):
         doc, word, weight, _ = self._loaded_tokens()
-        u = self._uniforms(iteration, stream, sub)
         key = self._free_topic_key()
         out = self.team.empty(key, doc.shape, np.int32)
         if self.rule == "dense":
+            u = self._uniforms(iteration, stream, sub)
             draw_topics_dense(doc, word, self._z, weight, u, self._a, self._tables.bhat,
                               self.alpha, self._tables.word_side, team=self.team, out=out)
         else:
+            # Each draw task makes its chunks' uniforms (one round of tasks fewer per sweep).
+            u = UniformKey(self.seed, iteration, stream, sub, self.token_offset)
             draw_topics(doc, word, self._z, weight, u, self._a, self._tables, team=self.team,
                         sparse_rows=self.sparse_rows, out=out)
         self._set(out, key)
@@ -248,9 +251,10 @@ class NumpySampler(HostWordTopic, Sampler):
     def _set(self, z, key=None):
         """The M-step: A, and B with its tables unless the topic-word side is fixed."""
         self._hold_topics(z, key)
-        self._a = self._doc_topic(z)
-        if self._fixed_bhat is None:
-            self._b = self._word_topic(z, np.float32)
+        if self._fixed_bhat is not None:
+            self._a = self._doc_topic(z)
+        else:
+            self._a, self._b = self._doc_and_word_topic(z)
             unit = self._loaded_tokens()[2] is None
             self._totals = np.bincount(z, minlength=self.n_topics).astype(np.float64) if unit \
                 else None
@@ -265,6 +269,22 @@ class NumpySampler(HostWordTopic, Sampler):
         self.team.run(count_rows, self.team.row_ranges(c.doc_ptr), out=a, index=self._tokens[0],
                       topics=z, weight=weight, row_ptr=doc_ptr)
         return a
+
+    def _doc_and_word_topic(self, z):
+        """A and B (float32), counted in one round of tasks on the team: A by document
+        ranges, B by word ranges, each range as :meth:`_doc_topic` and :meth:`_word_topic`
+        count it (the same numbers)."""
+        c = self._require()
+        doc, word, weight, doc_ptr = self._loaded_tokens()
+        a = self.team.empty("a", (c.n_docs, self.n_topics), np.float32)
+        b = self.team.empty(f"b:{np.dtype(np.float32).str}", (c.n_words, self.n_topics),
+                            np.float32)
+        items = [("a", r) for r in self.team.row_ranges(c.doc_ptr)]
+        items += [("b", r) for r in self.team.row_ranges(self._word_ptr)]
+        self.team.run(count_doc_and_word_rows, items, a=a, b=b, doc=doc, word=word, topics=z,
+                      weight=weight, doc_ptr=doc_ptr, word_ptr=self._word_ptr,
+                      by_word=self._by_word)
+        return a, b
 
     def _word_topic(self, z, dtype=np.float64):
         """B (V x K) in ``dtype``, its rows counted, and rounded, by word ranges on the team:

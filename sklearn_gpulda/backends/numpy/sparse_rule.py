@@ -96,8 +96,8 @@ def draw_topics(doc, word, topic, weight, u, doc_topic, tables, team=None, spars
         Current topic z of each token; ``doc_topic`` counts it, and its weight leaves that count.
     weight : ndarray of float32, or None
         Weight w of each token; None when every weight is 1.
-    u : ndarray of float32
-        One uniform per token.
+    u : ndarray of float32, or :class:`~.row_tasks.UniformKey`
+        One uniform per token, or what keys them (each chunk then makes its own).
     doc_topic : ndarray of float32, shape (n_docs, n_topics)
         A, held fixed.
     tables : :class:`~.tables.WordTables`
@@ -145,7 +145,8 @@ def draw_range(tokens, doc, word, topic, weight, u, doc_topic, bhat, qtotal, alp
     doc_rows = DocRows.of_documents(doc_topic, doc[t0:t1]) if sparse_rows else None
     for sl in chunks(t0, t1, doc_topic.shape[1]):
         out[sl] = _draw_chunk(doc[sl], word[sl], topic[sl],
-                              None if weight is None else weight[sl], u[sl], doc_topic, tables,
+                              None if weight is None else weight[sl],
+                              u[sl] if isinstance(u, np.ndarray) else u.of(sl), doc_topic, tables,
                               doc_rows)
 
 
