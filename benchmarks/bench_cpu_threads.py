@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from sklearn_gpulda import GPULatentDirichletAllocation
+from sklearn_gpulda.backends.numpy.sampler import PROCESS_MIN_TOKENS
 from sklearn_gpulda.datasets import load_uci_bow, make_lda_corpus
 
 
@@ -64,12 +65,15 @@ def main(argv=None):
           f"{'estimator defaults' if args.defaults else 'fixed priors, no averaging'}")
     print(f"{'K':>6} {'jobs':>7} {'fit s':>8} {'Mtoken/s':>9} {'speed-up':>8} {'first s':>8}"
           "  same model")
+    lengths = np.cumsum(np.asarray(X.sum(axis=1)).ravel())
+    warm_docs = int(min(X.shape[0], np.searchsorted(lengths, PROCESS_MIN_TOKENS) + 1))
     rows = []
     for k in args.topics:
         first = None
         for n in args.threads:
-            # Worker processes start at a process's first fit with n jobs and stay: timed apart.
-            _, start_up = _fit(X[:50], k, n, 1, args.defaults)
+            # Worker processes start at a process's first fit with n jobs and stay: timed apart,
+            # on enough documents that the fit runs on processes (PROCESS_MIN_TOKENS).
+            _, start_up = _fit(X[:warm_docs], k, n, 1, args.defaults)
             model, seconds = _fit(X, k, n, args.sweeps, args.defaults)
             rate = n_tokens * args.sweeps / seconds / 1e6
             if first is None:
