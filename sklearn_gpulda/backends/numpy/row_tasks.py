@@ -56,9 +56,29 @@ def count_doc_and_word_rows(item, a, b, doc, word, topics, weight, doc_ptr, word
         count_rows(rows, b, word, topics, weight, word_ptr, order=by_word)
 
 
+#: Tokens whose random numbers are made at once: Philox's temporaries then stay in a core's
+#: cache (10 M tokens in one call took 2.7 s on one core, in pieces of this size 0.4 s).
+RANDOM_PIECE = 1 << 16
+
+
+def _pieces(tokens):
+    t0, t1 = tokens
+    return [slice(s, min(t1, s + RANDOM_PIECE)) for s in range(t0, t1, RANDOM_PIECE)]
+
+
 def uniform_range(tokens, seed, iteration, stream, sub, offset, out):
     """The uniforms of the tokens ``range(*tokens)`` (canonical index + ``offset``) into ``out``."""
-    out[tokens[0]:tokens[1]] = UniformKey(seed, iteration, stream, sub, offset).of(slice(*tokens))
+    key = UniformKey(seed, iteration, stream, sub, offset)
+    for sl in _pieces(tokens):
+        out[sl] = key.of(sl)
+
+
+def topic_range(tokens, seed, iteration, stream, offset, n_topics, out):
+    """The uniform topics (``_random.token_topic``) of the tokens ``range(*tokens)``
+    (canonical index + ``offset``) into ``out``: the initial topics, piece by piece."""
+    for sl in _pieces(tokens):
+        t = np.arange(sl.start, sl.stop, dtype=np.int64) + offset
+        out[sl] = _random.token_topic(seed, iteration, stream, t, n_topics)
 
 
 @dataclass(frozen=True)

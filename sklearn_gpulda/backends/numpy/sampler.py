@@ -15,9 +15,9 @@ from ..base import Sampler
 from .dense_rule import draw_topics_dense
 from .processes import make_team
 from .row_tasks import (UniformKey, add_rows, count_doc_and_word_rows, count_rows,
-                        merge_value_counts, nonzero_value_counts, transpose_rows, uniform_range,
-                        value_counts)
-from .sparse_rule import draw_topics, sparse_mass
+                        merge_value_counts, nonzero_value_counts, topic_range, transpose_rows,
+                        uniform_range, value_counts)
+from .sparse_rule import draw_topics, log_likelihood_terms
 from .tables import WordTables
 from .threads import ThreadTeam, resolve_n_jobs
 
@@ -188,13 +188,14 @@ class NumpySampler(HostWordTopic, Sampler):
         by_word, word_ptr = _stable_counting_sort(corpus.word, corpus.n_words)
         self._by_word, self._word_ptr = share("by_word", by_word), share("word_ptr", word_ptr)
 
-    def _token_index(self):
-        n = self._require().n_tokens
-        return np.arange(self.token_offset, self.token_offset + n, dtype=np.int64)
-
     def init_topics(self, iteration=0, stream=_random.STREAM_INIT):
-        t = self._token_index()
-        self._set(_random.token_topic(self.seed, iteration, stream, t, self.n_topics))
+        n = self._require().n_tokens
+        key = self._free_topic_key()
+        z = self.team.empty(key, (n,), np.int32)
+        self.team.run(topic_range, self.team.token_ranges(n), seed=self.seed,
+                      iteration=iteration, stream=stream, offset=self.token_offset,
+                      n_topics=self.n_topics, out=z)
+        self._set(z, key)
 
     def set_topics(self, topics):
         self._set(self._checked_topics(topics))
@@ -341,14 +342,10 @@ class NumpySampler(HostWordTopic, Sampler):
     def log_likelihood(self):
         c = self._require()
         doc, word, weight, _ = self._loaded_tokens()
-        s = sparse_mass(doc, word, self._a, self._tables, team=self.team,
-                        sparse_rows=self.sparse_rows,
-                        out=self.team.empty("mass", doc.shape, np.float32)).astype(np.float64)
-        q = self._tables.qtotal[word].astype(np.float64)
-        norm = c.doc_lengths() + self.alpha.sum()
-        terms = np.log(s + q) - np.log(norm[doc])
-        if weight is not None:
-            terms *= weight
+        log_norm = np.log(c.doc_lengths() + self.alpha.sum())
+        terms = log_likelihood_terms(doc, word, weight, self._a, self._tables, log_norm,
+                                     team=self.team, sparse_rows=self.sparse_rows,
+                                     out=self.team.empty("loglik", doc.shape, np.float64))
         return float(terms.sum())
 
     def doc_topic_histogram(self):

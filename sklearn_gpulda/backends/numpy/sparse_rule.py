@@ -231,19 +231,11 @@ def _document_run_sparse(d, v, z, w, b_adj, doc_rows, tables):
     return topics, np.cumsum(values * bhat, axis=1, dtype=np.float32)
 
 
-def sparse_mass(doc, word, doc_topic, tables, team=None, sparse_rows=False, out=None):
-    """``S_t = sum_k A[d,k] Bhat[v,k]`` per token (own count included), float32 like the
-    sampler: what the training log-likelihood needs. With ``sparse_rows``, chunks of short
-    documents sum over A's non-zeros only, in topic order: the same float32 sums."""
-    team = _SERIAL if team is None else team
-    out = np.empty(doc.shape[0], dtype=np.float32) if out is None else out
-    team.run(mass_range, team.token_ranges(doc.shape[0]), doc=doc, word=word,
-             doc_topic=doc_topic, bhat=tables.bhat, sparse_rows=sparse_rows, out=out)
-    return out
-
-
-def mass_range(tokens, doc, word, doc_topic, bhat, sparse_rows, out):
-    """One task of :func:`sparse_mass`: the tokens ``range(*tokens)`` into ``out``."""
+def _masses(tokens, doc, word, doc_topic, bhat, sparse_rows):
+    """``(slice, S)`` of each chunk of the tokens ``range(*tokens)``, ``S_t = sum_k A[d,k]
+    Bhat[v,k]`` per token (own count included), float32 like the sampler. With
+    ``sparse_rows``, chunks of short documents sum over A's non-zeros only, in topic order: the
+    same float32 sums."""
     t0, t1 = tokens
     if t1 <= t0:
         return
@@ -256,4 +248,31 @@ def mass_range(tokens, doc, word, doc_topic, bhat, sparse_rows, out):
             terms = values * bhat_rows
         else:
             terms = doc_topic[d] * bhat[v]
-        out[sl] = row_totals(terms)
+        yield sl, row_totals(terms)
+
+
+def log_likelihood_terms(doc, word, weight, doc_topic, tables, log_norm, team=None,
+                         sparse_rows=False, out=None):
+    """Each token's term of the training log-likelihood (``doc/algorithm.md``),
+    ``w_t (log(S_t + Q[v_t]) - log_norm[d_t])`` in float64, formed by token ranges on ``team``;
+    their sum is the log-likelihood (summed by the caller, so it does not depend on the cuts).
+
+    ``log_norm[d]`` is ``log(N_d + sum_k alpha_k)``; ``S_t`` is :func:`_masses`'.
+    """
+    team = _SERIAL if team is None else team
+    out = np.empty(doc.shape[0], dtype=np.float64) if out is None else out
+    team.run(loglik_range, team.token_ranges(doc.shape[0]), doc=doc, word=word, weight=weight,
+             doc_topic=doc_topic, bhat=tables.bhat, qtotal=tables.qtotal, log_norm=log_norm,
+             sparse_rows=sparse_rows, out=out)
+    return out
+
+
+def loglik_range(tokens, doc, word, weight, doc_topic, bhat, qtotal, log_norm, sparse_rows,
+                 out):
+    """One task of :func:`log_likelihood_terms`: the tokens ``range(*tokens)`` into ``out``."""
+    for sl, mass in _masses(tokens, doc, word, doc_topic, bhat, sparse_rows):
+        terms = np.log(mass.astype(np.float64) + qtotal[word[sl]].astype(np.float64))
+        terms -= log_norm[doc[sl]]
+        if weight is not None:
+            terms *= weight[sl]
+        out[sl] = terms
