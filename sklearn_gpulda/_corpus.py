@@ -375,6 +375,23 @@ def pdow_chunks(corpus, new_of_old, max_tokens):
     return chunks
 
 
+#: Tokens per batch of the mini-batched samplers when none is given. Each batch is a whole pass
+#: over the GPU, so fewer
+#: tokens than a GPU holds in flight at once (a few hundred thousand) would idle it; the number
+#: was chosen from the NIPS/KOS measurements of ``doc/performance.md`` (mini-batched sweeps).
+DEFAULT_BATCH_TOKENS = 1 << 17
+
+
+def batch_bounds(doc_ptr, batch_tokens):
+    """Document bounds of the batches: consecutive documents, at most ``batch_tokens`` tokens
+    each (a longer document alone)."""
+    if int(batch_tokens) < 1:
+        raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
+    if doc_ptr.size < 2:
+        return np.zeros(1, dtype=np.int64)
+    return chunk_bounds(doc_ptr, int(batch_tokens))
+
+
 @dataclass
 class SegmentedCSR:
     """Tokens tiled by document mini-batch and vocabulary panel (Moon, thesis Fig. 2.11).

@@ -8,10 +8,10 @@ from _engine_checks import check_same_seed_same_model, initialised, recount
 from _stats import merged_chisquare
 
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._corpus import frequency_relabel, segmented_csr, tokens
+from sklearn_gpulda._corpus import batch_bounds, frequency_relabel, segmented_csr, tokens
 from sklearn_gpulda._device import CPU
 from sklearn_gpulda.backends import choose_backend
-from sklearn_gpulda.backends.numpy.minibatch import NumpyMinibatchSampler, batch_bounds
+from sklearn_gpulda.backends.numpy.minibatch import NumpyMinibatchSampler
 from sklearn_gpulda.backends.numpy.minibatch_rule import (
     LANES, _search, batch_doc_side, draw_batch, exact_probabilities)
 from sklearn_gpulda.datasets import load_kjv_chapters

@@ -11,11 +11,10 @@ of a sweep, the readers of the state, the likelihood) is the sparse backend's.
 
 import numpy as np
 
-from ..._corpus import segmented_csr
+from ..._corpus import DEFAULT_BATCH_TOKENS, batch_bounds, segmented_csr
 from ..._device import to_host
 from ..._random import STREAM_SAMPLE
 from ..._stages import stage
-from ..numpy.minibatch import DEFAULT_BATCH_TOKENS, batch_bounds
 from . import counts, sample_minibatch
 from .sparse import CudaSparseSampler
 

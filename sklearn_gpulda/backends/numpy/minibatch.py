@@ -5,27 +5,11 @@ batch (``doc/algorithm.md``, mini-batched sweeps; Moon, thesis ch. 2).
 
 import numpy as np
 
-from ..._corpus import chunk_bounds
+from ..._corpus import DEFAULT_BATCH_TOKENS, batch_bounds
 from ..._device import CPU
 from ..._random import STREAM_SAMPLE
 from .minibatch_rule import batch_doc_side, draw_batch
 from .sampler import NumpySampler
-
-#: Tokens per batch when none is given. Each batch is a whole pass over the GPU, so fewer
-#: tokens than a GPU holds in flight at once (a few hundred thousand) would idle it; the number
-#: was chosen from the NIPS/KOS measurements of ``doc/performance.md`` (mini-batched sweeps).
-DEFAULT_BATCH_TOKENS = 1 << 17
-
-
-def batch_bounds(doc_ptr, batch_tokens):
-    """Document bounds of the batches: consecutive documents, at most ``batch_tokens`` tokens
-    each (a longer document alone)."""
-    if int(batch_tokens) < 1:
-        raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
-    if doc_ptr.size < 2:
-        return np.zeros(1, dtype=np.int64)
-    return chunk_bounds(doc_ptr, int(batch_tokens))
-
 
 class NumpyMinibatchSampler(NumpySampler):
     """Mini-batched sweeps on the CPU (see :class:`~sklearn_gpulda.backends.base.Sampler`).
