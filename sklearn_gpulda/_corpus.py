@@ -376,9 +376,9 @@ def pdow_chunks(corpus, new_of_old, max_tokens):
 
 
 #: Tokens per batch of the mini-batched samplers when none is given. Each batch is a whole pass
-#: over the GPU, so fewer
-#: tokens than a GPU holds in flight at once (a few hundred thousand) would idle it; the number
-#: was chosen from the NIPS/KOS measurements of ``doc/performance.md`` (mini-batched sweeps).
+#: over the GPU, so fewer tokens than a GPU holds in flight at once (a few hundred thousand)
+#: would idle it; the number was chosen from the NIPS/KOS measurements of
+#: ``doc/performance.md`` (mini-batched sweeps).
 DEFAULT_BATCH_TOKENS = 1 << 17
 
 
