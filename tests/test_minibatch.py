@@ -253,3 +253,24 @@ def test_minibatch_tokens_sets_the_batches():
                                          minibatch_tokens=m, random_state=0,
                                          device="cpu").fit(X).components_ for m in (500, None)]
     assert not np.allclose(*fits)
+
+
+def test_worker_processes_draw_the_same_chain():
+    # A corpus large enough for worker processes (PROCESS_MIN_TOKENS): the batch's draws run
+    # by token ranges in the workers, B moves in shared memory, and the chain is the one job's.
+    from sklearn_gpulda.backends.numpy.processes import ProcessTeam
+    from sklearn_gpulda.backends.numpy.sampler import PROCESS_MIN_TOKENS
+
+    corpus = tokens(_kjv())
+    assert corpus.n_tokens >= PROCESS_MIN_TOKENS
+    runs = []
+    for n_jobs in (1, 2):
+        eng = initialised(_sampler(20, 60_000, n_jobs=n_jobs), corpus)
+        assert isinstance(eng.team, ProcessTeam) == (n_jobs > 1)
+        for it in (1, 2):
+            eng.sweep(it)
+        runs.append((eng.topics(), eng.word_topic_counts(), eng.log_likelihood()))
+        eng.release()
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    assert runs[0][2] == runs[1][2]

@@ -8,7 +8,7 @@ import numpy as np
 from ..._corpus import DEFAULT_BATCH_TOKENS, batch_bounds
 from ..._device import CPU
 from ..._random import STREAM_SAMPLE
-from .minibatch_rule import batch_doc_side, draw_batch
+from .minibatch_rule import batch_doc_side, draw_batch_range
 from .sampler import NumpySampler
 
 class NumpyMinibatchSampler(NumpySampler):
@@ -17,7 +17,10 @@ class NumpyMinibatchSampler(NumpySampler):
     Parameters
     ----------
     n_topics, alpha, beta, seed, device, n_jobs
-        As :class:`~.sampler.NumpySampler`.
+        As :class:`~.sampler.NumpySampler`: each batch's draws run by token ranges on the
+        ``n_jobs`` threads or worker processes (B lives in the team's shared memory), and the
+        counts move in the main process between batches; the chain is the same at any
+        ``n_jobs``.
     batch_tokens : int, default=DEFAULT_BATCH_TOKENS
         Most tokens of a batch (whole documents; a longer document is a batch of its own).
 
@@ -45,9 +48,14 @@ class NumpyMinibatchSampler(NumpySampler):
             return super().sweep(iteration, stream, sub)
         corpus = self._require()
         doc, word, weight, doc_ptr = self._loaded_tokens()
+        team = self.team
         u = self._uniforms(iteration, stream, sub)
-        z = np.array(self._z, dtype=np.int32)
-        b = np.array(self._b, dtype=np.float32)
+        # The topics and B as the sweep moves them, where the team's workers read them: copies,
+        # since a thread team shares an array as it is, and the current topics may be the
+        # caller's own (set_topics keeps an int32 array it is given).
+        z = team.share("minibatch:z", np.array(self._z, dtype=np.int32))
+        b = team.share("minibatch:b", np.array(self._b, dtype=np.float32))
+        new = team.empty("minibatch:new", z.shape, np.int32)
         totals = np.array(self._topic_totals(), dtype=np.float64)
         alpha = self.alpha
         k = self.n_topics
@@ -58,22 +66,25 @@ class NumpyMinibatchSampler(NumpySampler):
                 continue
             old = z[t0:t1]
             w = None if weight is None else weight[t0:t1]
-            local = doc[t0:t1] - d0
-            a = np.bincount(local.astype(np.int64) * k + old, weights=w,
+            a = np.bincount((doc[t0:t1] - d0).astype(np.int64) * k + old, weights=w,
                             minlength=(d1 - d0) * k).astype(np.float32).reshape(d1 - d0, k)
             dnt, denom = batch_doc_side(a, totals, corpus.n_words, alpha, self.beta)
-            new = draw_batch(local, word[t0:t1], old, w, u[t0:t1], a, b, denom, dnt, alpha,
-                             self.beta)
-            moved = np.flatnonzero(new != old)
+            ranges = [(t0 + s, t0 + e) for s, e in team.token_ranges(t1 - t0)]
+            team.run(draw_batch_range, ranges, doc=doc, word=word, topic=z, weight=weight, u=u,
+                     first_doc=d0, a=a, b=b, denom=denom, dnt=dnt, alpha=alpha,
+                     beta=self.beta, out=new)
+            drawn = new[t0:t1]
+            moved = np.flatnonzero(drawn != old)
             if moved.size:
                 v = word[t0:t1][moved]
+                was, now = old[moved], drawn[moved]
                 wm = np.ones(moved.size, np.float32) if w is None else w[moved]
-                np.add.at(b, (v, old[moved]), -wm)
-                np.add.at(b, (v, new[moved]), wm)
+                np.add.at(b, (v, was), -wm)
+                np.add.at(b, (v, now), wm)
                 wm64 = wm.astype(np.float64)
-                totals += (np.bincount(new[moved], weights=wm64, minlength=k)
-                           - np.bincount(old[moved], weights=wm64, minlength=k))
-                z[t0:t1] = new
+                totals += (np.bincount(now, weights=wm64, minlength=k)
+                           - np.bincount(was, weights=wm64, minlength=k))
+                z[t0:t1] = drawn
             if self.batch_hook is not None:
                 self.batch_hook(i, z, b, totals)
-        self._set(z)
+        self._set(np.array(z))

@@ -97,6 +97,19 @@ def draw_batch(doc, word, topic, weight, u, a, b, denom, dnt, alpha, beta, out=N
     return out
 
 
+def draw_batch_range(tokens, doc, word, topic, weight, u, first_doc, a, b, denom, dnt, alpha,
+                     beta, out):
+    """One task of a batch's draws: the tokens ``range(*tokens)`` (canonical indices, documents
+    from ``first_doc`` on, the rows of ``a`` and ``dnt``) into ``out`` (:func:`draw_batch`; each
+    token independent of the others, so the cuts do not change a draw)."""
+    t0, t1 = tokens
+    if t1 <= t0:
+        return
+    sl = slice(t0, t1)
+    draw_batch(doc[sl] - first_doc, word[sl], topic[sl], None if weight is None else weight[sl],
+               u[sl], a, b, denom, dnt, alpha, beta, out=out[sl])
+
+
 def _search(p, u, n_topics):
     """Topics drawn from terms ``p`` of shape (n, m, 32) (topic ``32 j + l`` at ``[:, j, l]``,
     zero past ``n_topics``) with uniforms ``u``: steps 1-5 of the rule."""
