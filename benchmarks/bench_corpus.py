@@ -23,12 +23,8 @@ import numpy as np
 # Run from a source checkout without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sklearn_gpulda._corpus import (  # noqa: E402
-    frequency_relabel,
-    pdow_chunks,
-    segmented_csr,
-    tokens,
-)
+from sklearn_gpulda._corpus import tokens  # noqa: E402
+from sklearn_gpulda._layouts import frequency_relabel, pdow_chunks, segmented_csr  # noqa: E402
 from sklearn_gpulda.datasets import make_lda_corpus  # noqa: E402
 
 

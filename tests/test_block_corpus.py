@@ -7,7 +7,8 @@ import scipy.sparse as sp
 
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._block_corpus import BlockCorpus, is_block_sequence
-from sklearn_gpulda._corpus import frequency_relabel, tokens
+from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda._layouts import frequency_relabel
 from sklearn_gpulda.datasets import load_kjv_chapters
 
 PARAMS = dict(n_components=7, max_iter=12, random_state=3, device="cpu")

@@ -9,7 +9,8 @@ from _engine_checks import check_same_seed_same_model, initialised, recount
 from _stats import merged_chisquare
 
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._corpus import batch_bounds, frequency_relabel, segmented_csr, tokens
+from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda._layouts import batch_bounds, frequency_relabel, segmented_csr
 from sklearn_gpulda._device import CPU, Device
 from sklearn_gpulda.backends.numpy.minibatch import NumpyMinibatchSampler
 from sklearn_gpulda.datasets import load_kjv_chapters

@@ -6,7 +6,8 @@ import scipy.sparse as sp
 
 import _gpu_probes
 from sklearn_gpulda import _fit, _fit_online, _priors, _random
-from sklearn_gpulda._corpus import frequency_relabel, pdow_chunks, tokens
+from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda._layouts import frequency_relabel, pdow_chunks
 from sklearn_gpulda._device import CPU, Device
 from sklearn_gpulda._priors import Prior
 from sklearn_gpulda.backends.numpy import NumpySampler, fold_in

@@ -6,13 +6,13 @@ first (int32) and its topic (uint16 while K <= 65,536). A is stored as rows sort
 at a fixed offset: the document's first canonical slot plus ``ROW_PAD`` per earlier document (a
 document of n tokens has at most n non-zeros, and the lane-segment layout of ``cuda/entry.cuh``
 pads a row by at most ``ROW_PAD``). Entries take 4 bytes (16-bit topic and count) for integer
-counts, else 8. :func:`sklearn_gpulda._corpus.pdow_chunks` builds the same token order on the
+counts, else 8. :func:`sklearn_gpulda._layouts.pdow_chunks` builds the same token order on the
 host; the GPU tests check the two agree.
 """
 
 import numpy as np
 
-from ..._corpus import chunk_bounds
+from ..._layouts import chunk_bounds
 from ..._device import to_host
 from .constants import ROW_PAD, SHORT_DOC_MAX, WARP
 

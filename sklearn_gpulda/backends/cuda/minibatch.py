@@ -3,7 +3,7 @@
 A sweep draws the documents batch by batch: each batch's tokens draw from the counts of its
 start, then B and the topic totals take its new topics on the device before the next batch draws
 (``doc/algorithm.md``, mini-batched sweeps). The batch's tokens are laid out in segmented CSR
-(``_corpus.segmented_csr``: vocabulary panels of ``PANEL_BYTES`` of B rows, documents in order
+(``_layouts.segmented_csr``: vocabulary panels of ``PANEL_BYTES`` of B rows, documents in order
 inside a panel), so the warps of a block share the B rows of a few words and the dnt rows of a
 few documents. Everything else (the PDOW chunk that keeps A's sparse rows, the M-step at the end
 of a sweep, the readers of the state, the likelihood) is the sparse backend's.
@@ -11,7 +11,7 @@ of a sweep, the readers of the state, the likelihood) is the sparse backend's.
 
 import numpy as np
 
-from ..._corpus import DEFAULT_BATCH_TOKENS, batch_bounds, segmented_csr
+from ..._layouts import DEFAULT_BATCH_TOKENS, batch_bounds, segmented_csr
 from ..._device import to_host
 from ..._random import STREAM_SAMPLE
 from ..._stages import stage

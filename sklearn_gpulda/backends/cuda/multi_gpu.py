@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..._corpus import split_documents
+from ..._layouts import split_documents
 from ..._device import Device, is_device_array
 from ..._priors import TABLE_COUNTS, merge_histograms
 from ..._random import STREAM_INIT, STREAM_SAMPLE

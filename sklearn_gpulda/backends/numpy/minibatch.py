@@ -5,7 +5,7 @@ batch (``doc/algorithm.md``, mini-batched sweeps; Moon, thesis ch. 2).
 
 import numpy as np
 
-from ..._corpus import DEFAULT_BATCH_TOKENS, batch_bounds
+from ..._layouts import DEFAULT_BATCH_TOKENS, batch_bounds
 from ..._device import CPU
 from ..._random import STREAM_SAMPLE
 from .minibatch_rule import batch_doc_side, draw_batch_range

@@ -9,7 +9,7 @@ Work is chunked over tokens so that no temporary exceeds a few tens of megabytes
 import numpy as np
 
 from ... import _random
-from ..._corpus import _stable_counting_sort
+from ..._layouts import _stable_counting_sort
 from ..._device import CPU
 from ..base import Sampler
 from .dense_rule import draw_topics_dense
