@@ -1,7 +1,11 @@
-"""Checks shared by the sampler tests (NumPy, sparse CUDA and dense CUDA backends)."""
+"""Checks shared by the sampler tests (the NumPy, sparse, dense and mini-batched backends)."""
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
+from _stats import merged_chisquare
+
+from sklearn_gpulda._corpus import tokens
 
 
 def recount(index, topics, weight, n_rows, n_topics):
@@ -83,3 +87,34 @@ def check_weighted_counts(engine, corpus, n_topics, reference, atol_a, atol_b=1e
     reference.load(corpus)
     reference.set_topics(z)
     assert engine.log_likelihood() == pytest.approx(reference.log_likelihood(), rel=1e-5)
+
+
+def check_two_word_conditional(make_engine, n_topics, alpha, beta, n_each=60_000):
+    """One sweep of a one-batch chain on one document of two words, ``n_each`` tokens each:
+    the tokens of a word that share a current topic draw from one p(k), the collapsed
+    conditional of the sweep's start with the token's own count out of A, B and n, so their new
+    topics must pass a chi-square test against it. ``make_engine(n_tokens)`` gives an unloaded
+    sampler whose batch holds ``n_tokens`` tokens."""
+    rng = np.random.default_rng(n_topics)
+    corpus = tokens(sp.csr_matrix(np.array([[n_each, n_each]], dtype=np.int64)))
+    weights = rng.gamma(0.5, size=n_topics)
+    weights[rng.random(n_topics) < 0.3] = 0  # topics with no tokens at all
+    weights /= weights.sum()
+    z = rng.choice(n_topics, size=corpus.n_tokens, p=weights).astype(np.int32)
+    eng = make_engine(corpus.n_tokens)
+    eng.load(corpus)
+    eng.set_topics(z)
+    a = np.bincount(z, minlength=n_topics).astype(np.float64)
+    b = recount(corpus.word, z, None, 2, n_topics)
+    eng.sweep(1)
+    new = eng.topics()
+    eng.release()
+    own = int(np.bincount(z).argmax())
+    out = np.zeros(n_topics)
+    out[own] = 1
+    for v in range(2):
+        group = (corpus.word == v) & (z == own)
+        p = (a - out + alpha) * (b[v] - out + beta) / (b.sum(axis=0) - out + 2 * beta)
+        result = merged_chisquare(np.bincount(new[group], minlength=n_topics),
+                                  p / p.sum() * group.sum())
+        assert result.pvalue > 1e-4, (v, result)

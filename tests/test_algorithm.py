@@ -12,8 +12,8 @@ import pytest
 import scipy.sparse as sp
 from sklearn.utils._param_validation import InvalidParameterError
 from _engine_checks import (
-    check_counts_every_sweep, check_same_seed_same_model, check_weighted_counts, initialised)
-from _stats import merged_chisquare
+    check_counts_every_sweep, check_same_seed_same_model, check_two_word_conditional,
+    check_weighted_counts, initialised)
 
 from sklearn_gpulda import GPULatentDirichletAllocation, _fit, _fit_online, _random
 from sklearn_gpulda._corpus import tokens
@@ -64,35 +64,9 @@ def _kjv_split():
 # -- the NumPy backend's dense rule ---------------------------------------------------------------
 @pytest.mark.parametrize("n_topics", [16, 33, 100])
 def test_numpy_dense_sweep_matches_exact_distribution(n_topics):
-    # One document holding two words many times: every token of a word with the same current
-    # topic draws from the same p(k) ∝ (A[k] - [k = z] + alpha) Bhat[v, k], so the counts of one
-    # sweep within each (word, topic) group are multinomial.
-    rng = np.random.default_rng(n_topics)
-    n_each = 60_000
-    X = sp.csr_matrix(np.array([[n_each, n_each]], dtype=np.int64))
-    corpus = tokens(X)
-    weights = rng.gamma(0.5, size=n_topics)
-    weights[rng.random(n_topics) < 0.3] = 0  # topics with no tokens at all
-    weights /= weights.sum()
-    z = rng.choice(n_topics, size=corpus.n_tokens, p=weights).astype(np.int32)
-    eng = _numpy(n_topics, "dense")
-    eng.load(corpus)
-    eng.set_topics(z)
-    a = eng.doc_topic_counts()[0]
-    b = eng.word_topic_counts().T  # (V, K)
-    bhat = (b + BETA) / (b.sum(axis=0) + 2 * BETA)
-    eng.sweep(1)
-    new = eng.topics()
-    own = int(np.bincount(z).argmax())
-    for v in range(2):
-        group = (corpus.word == v) & (z == own)
-        # The token's own count out of A[d, own], B[v, own] and n[own].
-        p = (a + ALPHA) * bhat[v]
-        p[own] = (a[own] - 1 + ALPHA) * (b[v, own] - 1 + BETA) / (b[:, own].sum() - 1 + 2 * BETA)
-        p /= p.sum()
-        got = np.bincount(new[group], minlength=n_topics)
-        result = merged_chisquare(got, p * group.sum())
-        assert result.pvalue > 1e-4, (v, result)
+    # Every token of a word with the same current topic draws from the same
+    # p(k) ∝ (A[k] - [k = z] + alpha) Bhat'[v, k], the token's own count out of A, B and n.
+    check_two_word_conditional(lambda n: _numpy(n_topics, "dense"), n_topics, ALPHA, BETA)
 
 
 def test_numpy_dense_sweep_uses_the_sparse_engines_uniforms():

@@ -4,7 +4,8 @@ against the exact conditional, the counts after every batch, and its use through
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _engine_checks import check_same_seed_same_model, initialised, recount
+from _engine_checks import (check_chains_alike_every_sweep, check_same_seed_same_model,
+                            check_two_word_conditional, initialised, recount)
 from _stats import merged_chisquare
 
 from sklearn_gpulda import GPULatentDirichletAllocation
@@ -33,33 +34,9 @@ def _sampler(n_topics, batch_tokens, alpha=ALPHA, **kw):
 
 @pytest.mark.parametrize("n_topics", [5, 40, 100])
 def test_one_batch_draws_from_the_collapsed_conditional(n_topics):
-    # One document of two words, many tokens each: the tokens of a word that share a current
-    # topic draw from one p(k), so their new topics are multinomial. With one batch, p(k) is
-    # the conditional of the sweep's start, every count with the token's own weight taken out.
-    rng = np.random.default_rng(n_topics)
-    n_each = 60_000
-    corpus = tokens(sp.csr_matrix(np.array([[n_each, n_each]], dtype=np.int64)))
-    weights = rng.gamma(0.5, size=n_topics)
-    weights[rng.random(n_topics) < 0.3] = 0
-    weights /= weights.sum()
-    z = rng.choice(n_topics, size=corpus.n_tokens, p=weights).astype(np.int32)
-    eng = _sampler(n_topics, batch_tokens=corpus.n_tokens)
-    eng.load(corpus)
-    eng.set_topics(z)
-    a = np.bincount(z, minlength=n_topics).astype(np.float64)
-    b = recount(corpus.word, z, None, 2, n_topics)
-    eng.sweep(1)
-    new = eng.topics()
-    own = int(np.bincount(z).argmax())
-    for v in range(2):
-        group = (corpus.word == v) & (z == own)
-        out = np.zeros(n_topics)
-        out[own] = 1
-        p = (a - out + ALPHA) * (b[v] - out + BETA) / (b.sum(axis=0) - out + 2 * BETA)
-        p /= p.sum()
-        result = merged_chisquare(np.bincount(new[group], minlength=n_topics),
-                                  p * group.sum())
-        assert result.pvalue > 1e-4, (v, result)
+    # With one batch, p(k) is the conditional of the sweep's start, every count with the
+    # token's own weight taken out.
+    check_two_word_conditional(lambda n: _sampler(n_topics, batch_tokens=n), n_topics, ALPHA, BETA)
 
 
 def test_rule_follows_the_lane_order():
@@ -175,14 +152,12 @@ def test_later_batches_see_earlier_batches_topics():
 def test_same_seed_same_model_and_any_n_jobs():
     corpus = tokens(_kjv(150))
     check_same_seed_same_model(lambda: _sampler(20, 5000), corpus)
-    runs = []
-    for n_jobs in (1, 3):
-        eng = initialised(_sampler(20, 5000, n_jobs=n_jobs), corpus)
-        for it in (1, 2):
-            eng.sweep(it)
-        runs.append(eng.topics())
-        eng.release()
-    np.testing.assert_array_equal(*runs)
+    chains = [_sampler(20, 5000, n_jobs=n) for n in (1, 3)]
+    try:
+        check_chains_alike_every_sweep(chains, corpus, sweeps=(1, 2))
+    finally:
+        for chain in chains:
+            chain.release()
 
 
 def test_fixed_topic_word_sweeps_as_esca():
@@ -264,14 +239,10 @@ def test_worker_processes_draw_the_same_chain():
 
     corpus = tokens(_kjv())
     assert corpus.n_tokens >= PROCESS_MIN_TOKENS
-    runs = []
-    for n_jobs in (1, 2):
-        eng = initialised(_sampler(20, 60_000, n_jobs=n_jobs), corpus)
-        assert isinstance(eng.team, ProcessTeam) == (n_jobs > 1)
-        for it in (1, 2):
-            eng.sweep(it)
-        runs.append((eng.topics(), eng.word_topic_counts(), eng.log_likelihood()))
-        eng.release()
-    np.testing.assert_array_equal(runs[0][0], runs[1][0])
-    np.testing.assert_array_equal(runs[0][1], runs[1][1])
-    assert runs[0][2] == runs[1][2]
+    chains = [_sampler(20, 60_000, n_jobs=n) for n in (1, 2)]
+    try:
+        check_chains_alike_every_sweep(chains, corpus, sweeps=(1, 2))
+        assert [isinstance(c.team, ProcessTeam) for c in chains] == [False, True]
+    finally:
+        for chain in chains:
+            chain.release()
