@@ -15,7 +15,7 @@ from sklearn_gpulda._device import CPU
 from sklearn_gpulda.backends import choose_backend
 from sklearn_gpulda.backends.numpy.minibatch import NumpyMinibatchSampler
 from sklearn_gpulda.backends.numpy.minibatch_rule import (
-    LANES, _search, batch_doc_side, draw_batch, exact_probabilities)
+    LANES, _search, batch_doc_side, draw_batch)
 from sklearn_gpulda.datasets import load_kjv_chapters
 from sklearn_gpulda.metrics import document_completion
 
@@ -30,6 +30,19 @@ def _kjv(n=None):
 def _sampler(n_topics, batch_tokens, alpha=ALPHA, **kw):
     return NumpyMinibatchSampler(n_topics, alpha, BETA, SEED, CPU, batch_tokens=batch_tokens,
                                  **kw)
+
+
+def _exact_probabilities(doc, word, topic, weight, a, b, totals, alpha, beta):
+    """The conditional of each token in float64 (rows sum to 1), computed without the float32
+    terms or the lane order of the rule under test."""
+    n_words = b.shape[0]
+    w = np.ones(doc.shape[0]) if weight is None else weight.astype(np.float64)
+    own = np.zeros((doc.shape[0], a.shape[1]))
+    own[np.arange(doc.shape[0]), topic] = w
+    doc_side = a[doc].astype(np.float64) - own + alpha
+    word_side = (b[word].astype(np.float64) - own + beta) / (totals + n_words * beta - own)
+    p = doc_side * word_side
+    return p / p.sum(axis=1, keepdims=True)
 
 
 @pytest.mark.parametrize("n_topics", [5, 40, 100])
@@ -78,7 +91,7 @@ def test_draw_batch_probabilities_against_exact():
     u = np.random.default_rng(1).random(doc.size).astype(np.float32)
     dnt, denom = batch_doc_side(a, totals, corpus.n_words, alpha, BETA)
     got = draw_batch(doc, word, topic, None, u, a, b, denom, dnt, alpha, BETA)
-    p = exact_probabilities(corpus.doc[picks], corpus.word[picks], z[picks], None, a, b, totals,
+    p = _exact_probabilities(corpus.doc[picks], corpus.word[picks], z[picks], None, a, b, totals,
                             alpha, BETA)
     for i in range(picks.size):
         counts = np.bincount(got[i * reps:(i + 1) * reps], minlength=k)

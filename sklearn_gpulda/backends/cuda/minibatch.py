@@ -11,8 +11,8 @@ of a sweep, the readers of the state, the likelihood) is the sparse backend's.
 
 import numpy as np
 
-from ..._layouts import DEFAULT_BATCH_TOKENS, batch_bounds, segmented_csr
 from ..._device import to_host
+from ..._layouts import DEFAULT_BATCH_TOKENS, batch_bounds, segmented_csr
 from ..._random import STREAM_SAMPLE
 from ..._stages import stage
 from . import counts, sample_minibatch

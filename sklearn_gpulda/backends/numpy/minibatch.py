@@ -5,11 +5,13 @@ batch (``doc/algorithm.md``, mini-batched sweeps; Moon, thesis ch. 2).
 
 import numpy as np
 
-from ..._layouts import DEFAULT_BATCH_TOKENS, batch_bounds
 from ..._device import CPU
+from ..._layouts import DEFAULT_BATCH_TOKENS, batch_bounds
 from ..._random import STREAM_SAMPLE
 from .minibatch_rule import batch_doc_side, draw_batch_range
+from .row_tasks import count_pairs
 from .sampler import NumpySampler
+
 
 class NumpyMinibatchSampler(NumpySampler):
     """Mini-batched sweeps on the CPU (see :class:`~sklearn_gpulda.backends.base.Sampler`).
@@ -66,8 +68,7 @@ class NumpyMinibatchSampler(NumpySampler):
                 continue
             old = z[t0:t1]
             w = None if weight is None else weight[t0:t1]
-            a = np.bincount((doc[t0:t1] - d0).astype(np.int64) * k + old, weights=w,
-                            minlength=(d1 - d0) * k).astype(np.float32).reshape(d1 - d0, k)
+            a = count_pairs(doc[t0:t1] - d0, old, w, d1 - d0, k, np.float32)
             dnt, denom = batch_doc_side(a, totals, corpus.n_words, alpha, self.beta)
             ranges = [(t0 + s, t0 + e) for s, e in team.token_ranges(t1 - t0)]
             team.run(draw_batch_range, ranges, doc=doc, word=word, topic=z, weight=weight, u=u,

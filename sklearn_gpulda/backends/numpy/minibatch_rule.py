@@ -130,16 +130,3 @@ def _search(p, u, n_topics):
     # A lane with no positive term (only where every term underflowed) gives the last topic.
     found = np.where(hit.any(axis=1) | (terms > 0).any(axis=1), found, n_topics - 1)
     return found.astype(np.int32)
-
-
-def exact_probabilities(doc, word, topic, weight, a, b, totals, alpha, beta):
-    """The conditional of each token in float64 (rows sum to 1): what the draws are tested
-    against, computed without the float32 terms or the lane order."""
-    n_words = b.shape[0]
-    w = np.ones(doc.shape[0]) if weight is None else weight.astype(np.float64)
-    own = np.zeros((doc.shape[0], a.shape[1]))
-    own[np.arange(doc.shape[0]), topic] = w
-    doc_side = a[doc].astype(np.float64) - own + alpha
-    word_side = (b[word].astype(np.float64) - own + beta) / (totals + n_words * beta - own)
-    p = doc_side * word_side
-    return p / p.sum(axis=1, keepdims=True)

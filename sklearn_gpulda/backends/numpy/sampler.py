@@ -9,8 +9,8 @@ Work is chunked over tokens so that no temporary exceeds a few tens of megabytes
 import numpy as np
 
 from ... import _random
-from ..._layouts import _stable_counting_sort
 from ..._device import CPU
+from ..._layouts import _stable_counting_sort
 from ..base import Sampler
 from .dense_rule import draw_topics_dense
 from .processes import make_team
