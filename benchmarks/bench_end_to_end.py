@@ -64,10 +64,15 @@ def nytimes_counts(scale):
     return X[:, np.flatnonzero(X.getnnz(axis=0))].tocsr()
 
 
+#: ``word_topic_storage`` of every fit (``--storage``).
+STORAGE = {"storage": "auto"}
+
+
 def make_estimator(n_topics, n_sweeps, device, alpha):
     options = {} if alpha is None else {"doc_topic_prior": alpha}
     return GPULatentDirichletAllocation(n_components=n_topics, max_iter=n_sweeps, random_state=0,
-                                        device=device, **options)
+                                        device=device, word_topic_storage=STORAGE["storage"],
+                                        **options)
 
 
 def timed_fit(X, n_topics, n_sweeps, device, alpha, track_peak):
@@ -190,8 +195,11 @@ def main(argv=None):
                     help="one untimed fit of each corpus size before its points")
     ap.add_argument("--budget-s", type=float, default=540.0,
                     help="seconds after which no new point starts (default 540)")
+    ap.add_argument("--storage", default="auto", choices=["auto", "dense", "hybrid"],
+                    help="the estimator's word_topic_storage (default auto)")
     ap.add_argument("--json", default=None, help="write every point here")
     args = ap.parse_args(argv)
+    STORAGE["storage"] = args.storage
     n1, n2 = args.sweeps
     if not 0 < n1 < n2:
         ap.error("--sweeps needs 0 < N1 < N2")

@@ -10,6 +10,7 @@
 // encode them, which yields the row already sorted by topic as the sampler requires.
 
 #include "entry.cuh"
+#include "rare_rows.cuh"
 #include "warp.cuh"
 
 namespace gpulda {
@@ -307,6 +308,8 @@ __device__ __forceinline__ void rebuild_bitmap(const int* __restrict__ docs, int
 // ---------------------------------------------------------------------------------------------
 // count_b_{u16,i32}: B[word, z[p]] += w for every token of every work item (B zeroed before);
 //      the work items keep each word's tokens together, so a block's atomics hit one row.
+//      Words from n_dense on are rare (hybrid storage, rare_rows.cuh): their tokens count into
+//      their rows of `rare` (slots zeroed before; every weight 1), B holding n_dense rows.
 // Launch: grid any (block-strided over items), block any. Exact for integer counts.
 // ---------------------------------------------------------------------------------------------
 #define GPULDA_COUNTS(SUFFIX, TOPIC_T)                                                                       \
@@ -317,12 +320,21 @@ __device__ __forceinline__ void rebuild_bitmap(const int* __restrict__ docs, int
   }                                                                                                           \
   extern "C" __global__ void count_b_##SUFFIX(const int4* __restrict__ items, int n_items,                    \
                                               const TOPIC_T* __restrict__ z, const unsigned* __restrict__ tok, \
-                                              const float* __restrict__ weight, int n_topics, float* __restrict__ B) { \
+                                              const float* __restrict__ weight, int n_topics, float* __restrict__ B, \
+                                              int n_dense, unsigned* __restrict__ rare,                       \
+                                              const long long* __restrict__ rare_off) {                       \
     for (int it = blockIdx.x; it < n_items; it += gridDim.x) {                                                \
       const int4 item = items[it];                                                                            \
-      float* row = B + static_cast<size_t>(item.x) * n_topics;                                                \
-      for (int p = item.y + threadIdx.x; p < item.z; p += blockDim.x)                                         \
-        atomicAdd(row + z[p], weight != nullptr ? weight[tok[p]] : 1.0f);                                     \
+      if (item.x < n_dense) {                                                                                 \
+        float* row = B + static_cast<size_t>(item.x) * n_topics;                                              \
+        for (int p = item.y + threadIdx.x; p < item.z; p += blockDim.x)                                       \
+          atomicAdd(row + z[p], weight != nullptr ? weight[tok[p]] : 1.0f);                                   \
+      } else {                                                                                                \
+        const long long o0 = rare_off[item.x - n_dense];                                                      \
+        const unsigned cap = static_cast<unsigned>(rare_off[item.x - n_dense + 1] - o0);                      \
+        for (int p = item.y + threadIdx.x; p < item.z; p += blockDim.x)                                       \
+          gpulda::rare_insert(rare + o0, cap, static_cast<unsigned>(z[p]));                                   \
+      }                                                                                                       \
     }                                                                                                         \
   }
 GPULDA_COUNTS(u16, unsigned short)
@@ -421,6 +433,33 @@ extern "C" __global__ void column_partials(const float* __restrict__ B, int n_ro
   double acc = 0.0;
   for (int v = v0; v < v1; ++v) acc += static_cast<double>(B[static_cast<size_t>(v) * n_topics + k]);
   partial[static_cast<size_t>(blockIdx.y) * n_topics + k] = acc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// rare_topic_totals: totals[k] += the counts of topic k over every occupied slot of the rare rows
+// (hybrid storage, rare_rows.cuh). Integer additions, so the result does not depend on order.
+// Launch: grid any (grid-strided), block any. [in] slots (n uint32); [in/out] totals (K uint64).
+// NumPy: _hybrid_table.entries, then bincount(topic, weights=count, minlength=K).
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void rare_topic_totals(const unsigned* __restrict__ slots, long long n,
+                                             unsigned long long* __restrict__ totals) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const unsigned s = slots[i];
+    if (s != 0u) atomicAdd(totals + (s >> gpulda::kRareCountBits), static_cast<unsigned long long>(s & 0xFFFFu));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// prior_row: prior[k] = beta / denom[k], divided in float64 and rounded once: the Bhat of a cell
+// whose count is 0, exactly as the sampler's dense row load computes it (sample_sparse.cu), so a
+// rare word's row built from it and its occupied slots equals its dense row bit for bit.
+// Launch: 1-D, >= K threads. [in] denom (K float64); [out] prior (K float32).
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void prior_row(const double* __restrict__ denom, double beta, int n_topics,
+                                     float* __restrict__ prior) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n_topics) prior[k] = static_cast<float>(__ddiv_rn(__dadd_rn(0.0, beta), denom[k]));
 }
 
 // ---------------------------------------------------------------------------------------------

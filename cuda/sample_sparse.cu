@@ -27,13 +27,27 @@ static_assert(sizeof(Item) == 16, "Item must match the host's (n_items, 4) int32
 
 // Fills the leaves with Bhat[v, :]: Eq. (2) of SaberLDA divided in float64 and rounded once, as
 // the oracle does, or copied from a fixed table.
+// A rare word's row (hybrid storage) starts as the prior's values and takes its occupied slots'
+// cells after a barrier: the same floats as its dense row, for K reads of an L2-resident vector
+// and one division per occupied slot instead of K reads of B and K divisions.
+template <bool kHybrid>
 __device__ __forceinline__ void load_bhat_row(float* leaf, const BhatSource& src, int v, int n_topics) {
   const size_t row = static_cast<size_t>(v) * n_topics;
   if (src.fixed != nullptr) {
     for (int k = threadIdx.x; k < n_topics; k += blockDim.x) leaf[k] = src.fixed[row + k];
-  } else {
+  } else if (!kHybrid || v < src.n_dense) {
     for (int k = threadIdx.x; k < n_topics; k += blockDim.x)
       leaf[k] = static_cast<float>(__ddiv_rn(static_cast<double>(src.counts[row + k]) + src.beta, src.denom[k]));
+  } else {
+    for (int k = threadIdx.x; k < n_topics; k += blockDim.x) leaf[k] = src.prior[k];
+    const long long o0 = src.rare_off[v - src.n_dense], o1 = src.rare_off[v - src.n_dense + 1];
+    __syncthreads();
+    for (long long i = o0 + threadIdx.x; i < o1; i += blockDim.x) {
+      const unsigned s = src.rare[i];
+      if (s == 0u) continue;
+      const int k = static_cast<int>(s >> kRareCountBits);
+      leaf[k] = static_cast<float>(__ddiv_rn(static_cast<double>(s & 0xFFFFu) + src.beta, src.denom[k]));
+    }
   }
 }
 
@@ -52,7 +66,7 @@ struct ChunkTokens {
 // the per-token gathers find it in L1 or L2; levels 1-2 of the tree stay in shared memory, and
 // level 1 may span several windows of 32 groups. Never read through the non-coherent path: the
 // row is rewritten for every item.
-template <bool kLargeK, typename Body>
+template <bool kLargeK, bool kHybrid, typename Body>
 __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, int n_items, int* counter,
                                               const BhatSource& src, const float* __restrict__ alpha,
                                               int n_topics, float* leaf_scratch, Body body) {
@@ -67,7 +81,7 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
     const int it = s_item;
     if (it >= n_items) break;
     const Item item = items[it];
-    load_bhat_row(leaf, src, item.word, n_topics);
+    load_bhat_row<kHybrid>(leaf, src, item.word, n_topics);
     __syncthreads();
     const auto tree = build_tree<kLargeK>(leaf, l2, l1, alpha, n_topics);
     body(item, tree, leaf);
@@ -75,7 +89,7 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
   }
 }
 
-template <typename TopicT, bool kPacked, bool kLargeK>
+template <typename TopicT, bool kPacked, bool kLargeK, bool kHybrid>
 __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ items, int n_items, int* counter,
                                                    ChunkTokens ch, BhatSource src, const float* __restrict__ alpha,
                                                    int n_topics, unsigned seed, unsigned iteration, unsigned stream,
@@ -84,8 +98,8 @@ __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ item
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;
   const auto* ent = static_cast<const typename AEntry<kPacked>::T*>(ch.a_ent);
-  for_each_item<kLargeK>(items, n_items, counter, src, alpha, n_topics, leaf_scratch,
-                         [&](const Item& item, const auto& tree, const float* leaf) {
+  for_each_item<kLargeK, kHybrid>(items, n_items, counter, src, alpha, n_topics, leaf_scratch,
+                                  [&](const Item& item, const auto& tree, const float* leaf) {
     for (int b = item.begin + warp * kWarp; b < item.end; b += n_warps * kWarp) {
       // Lane j stages token b + j: its uniform, its A row and its own topic's word side Bhat'
       // (a division each lane does once, instead of every lane once per token below). z[p] is
@@ -97,7 +111,7 @@ __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ item
       const int own = valid ? static_cast<int>(z[p]) : 0;
       // Packed rows exist only for integer counts: every weight is 1 there.
       const float w = (!kPacked && valid && ch.weight != nullptr) ? ch.weight[t] : 1.0f;
-      const float b_adj = own_bhat(src, item.word, own, w, leaf[own], n_topics);
+      const float b_adj = own_bhat<kHybrid>(src, item.word, own, w, leaf[own], n_topics);
       const float u = bits_to_uniform(token_bits(seed, iteration, stream, ch.t0 + t, sweep));
       const int2 row = valid ? ch.a_row[d] : make_int2(0, 0);
       const int n = min(kWarp, item.end - b);
@@ -133,7 +147,10 @@ using gpulda::Item;
 // [in]  items (n_items x 4 int32), tok, doc, a_row, a_ent: the chunk, with A rebuilt from z;
 //       weight (canonical minus t0, or nullptr for all-1 weights); B (V x K float32) with denom
 //       (K float64) in training, or bhat (V x K float32) with topics fixed (B = nullptr);
-//       alpha (K float32), the per-topic document-topic prior.
+//       alpha (K float32), the per-topic document-topic prior. Hybrid storage (rare_rows.cuh):
+//       B holds the first n_dense words' rows, rare (uint32 slots) and rare_off (V - n_dense + 1
+//       int64) the others', prior (K float32) = beta / denom (counts.cu, prior_row); with all
+//       words dense, n_dense = V and the three are nullptr.
 // sample_tokens_*_large (K > 32,768, or a table too large for shared memory): the same, with
 //       dynamic shared memory tree_upper_floats(K) * 4 bytes and leaf_scratch (gridDim.x x K
 //       float32, contents ignored) holding each block's Bhat row; the others take nullptr.
@@ -164,25 +181,42 @@ using gpulda::Item;
 #else
 #define GPULDA_SAMPLE_LARGE_REGS(PACKED) GPULDA_SAMPLE_REGS(PACKED)
 #endif
+// The hybrid-storage samplers (a rare word's own count found by probing its row) take 40 on every
+// architecture from sm_80 on (36 spills on sm_90), the large-K caps elsewhere.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define GPULDA_SAMPLE_HYBRID_REGS 40
+#else
+#define GPULDA_SAMPLE_HYBRID_REGS GPULDA_SAMPLE_LARGE_REGS(true)
+#endif
 
-#define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED, LARGE, REGS)                                                 \
+#define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED, LARGE, HYBRID, REGS)                                          \
   extern "C" __global__ void __maxnreg__(REGS) sample_tokens_##SUFFIX(                                       \
       const Item* __restrict__ items, int n_items, int* counter, const unsigned* __restrict__ tok,           \
       const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent,           \
       const float* __restrict__ weight, long long t0, const float* __restrict__ B,                          \
       const double* __restrict__ denom, double beta, const float* __restrict__ bhat,                        \
+      const unsigned* __restrict__ rare, const long long* __restrict__ rare_off,                            \
+      const float* __restrict__ prior, int n_dense,                                                         \
       const float* __restrict__ alpha, int n_topics, unsigned seed, unsigned iteration, unsigned stream,     \
       unsigned sweep, TOPIC_T* __restrict__ z, float* leaf_scratch) {                                        \
-    gpulda::sample_tokens_impl<TOPIC_T, PACKED, LARGE>(items, n_items, counter,                              \
+    gpulda::sample_tokens_impl<TOPIC_T, PACKED, LARGE, HYBRID>(items, n_items, counter,                         \
                                                        ChunkTokens{tok, doc, a_row, a_ent, weight, t0},     \
-                                                       BhatSource{B, denom, bhat, beta}, alpha, n_topics,   \
+                                                       BhatSource{B, denom, bhat, beta, rare, rare_off,    \
+                                                                  prior, n_dense},                          \
+                                                       alpha, n_topics,                                     \
                                                        seed, iteration, stream, sweep, z, leaf_scratch);    \
   }
-GPULDA_SAMPLE(u16_packed, unsigned short, true, false, GPULDA_SAMPLE_REGS(true))
-GPULDA_SAMPLE(u16_wide, unsigned short, false, false, GPULDA_SAMPLE_REGS(false))
-GPULDA_SAMPLE(i32_wide, int, false, false, GPULDA_SAMPLE_REGS(false))
-GPULDA_SAMPLE(u16_packed_large, unsigned short, true, true, GPULDA_SAMPLE_LARGE_REGS(true))
-GPULDA_SAMPLE(u16_wide_large, unsigned short, false, true, GPULDA_SAMPLE_LARGE_REGS(false))
+GPULDA_SAMPLE(u16_packed, unsigned short, true, false, false, GPULDA_SAMPLE_REGS(true))
+GPULDA_SAMPLE(u16_wide, unsigned short, false, false, false, GPULDA_SAMPLE_REGS(false))
+GPULDA_SAMPLE(i32_wide, int, false, false, false, GPULDA_SAMPLE_REGS(false))
+GPULDA_SAMPLE(u16_packed_large, unsigned short, true, true, false, GPULDA_SAMPLE_LARGE_REGS(true))
+GPULDA_SAMPLE(u16_wide_large, unsigned short, false, true, false, GPULDA_SAMPLE_LARGE_REGS(false))
+// Hybrid storage takes integer counts only: packed rows, or wide ones for documents of 65,536
+// tokens or more.
+GPULDA_SAMPLE(u16_packed_hybrid, unsigned short, true, false, true, GPULDA_SAMPLE_HYBRID_REGS)
+GPULDA_SAMPLE(u16_wide_hybrid, unsigned short, false, false, true, GPULDA_SAMPLE_HYBRID_REGS)
+GPULDA_SAMPLE(u16_packed_large_hybrid, unsigned short, true, true, true, GPULDA_SAMPLE_HYBRID_REGS)
+GPULDA_SAMPLE(u16_wide_large_hybrid, unsigned short, false, true, true, GPULDA_SAMPLE_HYBRID_REGS)
 
 // ---------------------------------------------------------------------------------------------
 // token_loglik_{packed,wide}: per-batch partial sums of w_t * log((S_t + Q_v) / (N_d + sum_k alpha_k)),
@@ -194,7 +228,7 @@ GPULDA_SAMPLE(u16_wide_large, unsigned short, false, true, GPULDA_SAMPLE_LARGE_R
 // NumPy: NumpyEngine.log_likelihood before the final sum.
 // ---------------------------------------------------------------------------------------------
 namespace gpulda {
-template <bool kPacked, bool kLargeK>
+template <bool kPacked, bool kLargeK, bool kHybrid>
 __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items, int n_items, int* counter,
                                                   const unsigned* __restrict__ tok, const int* __restrict__ doc,
                                                   const int2* __restrict__ a_row, const void* a_ent_v,
@@ -205,8 +239,8 @@ __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;
   const auto* a_ent = static_cast<const typename AEntry<kPacked>::T*>(a_ent_v);
-  for_each_item<kLargeK>(items, n_items, counter, src, alpha, n_topics, leaf_scratch,
-                         [&](const Item& item, const auto& tree, const float* leaf) {
+  for_each_item<kLargeK, kHybrid>(items, n_items, counter, src, alpha, n_topics, leaf_scratch,
+                                  [&](const Item& item, const auto& tree, const float* leaf) {
     const double q = static_cast<double>(tree.total());
     for (int b = item.begin + warp * kWarp; b < item.end; b += n_warps * kWarp) {
       const int p = b + lane;
@@ -234,21 +268,29 @@ __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items
 // Register note: __launch_bounds__(1024) alone makes ptxas budget 32 registers (two resident
 // blocks), which fits the sampler exactly (8 x 256 threads x 32 = the SM's 64 K registers) but
 // spills here; this kernel runs once per evaluation, so it takes 40 registers at lower occupancy.
-#define GPULDA_LOGLIK(SUFFIX, PACKED, LARGE)                                                                   \
+#define GPULDA_LOGLIK(SUFFIX, PACKED, LARGE, HYBRID)                                                             \
   extern "C" __global__ void __launch_bounds__(gpulda::kSampleBlockMax, 1) token_loglik_##SUFFIX(                 \
       const Item* __restrict__ items, int n_items, int* counter, const unsigned* __restrict__ tok,               \
       const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent,               \
       const float* __restrict__ weight, const double* __restrict__ doc_norm, const float* __restrict__ B,        \
       const double* __restrict__ denom, double beta, const float* __restrict__ bhat,                             \
+      const unsigned* __restrict__ rare, const long long* __restrict__ rare_off,                                 \
+      const float* __restrict__ prior, int n_dense,                                                              \
       const float* __restrict__ alpha, int n_topics, double* __restrict__ partial, float* leaf_scratch) {        \
-    gpulda::token_loglik_impl<PACKED, LARGE>(items, n_items, counter, tok, doc, a_row, a_ent, weight, doc_norm, \
-                                             BhatSource{B, denom, bhat, beta}, alpha, n_topics, partial,        \
+    gpulda::token_loglik_impl<PACKED, LARGE, HYBRID>(items, n_items, counter, tok, doc, a_row, a_ent, weight, doc_norm, \
+                                             BhatSource{B, denom, bhat, beta, rare, rare_off,    \
+                                                                prior, n_dense},                            \
+                                             alpha, n_topics, partial,                                       \
                                              leaf_scratch);                                                     \
   }
-GPULDA_LOGLIK(packed, true, false)
-GPULDA_LOGLIK(wide, false, false)
-GPULDA_LOGLIK(packed_large, true, true)
-GPULDA_LOGLIK(wide_large, false, true)
+GPULDA_LOGLIK(packed, true, false, false)
+GPULDA_LOGLIK(wide, false, false, false)
+GPULDA_LOGLIK(packed_large, true, true, false)
+GPULDA_LOGLIK(wide_large, false, true, false)
+GPULDA_LOGLIK(packed_hybrid, true, false, true)
+GPULDA_LOGLIK(wide_hybrid, false, false, true)
+GPULDA_LOGLIK(packed_large_hybrid, true, true, true)
+GPULDA_LOGLIK(wide_large_hybrid, false, true, true)
 
 // ---------------------------------------------------------------------------------------------
 // init_topics_{u16,i32}: z[p] = uniform topic of token t0 + tok[p] (stream 0, or 2 for a batch).

@@ -2,6 +2,7 @@
 // iteration"): the sampler of sample_sparse.cu and the test probes use these, so they live here.
 #pragma once
 #include "entry.cuh"
+#include "rare_rows.cuh"
 #include "tree.cuh"
 #include "warp.cuh"
 
@@ -69,21 +70,35 @@ __device__ __forceinline__ float sparse_mass(const typename AEntry<kPacked>::T* 
   return __shfl_sync(kFullMask, seg_end, kWarp - 1);
 }
 
-// What the block reads Bhat from: B and the topic totals in training, or a fixed table.
+// What the block reads Bhat from: B and the topic totals in training, or a fixed table. In
+// hybrid storage (rare_rows.cuh) B holds the first n_dense words' rows and the others are rare
+// rows, whose cells of count 0 take `prior` (beta / denom, the same float a dense row gives).
 struct BhatSource {
-  const float* counts;   // B, V x K (training), or nullptr
+  const float* counts;   // B, n_dense x K (training), or nullptr
   const double* denom;   // n[k] + V * beta, K doubles
   const float* fixed;    // Bhat given (mini-batch with topics fixed), or nullptr
   double beta;
+  const unsigned* rare;        // rare rows' slots, or nullptr (all dense)
+  const long long* rare_off;   // first slot of each rare word's row, and the total
+  const float* prior;          // (K,) beta / denom in float32, for the rare rows
+  int n_dense;                 // first rare word (V when all dense)
 };
 
 // Bhat[v, own] with the token's own weight taken out of B[v, own] and n[own]: the word side of
 // the collapsed conditional, (B - w + beta) / (n - w + V beta) divided in float64 as the oracle
 // does. With the topic-word side fixed the token is in neither, and Bhat is used as it is.
+template <bool kHybrid>
 __device__ __forceinline__ float own_bhat(const BhatSource& src, int v, int own, float w, float bhat_own,
                                           int n_topics) {
   if (src.counts == nullptr) return bhat_own;
-  const double b = static_cast<double>(src.counts[static_cast<size_t>(v) * n_topics + own]);
+  double b;
+  if (!kHybrid || v < src.n_dense) {
+    b = static_cast<double>(src.counts[static_cast<size_t>(v) * n_topics + own]);
+  } else {
+    const long long o0 = src.rare_off[v - src.n_dense];
+    const unsigned cap = static_cast<unsigned>(src.rare_off[v - src.n_dense + 1] - o0);
+    b = static_cast<double>(rare_count(src.rare + o0, cap, static_cast<unsigned>(own)));
+  }
   return static_cast<float>(__ddiv_rn(__dadd_rn(__dsub_rn(b, w), src.beta), __dsub_rn(src.denom[own], w)));
 }
 

@@ -121,6 +121,15 @@ ESTIMATOR_DOC = """Latent Dirichlet Allocation trained by sparsity-aware ESCA sa
         is a batch of its own); None means 131,072, measured on an H200 (smaller batches apply
         the model more often per sweep but leave the GPU idle between them). Ignored by the
         other algorithms.
+    word_topic_storage : {'auto', 'dense', 'hybrid'}, default='auto'
+        How the sparse GPU engine stores the topic counts of each word during a batch fit.
+        'dense' keeps a row of ``n_components`` cells per word. 'hybrid' keeps dense rows only
+        for frequent words and a small hash table of (topic, count) for each word with few
+        tokens (ezLDA's scheme), which makes large ``n_components`` fit in far less GPU memory;
+        it needs integer counts. Both give the same model, bit for bit. 'auto' chooses 'hybrid'
+        for integer counts from 4,096 topics on, or where the dense rows would not fit beside
+        the corpus, and 'dense' otherwise. Only 'auto' and 'dense' are accepted elsewhere
+        (the CPU engine, several GPUs, other algorithms), where the rows are dense.
 
     Attributes
     ----------

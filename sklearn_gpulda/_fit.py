@@ -52,11 +52,18 @@ class Plan:
     max_device_memory: object = None
     #: Tokens per batch of the mini-batched samplers (None: their default); others ignore it.
     minibatch_tokens: object = None
+    #: How the sparse single-GPU sampler stores B ('auto', 'dense' or 'hybrid'); others: dense.
+    word_topic_storage: str = "auto"
     #: dtype of ``components_`` (scikit-learn's rule: float32 for float32 input, else float64).
     components_dtype: object = np.float64
     #: ``callback(iteration, info)`` after every sweep (batch) or pass (online); ``info`` holds
     #: max_iter, n_tokens, seconds and log_likelihood (per token, or None if not evaluated).
     callback: object = None
+
+    def storage_applies(self):
+        """Whether ``word_topic_storage`` reaches the sampler: the sparse engine on one GPU."""
+        return (self.backend.name == "cuda-sparse" and self.device.kind == "cuda"
+                and len(self.device.indices) == 1)
 
     def sampler(self, alpha=None, beta=None):
         if self.backend.device_kind == "cpu":
@@ -65,6 +72,8 @@ class Plan:
             options = {"max_device_memory": self.max_device_memory}
         if self.backend.algorithm == "minibatch" and self.minibatch_tokens is not None:
             options["batch_tokens"] = self.minibatch_tokens
+        if self.storage_applies():
+            options["word_topic_storage"] = self.word_topic_storage
         return self.backend.make(self.n_topics, self.alpha.value if alpha is None else alpha,
                                  self.beta.value if beta is None else beta, self.seed, self.device,
                                  **options)
@@ -116,7 +125,7 @@ def plan_for(params, backend, device, seed, alpha_start=None, beta_start=None, b
     averaged = params.n_averaged_sweeps
     if averaged == "auto":
         averaged = max_iter // 2 if params.learning_method == "batch" else 0
-    return Plan(
+    plan = Plan(
         backend=backend, device=device, n_topics=k, seed=seed, alpha=alpha, beta=beta,
         max_iter=max_iter, evaluate_every=params.evaluate_every, perp_tol=params.perp_tol,
         n_averaged_sweeps=averaged, averaging_is_default=params.n_averaged_sweeps == "auto",
@@ -127,7 +136,13 @@ def plan_for(params, backend, device, seed, alpha_start=None, beta_start=None, b
         mean_change_tol=params.mean_change_tol, n_jobs=params.n_jobs,
         max_device_memory=parse_bytes(params.max_device_memory, "max_device_memory"),
         minibatch_tokens=params.minibatch_tokens,
+        word_topic_storage=getattr(params, "word_topic_storage", "auto"),
     )
+    if plan.word_topic_storage == "hybrid" and not plan.storage_applies():
+        raise ValueError(
+            "word_topic_storage='hybrid' is a storage of the sparse engine on one GPU; this fit "
+            f"runs {backend.name!r} on {device}: use 'auto' or 'dense'")
+    return plan
 
 
 @dataclass

@@ -65,6 +65,7 @@ class GPULatentDirichletAllocation(
         # A number of bytes or a string such as '8GB', parsed at fit (_device.parse_bytes).
         "max_device_memory": [None, Interval(Integral, 1, None, closed="left"), str],
         "minibatch_tokens": [None, Interval(Integral, 1, None, closed="left")],
+        "word_topic_storage": [StrOptions({"auto", "dense", "hybrid"})],
     }
 
     def __init__(
@@ -94,6 +95,7 @@ class GPULatentDirichletAllocation(
         prior_update_every=10,
         max_device_memory=None,
         minibatch_tokens=None,
+        word_topic_storage="auto",
     ):
         self.n_components = n_components
         self.doc_topic_prior = doc_topic_prior
@@ -119,6 +121,7 @@ class GPULatentDirichletAllocation(
         self.max_device_memory = max_device_memory
         self.prior_update_every = prior_update_every
         self.minibatch_tokens = minibatch_tokens
+        self.word_topic_storage = word_topic_storage
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -23,6 +23,8 @@
 # Settings, from the environment:
 #   ARCH          compute capability to build for, e.g. 90 (default: the GPU's, else 90)
 #   TOPICS        K of bench-sparse and bench-compare (default "100 1000 10000")
+#   TEST_PATHS    what the tests stage runs (default tests/)
+#   HYBRID_TOPICS K of bench-hybrid (default "1000 10000 32768")
 #   COMPARE_DIR   the other checkout bench-compare times (default .carry/old). Make it here
 #                 with `mkdir -p .carry/old && git archive REV sklearn_gpulda cuda tools |
 #                 tar -x -C .carry/old` and name .carry/old in the call's carry.
@@ -53,6 +55,7 @@ STREAM_STACK=${STREAM_STACK:-20}
 MB_CORPORA=${MB_CORPORA:-nips kos 20news}
 MB_TOPICS=${MB_TOPICS:-20 100 1000}
 MB_BATCHES=${MB_BATCHES:-16384 65536 262144}
+HYBRID_TOPICS=${HYBRID_TOPICS:-1000 10000 32768}
 
 # name|box in seconds|what it does
 STAGES=(
@@ -67,6 +70,7 @@ STAGES=(
   "bench-algorithms|150|bench_algorithms.py: both backends' whole sweeps, and what 'auto' picks"
   "bench-minibatch|540|bench_minibatch.py: 'sparse' against 'minibatch', held-out LL per sweep and per second, \$MB_CORPORA at K = \$MB_TOPICS"
   "bench-end-to-end|540|bench_end_to_end.py: whole fit calls at K = 100, 1000, 10000, 32768"
+  "bench-hybrid|540|bench_end_to_end.py with dense, then hybrid word-topic storage: whole fits at K = \$HYBRID_TOPICS"
   "peers|540|benchmarks/run_peers_on_device.sh once per invocation in \$PEERS"
   "ncu|300|Nsight Compute on a sampling and an A-rebuild launch of bench_cuda.py, K = 1000"
   "cpu-threads|300|bench_cpu_threads.py on the host's cores: 1, 2, 4, 8, 16 threads, K = 20, 100, 1000"
@@ -161,7 +165,8 @@ PY
 }
 
 stage_tests() {
-  boxed python3 -m pytest -q -m gpu -p no:cacheprovider --durations=8 tests/
+  # shellcheck disable=SC2086  # TEST_PATHS is a list of paths
+  boxed python3 -m pytest -q -m gpu -p no:cacheprovider --durations=8 ${TEST_PATHS:-tests/}
 }
 
 stage_sklearn_checks() {
@@ -268,6 +273,20 @@ stage_bench_minibatch() {
 stage_bench_end_to_end() {
   boxed python3 benchmarks/bench_end_to_end.py --budget-s "$(budget 60)" \
     --json "$DIR/bench_end_to_end.json"
+}
+
+stage_bench_hybrid() {
+  # Half of the box each; the benchmark stops between points within its budget.
+  local half storage rc=0
+  for storage in dense hybrid; do
+    echo "== storage=$storage"
+    if [[ $storage == dense ]]; then half=$(($(left) / 2)); else half=$(left); fi
+    # shellcheck disable=SC2086  # HYBRID_TOPICS is a list of K
+    boxed_for "$half" python3 benchmarks/bench_end_to_end.py --topics $HYBRID_TOPICS \
+      --sweeps 2 22 --storage "$storage" --budget-s $((half - 40)) \
+      --json "$DIR/hybrid_${storage}.json" || rc=$?
+  done
+  return "$rc"
 }
 
 stage_peers() {

@@ -4,6 +4,7 @@ of the word-topic counts kept on the device, and counting distinct values there.
 import numpy as np
 
 from ..._device import free_device_bytes
+from ..._hybrid_table import HybridTable
 from . import counts
 from .transfer import topic_major_to_host
 
@@ -66,6 +67,8 @@ class CudaChain:
     def _accumulate(self):
         cp = self._cp
         with self._dev():
+            if getattr(self, "hybrid", False):
+                return self._accumulate_hybrid()
             table = self._word_major_device()
             if self._sum is None:
                 need = table.size * 8
@@ -85,7 +88,7 @@ class CudaChain:
         # block of topics into its place (transfer.py).
         with self._dev():
             if self.n_accumulated:
-                table, divisor = self._sum, self.n_accumulated
+                table, divisor = self._sum_table(), self.n_accumulated
             else:
                 table, divisor = self._word_major_device(), None
             return topic_major_to_host(self._cp, table, self._host_rows(), divisor=divisor,
@@ -98,9 +101,13 @@ class CudaChain:
         cp = self._cp
         with self._dev():
             if self.n_accumulated:
-                table = self._sum / self.n_accumulated
+                table = self._sum_table()
+                table = (table.dense() if isinstance(table, HybridTable) else table)
+                table = table / self.n_accumulated
             else:
-                table = self._word_major_device().astype(cp.float64)
+                table = self._word_major_device()
+                table = (table.dense() if isinstance(table, HybridTable)
+                         else table.astype(cp.float64))
             rows = self._host_rows()
             if rows is not None:
                 table = table[rows]
@@ -119,7 +126,22 @@ class CudaChain:
 
     def _accumulated(self, divisor):
         with self._dev():
-            return topic_major_to_host(self._cp, self._sum, self._host_rows(), divisor=divisor)
+            return topic_major_to_host(self._cp, self._sum_table(), self._host_rows(),
+                                       divisor=divisor)
+
+    def _sum_table(self):
+        """Averaging's running sum as a word-major table (an array, or a HybridTable)."""
+        return self._sum.table() if hasattr(self._sum, "table") else self._sum
+
+    def _accumulate_hybrid(self):
+        """Averaging for a sampler whose ``hybrid`` property is True (it provides
+        ``_hybrid_parts``)."""
+        from .hybrid import HybridSum
+
+        dense, rare = self._hybrid_parts()
+        if self._sum is None:
+            self._sum = HybridSum(self._cp, self.words.n_words, self.n_topics)
+        self._sum.add(dense, rare)
 
     # -- histograms -------------------------------------------------------------------------------
     def _topic_count_pairs(self, keys):
@@ -160,10 +182,25 @@ class CudaChain:
         comes word-major from the sampler's ``_word_major_device``."""
         self._require()
         with self._dev():
+            if getattr(self, "hybrid", False):
+                return self._hybrid_histogram()
             B = self._word_major_device()
             count, n_cells = self._value_counts(B.ravel())
             totals = B.sum(axis=0, dtype=self._cp.float64).get()
         return count, n_cells, totals
+
+    def _hybrid_histogram(self):
+        """:meth:`word_topic_histogram` of a hybrid B: the dense rows' values and the rare
+        slots' counts binned apart and merged; the totals are the chain's (integer sums)."""
+        from .hybrid import count_values
+
+        dense, rare = self._hybrid_parts()
+        found = [self._value_counts(dense.ravel()), self._value_counts(count_values(rare))]
+        value = np.concatenate([v for v, _ in found])
+        n = np.concatenate([c for _, c in found])
+        unique, inverse = np.unique(value, return_inverse=True)
+        n_cells = np.bincount(inverse, weights=n, minlength=unique.size).astype(np.int64)
+        return unique, n_cells, self.words.totals.get()
 
     def release(self, return_cache=True):
         """Free the chain's device arrays and, unless ``return_cache`` is False (a chain about

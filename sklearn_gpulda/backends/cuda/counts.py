@@ -74,15 +74,19 @@ def count_rows(chunk, n_topics, n_sm):
              [(chunk.weight, np.float32), (n_topics, "i32"), (window, "i32")], window * 4)
 
 
-def count_b(chunk, n_topics, B, n_sm):
-    """``B[word, z] += w`` for every token of the chunk (B is not zeroed here)."""
+def count_b(chunk, n_topics, B, n_sm, rare=None):
+    """``B[word, z] += w`` for every token of the chunk (B is not zeroed here); with ``rare``
+    (:class:`~.hybrid.RareRows`, hybrid storage) B holds the first ``rare.n_dense`` words and
+    the others' tokens count into their rows of slots."""
     if chunk.n_tokens == 0:
         return
     n_items = int(chunk.items.shape[0])
     _kernels.launch(
         STEM, f"count_b_{chunk.suffix}", min(n_items, n_sm * 16), 256,
         [(chunk.items, np.int32), (n_items, "i32"), (chunk.z, chunk.z.dtype),
-         (chunk.tok, np.uint32), (chunk.weight, np.float32), (n_topics, "i32"), (B, np.float32)],
+         (chunk.tok, np.uint32), (chunk.weight, np.float32), (n_topics, "i32"), (B, np.float32),
+         (int(B.shape[0]), "i32"), (None if rare is None else rare.slots, np.uint32),
+         (None if rare is None else rare.offsets, np.int64)],
     )
 
 

@@ -100,6 +100,8 @@ def _token_walk(kernel, chunk, words, shape, tail):
     grid, block, shared = shape
     if words.leaf_scratch is not None:
         kernel += "_large"
+    if _reads_rare_rows(words):
+        kernel += "_hybrid"
     _kernels.launch(
         STEM, kernel, grid, block,
         [(chunk.items, np.int32), (chunk.items.shape[0], "i32"), (words.counter, np.int32),
@@ -107,6 +109,25 @@ def _token_walk(kernel, chunk, words, shape, tail):
          (chunk.a_ent, chunk.ent_dtype), *tail, (words.leaf_scratch, np.float32)],
         shared_mem=shared,
     )
+
+
+def _reads_rare_rows(words):
+    """Whether the walk reads B in hybrid storage (not when a fixed Bhat replaces B)."""
+    return words.rare is not None and words.bhat_fixed is None
+
+
+def _word_side(words):
+    """The kernels' arguments from B to the rare rows: B and its denominators, a fixed Bhat, and
+    the rare rows (slots, offsets, prior row, first rare word; null and V when all dense)."""
+    fixed = words.bhat_fixed is not None
+    rare = words.rare if _reads_rare_rows(words) else None
+    return [(None if fixed else words.B, np.float32),
+            (None if fixed else words.denom, np.float64), (words.beta, "f64"),
+            (words.bhat_fixed, np.float32),
+            (None if rare is None else rare.slots, np.uint32),
+            (None if rare is None else rare.offsets, np.int64),
+            (None if rare is None else words.prior, np.float32),
+            (words.n_words if rare is None else rare.n_dense, "i32")]
 
 
 def sample_tokens(chunk, words, shape, seed, iteration, stream, sweep, token_offset=0):
@@ -119,12 +140,10 @@ def sample_tokens(chunk, words, shape, seed, iteration, stream, sweep, token_off
     """
     if chunk.n_tokens == 0:
         return
-    fixed = words.bhat_fixed is not None
     _token_walk(
         f"sample_tokens_{chunk.suffix}_{chunk.fmt}", chunk, words, shape,
-        [(chunk.weight, np.float32), (token_offset + chunk.t0, "i64"),
-         (None if fixed else words.B, np.float32), (None if fixed else words.denom, np.float64),
-         (words.beta, "f64"), (words.bhat_fixed, np.float32), (words.alpha, np.float32),
+        [(chunk.weight, np.float32), (token_offset + chunk.t0, "i64"), *_word_side(words),
+         (words.alpha, np.float32),
          (words.n_topics, "i32"), (seed, "u32"), (iteration, "u32"), (stream, "u32"),
          (sweep, "u32"), (chunk.z, chunk.z.dtype)],
     )
@@ -133,11 +152,9 @@ def sample_tokens(chunk, words, shape, seed, iteration, stream, sweep, token_off
 def token_loglik(chunk, words, shape, partial):
     """Per-batch partial sums of the training log-likelihood of a chunk's tokens into ``partial``
     (float64, one slot per 32-token batch of every work item)."""
-    fixed = words.bhat_fixed is not None
     _token_walk(
         f"token_loglik_{chunk.fmt}", chunk, words, shape,
-        [(chunk.weight, np.float32), (chunk.doc_norm, np.float64),
-         (None if fixed else words.B, np.float32), (None if fixed else words.denom, np.float64),
-         (words.beta, "f64"), (words.bhat_fixed, np.float32), (words.alpha, np.float32),
+        [(chunk.weight, np.float32), (chunk.doc_norm, np.float64), *_word_side(words),
+         (words.alpha, np.float32),
          (words.n_topics, "i32"), (partial, np.float64)],
     )

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ... import _hybrid_table
 from ..._layouts import frequency_relabel
 from ..._random import STREAM_INIT, STREAM_SAMPLE
 from ..._stages import stage
 from ..base import Sampler
-from . import counts, sample_sparse
+from . import counts, hybrid, sample_sparse
 from .chain import CudaChain
 from .doc_topic import DocTopicReading
 from .constants import MAX_TOPICS
@@ -39,7 +40,7 @@ class WordSide:
 
     n_topics: int
     n_words: int
-    B: object            # (V, K) float32 counts, relabelled words
+    B: object            # (n_dense, K) float32 counts of the first words (relabelled), V of them if dense
     totals: object       # (K,) float64 topic totals n[k]
     denom: object        # (K,) float64 n[k] + V beta
     partial: object      # (slices, K) float64 scratch of the totals
@@ -49,6 +50,17 @@ class WordSide:
     bhat_fixed: object = None  # (V, K) float32 when the topic-word side is held fixed
     leaf_scratch: object = None  # (grid, K) float32: the large-K sampler's Bhat rows, or None
     b_current: bool = True     # whether B counts the current topics
+    rare: object = None        # hybrid.RareRows of words n_dense .. V - 1, or None (all dense)
+    prior: object = None       # (K,) float32 beta / denom, read by the rare rows
+
+    @property
+    def n_dense(self):
+        return int(self.B.shape[0])
+
+    def zero(self):
+        self.B.fill(0)
+        if self.rare is not None:
+            self.rare.slots.fill(0)
 
 
 class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
@@ -66,6 +78,10 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
         Device bytes the chain may use; None means what the GPU has free. A corpus whose layout
         does not fit is streamed: its chunks stay in pinned host memory and pass through the
         device every sweep (:mod:`.streaming`), with the same chain.
+    word_topic_storage : {'dense', 'hybrid', 'auto'}, default='dense'
+        How B is stored: a dense (V, K) array, or dense rows for frequent words and small hash
+        tables for rare ones (:mod:`.hybrid`; integer counts only). The chain is the same bit for
+        bit; 'auto' decides at load (:func:`.hybrid.resolve_storage`).
 
     Attributes
     ----------
@@ -78,8 +94,10 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
     """
 
     def __init__(self, n_topics, alpha, beta, seed, device, max_chunk_tokens=None, profile=False,
-                 max_device_memory=None):
+                 max_device_memory=None, word_topic_storage="dense"):
         super().__init__(n_topics, alpha, beta, seed, device)
+        hybrid.resolve_storage(word_topic_storage, True, 1, True)  # the same check as at load
+        self.word_topic_storage = word_topic_storage
         if not 1 <= self.n_topics <= MAX_TOPICS:
             raise ValueError(
                 f"the CUDA engine supports 1 <= n_topics <= {MAX_TOPICS}, got {self.n_topics}"
@@ -90,6 +108,7 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
         self.stage_ms = {}
         self.token_offset = 0
         self.word_frequencies = None
+        self._corpus_frequencies = None
         self.max_device_memory = None if max_device_memory is None else int(max_device_memory)
         self.chunks = []
         self._stream = None   # ChunkStream when the chunks live in host memory
@@ -106,12 +125,49 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
     # -- memory ---------------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
         """Device bytes a chain on ``corpus`` holds, and the peak while building the layout."""
-        k, v = self.n_topics, corpus.n_words
+        k = self.n_topics
         layout, layout_peak = chunk_bytes(corpus, k, self.max_chunk_tokens)
-        table = v * k * 4 + (-(-v // counts.ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
-        table += self._leaf_scratch_bytes()
+        table = self._table_plan(corpus, layout)[3] + self._leaf_scratch_bytes()
         # The table is allocated once the layout's build scratch is gone.
         return int(layout + table), int(max(layout_peak, layout + table))
+
+    def _table_plan(self, corpus, layout_bytes=None):
+        """How B is stored for ``corpus``: ``(hybrid, n_dense, offsets, bytes)``, where offsets
+        (host int64) lay out the rare words' rows (None when dense) and bytes counts B with the
+        topic totals' scratch."""
+        k, v = self.n_topics, corpus.n_words
+        extra = (-(-v // counts.ROWS_PER_SLICE)) * k * 8 + 5 * k * 8
+        dense = v * k * 4 + extra
+        if self.word_topic_storage == "dense" or v == 0:
+            return False, v, None, dense
+        frequencies = self._frequencies(corpus)
+        n_dense, offsets = _hybrid_table.split_rows(-np.sort(-np.asarray(frequencies)), k)
+        if self.word_topic_storage == "auto":
+            if layout_bytes is None:
+                layout_bytes = chunk_bytes(corpus, k, self.max_chunk_tokens)[0]
+            dense_fits = layout_bytes + dense <= self._memory_budget()
+        else:
+            dense_fits = True
+        if not hybrid.resolve_storage(self.word_topic_storage, corpus.integral, k, dense_fits):
+            return False, v, None, dense
+        slice_rows = -(-max(n_dense, 1) // counts.ROWS_PER_SLICE)
+        nbytes = n_dense * k * 4 + offsets[-1] * 4 + offsets.size * 8 + slice_rows * k * 8
+        return True, n_dense, offsets, int(nbytes + 5 * k * 8)
+
+    def _frequencies(self, corpus):
+        """What words are relabelled and split by: the set frequencies, or the corpus's (kept
+        for the corpus being loaded, which asks more than once)."""
+        if self.word_frequencies is not None:
+            return self.word_frequencies
+        cached = self._corpus_frequencies
+        if cached is None or cached[0] is not corpus:
+            cached = self._corpus_frequencies = (corpus, corpus.word_frequencies())
+        return cached[1]
+
+    @property
+    def hybrid(self):
+        """Whether the loaded chain stores B hybrid (dense frequent rows, hashed rare rows)."""
+        return self.words is not None and self.words.rare is not None
 
     def _leaf_scratch_bytes(self):
         """Device bytes of the large-K sampler's global Bhat rows (0 below that K)."""
@@ -129,18 +185,18 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
             # The previous corpus's blocks stay in CuPy's pool for this one's arrays (online
             # learning loads a mini-batch per step); fit's last release returns them.
             self.release(return_cache=False)
+            with stage("load: relabel"):
+                frequencies = self._frequencies(corpus)
+                self.new_of_old, self.old_of_new = frequency_relabel(frequencies)
             _, peak = self.estimate_bytes(corpus)
+            hybrid_b, n_dense, offsets, table_bytes = self._table_plan(corpus)
             budget = self._memory_budget()
             stream_tokens = None
             if peak > budget:
                 stream_tokens, piece_tokens = streamed_chunk_tokens(
                     corpus, self.n_topics, budget, self.max_chunk_tokens, self._index,
-                    scratch_bytes=self._leaf_scratch_bytes())
-            with stage("load: relabel"):
-                frequencies = self.word_frequencies
-                if frequencies is None:
-                    frequencies = corpus.word_frequencies()
-                self.new_of_old, self.old_of_new = frequency_relabel(frequencies)
+                    scratch_bytes=self._leaf_scratch_bytes(),
+                    table_bytes=table_bytes if hybrid_b else None)
             with stage("load: layout"):
                 if stream_tokens is None:
                     self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
@@ -155,17 +211,23 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
                 if peak > RETURN_CACHE_BYTES:
                     cp.get_default_memory_pool().free_all_blocks()
             k, v = self.n_topics, corpus.n_words
-            if self.streamed:
-                self._b_next = cp.zeros((v, k), dtype=cp.float32)
+            rare = hybrid.RareRows(cp, n_dense, offsets) if hybrid_b else None
             self.words = WordSide(
-                n_topics=k, n_words=v, B=cp.zeros((v, k), dtype=cp.float32),
+                n_topics=k, n_words=v, B=cp.zeros((n_dense, k), dtype=cp.float32),
                 totals=cp.zeros(k, dtype=cp.float64), denom=cp.empty(k, dtype=cp.float64),
-                partial=cp.empty((max(1, -(-v // counts.ROWS_PER_SLICE)), k), dtype=cp.float64),
+                partial=cp.empty((max(1, -(-n_dense // counts.ROWS_PER_SLICE)), k),
+                                 dtype=cp.float64),
                 counter=cp.zeros(1, dtype=cp.int32), alpha=None, beta=self.beta,
                 leaf_scratch=(cp.empty((self._shape[0], k), dtype=cp.float32)
                               if self.large_k else None),
+                rare=rare, prior=cp.empty(k, dtype=cp.float32) if hybrid_b else None,
             )
+            if self.streamed:
+                # The B a streamed sweep counts into while its chunks sample from the other.
+                self._b_next = (cp.zeros((n_dense, k), dtype=cp.float32),
+                                rare.twin(cp) if hybrid_b else None)
             self.corpus = corpus
+            self._corpus_frequencies = None
             self._priors_changed()
 
     def _priors_changed(self):
@@ -176,7 +238,7 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
             w = self.words
             w.alpha = cp.asarray(self.alpha.astype(np.float32))
             w.beta = self.beta
-            w.denom[...] = w.totals + w.n_words * self.beta
+            self._denominators()
             alpha_sum = float(self.alpha.sum())
             for ch in self.chunks:
                 ch.doc_norm = ch.doc_weight + alpha_sum
@@ -191,9 +253,9 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
                     sample_sparse.init_topics(ch.tok, self.token_offset + ch.t0, self.n_topics,
                                               self.seed, iteration, stream, ch.z)
                     counts.scatter_topics(ch)
-                    counts.count_b(ch, self.n_topics, w.B, self._n_sm)
+                    counts.count_b(ch, self.n_topics, w.B, self._n_sm, w.rare)
 
-                w.B.fill(0)
+                w.zero()
                 self._stream.run(first_topics)
                 self._topic_totals()
                 return
@@ -267,12 +329,15 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
             sample_sparse.sample_tokens(ch, w, self._shape, self.seed, iteration, stream, sub,
                                         self.token_offset)
             counts.scatter_topics(ch)
-            counts.count_b(ch, k, b_next, n_sm)
+            counts.count_b(ch, k, b_next[0], n_sm, b_next[1])
 
         with self._dev():
-            b_next.fill(0)
+            b_next[0].fill(0)
+            if b_next[1] is not None:
+                b_next[1].slots.fill(0)
             self._stream.run(iterate)
-            w.B, self._b_next = b_next, w.B
+            self._b_next = (w.B, w.rare)
+            w.B, w.rare = b_next
             w.b_current = True
             self._topic_totals()
 
@@ -304,30 +369,52 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
         self._topic_totals()
 
     def _topic_totals(self):
-        """The topic totals and the E-step's denominators from B."""
+        """The topic totals and the E-step's denominators from B (its dense rows summed in
+        float64 by slices, the rare rows' integer counts added)."""
         w = self.words
         counts.column_partials(w.B, w.partial)
         self._cp.sum(w.partial, axis=0, out=w.totals)
+        if w.rare is not None:
+            hybrid.add_rare_totals(w.rare, w.totals, self._n_sm)
+        self._denominators()
+
+    def _denominators(self):
+        """n[k] + V beta, and the rare rows' Bhat of a zero count, after the totals or beta
+        changed."""
+        w = self.words
         w.denom[...] = w.totals + w.n_words * w.beta
+        if w.rare is not None:
+            hybrid.prior_row(w.denom, w.beta, w.prior)
 
     def _count_b(self):
         w = self.words
-        w.B.fill(0)
+        w.zero()
         if self.streamed:
             def count(ch):
                 self._cp.take(ch.z_can, ch.tok, out=ch.z)
-                counts.count_b(ch, self.n_topics, w.B, self._n_sm)
+                counts.count_b(ch, self.n_topics, w.B, self._n_sm, w.rare)
 
             self._stream.run(count, write_back=False)
         else:
             for ch in self.chunks:
-                counts.count_b(ch, self.n_topics, w.B, self._n_sm)
+                counts.count_b(ch, self.n_topics, w.B, self._n_sm, w.rare)
         w.b_current = True
 
     def _word_major_device(self):
+        """B, word-major: the dense array, or a :class:`~sklearn_gpulda._hybrid_table.
+        HybridTable` over the dense rows and the rare ones."""
+        w = self.words
+        if not w.b_current:
+            self._count_b()
+        if w.rare is None:
+            return w.B
+        return hybrid.table(self._cp, w.B, w.rare, w.n_words)
+
+    def _hybrid_parts(self):
+        """The current B's dense rows and rare rows (hybrid storage)."""
         if not self.words.b_current:
             self._count_b()
-        return self.words.B
+        return self.words.B, self.words.rare
 
     def _host_rows(self):
         return self._cp.asarray(self.new_of_old)

@@ -36,11 +36,12 @@ def slot_bytes(n_tokens, n_docs, topic_bytes, entry_bytes, weighted):
 
 
 def streamed_chunk_tokens(corpus, n_topics, budget, max_chunk_tokens=None, gpu=0,
-                          scratch_bytes=0):
+                          scratch_bytes=0, table_bytes=None):
     """Tokens per chunk of a streamed layout of ``corpus``, and per piece of its build, within
     ``budget`` device bytes: while building, the documents' arrays and one chunk's build; while
     sampling, the model (B twice and averaging's sum, plus ``scratch_bytes`` the sampler keeps
-    beside it), the documents' arrays and two slots.
+    beside it), the documents' arrays and two slots. ``table_bytes`` is one B's device bytes
+    where it is not stored dense (hybrid storage); averaging's sum is taken as twice that.
 
     Raises
     ------
@@ -52,8 +53,11 @@ def streamed_chunk_tokens(corpus, n_topics, budget, max_chunk_tokens=None, gpu=0
     entry = 8 if weighted else 4  # packed 4-byte A entries for integer counts (any K taken)
     tbytes = np.dtype(topic_dtype(k)).itemsize
     # Two B (the one sampled from, the one counted into) and averaging's float64 sum.
-    model = (2 * v * k * 4 + v * k * 8 + (-(-v // ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
-             + scratch_bytes)
+    if table_bytes is None:
+        model = (2 * v * k * 4 + v * k * 8 + (-(-v // ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
+                 + scratch_bytes)
+    else:
+        model = 4 * int(table_bytes) + scratch_bytes
     documents = d * 40 + (n // PIECE) * 16
     per_token_docs = d / max(n, 1)
     slots = 2 * (slot_bytes(1, 0, tbytes, entry, weighted)

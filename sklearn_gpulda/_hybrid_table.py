@@ -1,0 +1,179 @@
+"""Hybrid word-topic storage (ezLDA, Sec. IV): frequent words' rows of B dense, rare words' rows as
+small hash tables of (topic, count).
+
+With words relabelled by decreasing frequency, a dense (V, K) table spends K cells on a word of a
+handful of tokens. Here the words whose hash table would take at most half a dense row keep a
+table instead; they are a suffix of the relabelled words, so rows ``0 .. n_dense - 1`` stay a dense
+(n_dense, K) array and word ``v >= n_dense`` owns slots ``offsets[v - n_dense] ..
+offsets[v - n_dense + 1]`` of one flat uint32 array.
+
+A slot is 0 when empty, else ``(topic << 16) | count``. A rare word has at most ``capacity / 2``
+tokens (so never more distinct topics, and the open-addressing table stays at most half full) and
+fewer than 2^16 of them (the count field never overflows). Its capacity is a power of two, and a
+topic's probe sequence starts at its multiplicative hash and walks forward with wrap-around.
+
+The chain does not depend on where a topic lands in its row: the sampler scatters the row into its
+Bhat table (cells of topics absent from the row take the prior's value, the same float the dense
+row would give), so a hybrid chain is the dense chain bit for bit. This module holds what the host
+decides (which words are rare, the slots each gets), the NumPy statement of what the device's
+insertion and lookup do (``cuda/rare_rows.cuh``, whose hash it must match), and the readers of a
+table that work on NumPy and CuPy arrays alike.
+"""
+
+import numpy as np
+
+#: Multiplier of the topic hash (Knuth's 2^32 / golden ratio); ``cuda/rare_rows.cuh`` uses it too.
+HASH_MULTIPLIER = 2654435761
+#: Bits of a slot holding the count; the topic sits above them.
+COUNT_BITS = 16
+COUNT_MASK = (1 << COUNT_BITS) - 1
+#: Largest count a slot holds.
+MAX_RARE_TOKENS = COUNT_MASK
+
+
+def capacity(frequencies):
+    """Slots of each word's table: the power of two at or above twice its tokens (0 for none),
+    so a row is at most half full."""
+    f = np.ceil(np.asarray(frequencies, dtype=np.float64)).astype(np.int64)
+    cap = np.zeros(f.shape, dtype=np.int64)
+    pos = f > 0
+    cap[pos] = np.left_shift(1, np.ceil(np.log2(2 * f[pos])).astype(np.int64))
+    return cap
+
+
+def split_rows(frequencies, n_topics):
+    """``(n_dense, offsets)`` for words in decreasing frequency order.
+
+    A word is rare when its table takes at most half a dense row (``capacity <= K / 2`` slots of
+    4 bytes against K float32 cells) and its tokens fit a slot's count; decreasing frequencies
+    make the rare words a suffix. ``offsets`` (int64, ``V - n_dense + 1``) are the first slots of
+    the rare words' rows and the total at the end.
+    """
+    f = np.asarray(frequencies, dtype=np.float64)
+    if f.size > 1 and np.any(np.diff(f) > 0):
+        raise ValueError("frequencies must be in decreasing order (relabelled words)")
+    cap = capacity(f)
+    rare = (cap <= n_topics // 2) & (f <= MAX_RARE_TOKENS)
+    n_dense = int(np.argmax(rare)) if rare.any() else f.size
+    offsets = np.zeros(f.size - n_dense + 1, dtype=np.int64)
+    np.cumsum(cap[n_dense:], out=offsets[1:])
+    return n_dense, offsets
+
+
+def table_bytes(frequencies, n_topics):
+    """Device bytes of B stored dense and stored hybrid, for words in decreasing frequency."""
+    f = np.asarray(frequencies)
+    n_dense, offsets = split_rows(f, n_topics)
+    dense = f.size * n_topics * 4
+    return dense, n_dense * n_topics * 4 + int(offsets[-1]) * 4 + offsets.size * 8
+
+
+def home_slot(topic, cap):
+    """First slot a topic probes in a row of ``cap`` (a power of two, at least 2) slots: the top
+    ``log2(cap)`` bits of ``topic * HASH_MULTIPLIER mod 2^32``."""
+    bits = int(cap).bit_length() - 1
+    return ((int(topic) * HASH_MULTIPLIER) & 0xFFFFFFFF) >> (32 - bits)
+
+
+def insert(slots, offsets, n_dense, words, topics):
+    """Count each (word, topic) pair into the rare words' rows, one at a time (``slots`` in place;
+    every word must be rare). The NumPy statement of the device's insertion: the probe sequence is
+    the same, the order of insertion (hence which slot a topic takes after a collision) is not."""
+    for v, k in zip(np.asarray(words).tolist(), np.asarray(topics).tolist()):
+        r = v - n_dense
+        lo, cap = int(offsets[r]), int(offsets[r + 1] - offsets[r])
+        h = home_slot(k, cap)
+        for _ in range(cap):
+            s = int(slots[lo + h])
+            if s == 0:
+                slots[lo + h] = (k << COUNT_BITS) | 1
+                break
+            if s >> COUNT_BITS == k:
+                slots[lo + h] = s + 1
+                break
+            h = (h + 1) & (cap - 1)
+        else:
+            raise ValueError(f"the row of word {v} is full")
+
+
+def lookup(slots, offsets, n_dense, word, topic):
+    """The count of ``topic`` in rare word ``word``'s row (0 if absent), by the probe sequence."""
+    r = word - n_dense
+    lo, cap = int(offsets[r]), int(offsets[r + 1] - offsets[r])
+    if cap == 0:
+        return 0
+    h = home_slot(topic, cap)
+    for _ in range(cap):
+        s = int(slots[lo + h])
+        if s == 0:
+            return 0
+        if s >> COUNT_BITS == topic:
+            return s & COUNT_MASK
+        h = (h + 1) & (cap - 1)
+    return 0
+
+
+def entries(xp, slots, offsets, n_dense):
+    """``(word, topic, count)`` of every occupied slot, in slot order (int64, int64, float64;
+    NumPy or CuPy as ``xp``)."""
+    where = xp.flatnonzero(slots)
+    word = n_dense + xp.searchsorted(offsets, where, side="right") - 1
+    value = slots[where].astype(xp.int64)
+    return word, value >> COUNT_BITS, (value & COUNT_MASK).astype(xp.float64)
+
+
+class HybridTable:
+    """A word-major (V, K) table read as dense blocks of topics: a dense part for the first
+    ``dense.shape[0]`` words and ``(word, topic, value)`` entries for the others.
+
+    Enough of an array for :func:`~sklearn_gpulda.backends.cuda.transfer.topic_major_to_host`
+    (``shape``, ``table[:, lo:hi]``, ``table[rows, lo:hi]``) and for the readers that want it
+    whole (:meth:`dense`). ``xp`` is NumPy or CuPy; the blocks are float64.
+    """
+
+    def __init__(self, xp, dense, word, topic, value, n_words):
+        self.xp = xp
+        self.dense_part = dense
+        self.word, self.topic, self.value = word, topic, value
+        self.shape = (int(n_words), int(dense.shape[1]))
+        self.dtype = np.dtype(np.float64)
+
+    def block(self, lo, hi):
+        """``(V, hi - lo)`` float64: the table's topics ``lo .. hi - 1``."""
+        xp = self.xp
+        out = xp.zeros((self.shape[0], hi - lo), dtype=xp.float64)
+        out[: self.dense_part.shape[0]] = self.dense_part[:, lo:hi]
+        here = (self.topic >= lo) & (self.topic < hi)
+        # Each (word, topic) occurs once, so plain assignment is a sum.
+        out[self.word[here], self.topic[here] - lo] = self.value[here]
+        return out
+
+    def __getitem__(self, key):
+        rows, cols = key
+        if not isinstance(cols, slice) or cols.step not in (None, 1):
+            raise TypeError("a HybridTable is read by contiguous blocks of topics")
+        lo, hi, _ = cols.indices(self.shape[1])
+        made = self.block(lo, hi)
+        return made if isinstance(rows, slice) and rows == slice(None) else made[rows]
+
+    def dense(self):
+        """The whole (V, K) table, float64."""
+        return self.block(0, self.shape[1])
+
+    def nonzero_values(self):
+        """Float32 arrays whose non-zero entries are the table's non-zero cells."""
+        xp = self.xp
+        return [self.dense_part.ravel(), self.value.astype(xp.float32)]
+
+
+def add_entries(xp, n_topics, keys, sums, word, topic, value):
+    """Sorted unique keys ``word * K + topic`` with their summed values, from a previous
+    ``(keys, sums)`` (or None) and new entries: the averaging sum of the rare rows. Every value
+    is an integer count, so the float64 sums are exact in any order."""
+    new_keys = word.astype(xp.int64) * n_topics + topic.astype(xp.int64)
+    if keys is not None:
+        new_keys = xp.concatenate([keys, new_keys])
+        value = xp.concatenate([sums, value])
+    unique, inverse = xp.unique(new_keys, return_inverse=True)
+    total = xp.bincount(inverse.ravel(), weights=value, minlength=unique.size)
+    return unique, total.astype(xp.float64)

@@ -1,0 +1,128 @@
+"""Hybrid word-topic storage on the device (ezLDA IV; the layout and the rule that picks the rare
+words are in :mod:`sklearn_gpulda._hybrid_table`, the kernels' side in ``cuda/rare_rows.cuh``).
+
+The sparse sampler keeps B as a dense (n_dense, K) array for its frequent words and a flat array
+of hash-table slots for the rest (:class:`RareRows`). The kernels read both; the readers of the
+state (``components_``, the prior updates' histograms, averaging) see a
+:class:`~sklearn_gpulda._hybrid_table.HybridTable`, made here from the slots, or from the
+averaging sum (:class:`HybridSum`), which keeps the rare rows as sorted (word, topic) keys.
+"""
+
+import numpy as np
+
+from ... import _hybrid_table, _kernels
+
+STEM = "counts"
+
+#: What ``word_topic_storage`` may say.
+STORAGES = ("auto", "dense", "hybrid")
+#: 'auto' stores B hybrid from this many topics on (where a word needs at least 32 tokens to be
+#: stored dense), or wherever the dense table would not fit the device beside the corpus.
+AUTO_HYBRID_MIN_TOPICS = 4096
+
+
+class RareRows:
+    """The rare words' slots on the device: ``slots`` (uint32), ``offsets`` (int64, with its
+    host copy ``offsets_host``) and the first rare word ``n_dense``."""
+
+    def __init__(self, cp, n_dense, offsets_host):
+        self.n_dense = int(n_dense)
+        self.offsets_host = offsets_host
+        self.offsets = cp.asarray(offsets_host)
+        self.slots = cp.zeros(int(offsets_host[-1]), dtype=cp.uint32)
+
+    def twin(self, cp):
+        """Rows of the same layout, empty (a streamed sweep counts into a second B)."""
+        other = RareRows.__new__(RareRows)
+        other.n_dense, other.offsets_host, other.offsets = (self.n_dense, self.offsets_host,
+                                                            self.offsets)
+        other.slots = cp.zeros_like(self.slots)
+        return other
+
+    @property
+    def nbytes(self):
+        return int(self.slots.nbytes + self.offsets.nbytes)
+
+
+def add_rare_totals(rare, totals, n_sm):
+    """``totals`` (K float64) plus each topic's counts over the rare rows (integer sums)."""
+    import cupy as cp
+
+    extra = cp.zeros(totals.shape[0], dtype=cp.uint64)
+    n = int(rare.slots.size)
+    if n:
+        _kernels.launch(STEM, "rare_topic_totals", min(-(-n // 256), n_sm * 8), 256,
+                        [(rare.slots, np.uint32), (n, "i64"), (extra, np.uint64)])
+    totals += extra.astype(cp.float64)
+
+
+def prior_row(denom, beta, out):
+    """``out[k] = beta / denom[k]`` in float32 (the Bhat of a count of 0; ``cuda/counts.cu``)."""
+    k = int(denom.shape[0])
+    if k:
+        _kernels.launch(STEM, "prior_row", -(-k // 256), 256,
+                        [(denom, np.float64), (beta, "f64"), (k, "i32"), (out, np.float32)])
+
+
+def table(cp, dense, rare, n_words):
+    """The current B as a :class:`~sklearn_gpulda._hybrid_table.HybridTable` (entries decoded
+    from the slots: 12 bytes per occupied slot while it lives)."""
+    word, topic, count = _hybrid_table.entries(cp, rare.slots, rare.offsets, rare.n_dense)
+    return _hybrid_table.HybridTable(cp, dense, word.astype(cp.int32), topic.astype(cp.int32),
+                                     count.astype(cp.float32), n_words)
+
+
+def count_values(rare):
+    """Float32 counts of the rare rows' slots (0 where empty), for the value histograms."""
+    import cupy as cp
+
+    return (rare.slots & cp.uint32(_hybrid_table.COUNT_MASK)).astype(cp.float32)
+
+
+class HybridSum:
+    """Averaging's running sum of a hybrid B: the dense rows in float64, and the rare rows as
+    sorted keys ``word * K + topic`` with float64 sums (their union over the averaged sweeps)."""
+
+    def __init__(self, cp, n_words, n_topics):
+        self.cp, self.n_words, self.n_topics = cp, int(n_words), int(n_topics)
+        self.dense = None
+        self.keys = self.sums = None
+
+    def add(self, dense, rare):
+        cp = self.cp
+        if self.dense is None:
+            self.dense = dense.astype(cp.float64)
+        else:
+            self.dense += dense
+        word, topic, count = _hybrid_table.entries(cp, rare.slots, rare.offsets, rare.n_dense)
+        self.keys, self.sums = _hybrid_table.add_entries(cp, self.n_topics, self.keys, self.sums,
+                                                         word, topic, count)
+
+    def table(self):
+        cp = self.cp
+        k = self.n_topics
+        return _hybrid_table.HybridTable(cp, self.dense, (self.keys // k).astype(cp.int32),
+                                         (self.keys % k).astype(cp.int32), self.sums,
+                                         self.n_words)
+
+    @property
+    def nbytes(self):
+        return int(self.dense.nbytes + self.keys.nbytes + self.sums.nbytes)
+
+
+def resolve_storage(storage, integral, n_topics, dense_fits):
+    """Whether a chain stores B hybrid: ``storage`` as asked ('dense', 'hybrid' or 'auto'), for
+    a corpus of integer counts or not. 'auto' takes hybrid from
+    :data:`AUTO_HYBRID_MIN_TOPICS` topics on, or where the dense table does not fit."""
+    if storage not in STORAGES:
+        raise ValueError(f"word_topic_storage must be one of {STORAGES}, got {storage!r}")
+    if storage == "dense":
+        return False
+    if not integral:
+        if storage == "hybrid":
+            raise ValueError("word_topic_storage='hybrid' needs integer counts: a rare word's "
+                             "row holds integer counts of its tokens")
+        return False
+    if storage == "hybrid":
+        return True
+    return n_topics >= AUTO_HYBRID_MIN_TOPICS or not dense_fits

@@ -1,0 +1,169 @@
+"""Hybrid word-topic storage on the GPU: the chain, the readers and the fitted model are the dense
+storage's, bit for bit; the rare rows hold the counts the host's probe finds."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sklearn_gpulda import GPULatentDirichletAllocation, _hybrid_table
+from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda._device import Device
+from sklearn_gpulda.datasets import load_kjv_chapters
+
+from _engine_checks import initialised
+
+pytestmark = pytest.mark.gpu
+
+ALPHA, BETA, SEED = 0.1, 0.01, 1234
+GPU = Device("cuda", (0,))
+
+
+@pytest.fixture(scope="module")
+def kjv_corpus():
+    return tokens(sp.csr_matrix(load_kjv_chapters().data))
+
+
+def _engine(n_topics, storage, **kw):
+    from sklearn_gpulda.backends.cuda.sparse import CudaSparseSampler
+
+    return CudaSparseSampler(n_topics, ALPHA, BETA, SEED, GPU, word_topic_storage=storage, **kw)
+
+
+def _same_state(eng, ref):
+    np.testing.assert_array_equal(eng.topics(), ref.topics())
+    np.testing.assert_array_equal(eng.word_topic_counts(), ref.word_topic_counts())
+    np.testing.assert_array_equal(eng.doc_topic_counts(), ref.doc_topic_counts())
+    for got, want in zip(eng.word_topic_histogram(), ref.word_topic_histogram()):
+        np.testing.assert_array_equal(got, want)
+    assert eng.log_likelihood() == ref.log_likelihood()
+
+
+def _pair(corpus, k, make=_engine, **kw):
+    ref = initialised(_engine(k, "dense", **kw), corpus)
+    eng = initialised(make(k, "hybrid", **kw), corpus)
+    assert eng.hybrid and not ref.hybrid
+    assert 0 < eng.words.n_dense < corpus.n_words
+    return eng, ref
+
+
+@pytest.mark.parametrize("n_topics", [200, 3000])
+def test_hybrid_chain_is_the_dense_chain(kjv_corpus, n_topics):
+    # KJV chapters: a vocabulary of mostly rare words. Every sweep draws the same topics, and
+    # every reader (counts, histograms, likelihood, averaging, the model) sees the same numbers,
+    # with the priors moved in between.
+    eng, ref = _pair(kjv_corpus, n_topics)
+    _same_state(eng, ref)
+    for it in range(1, 5):
+        for sampler in (eng, ref):
+            sampler.sweep(it)
+            if it >= 2:
+                sampler.accumulate_word_topic()
+        _same_state(eng, ref)
+        if it == 2:
+            alpha = np.linspace(0.05, 0.3, n_topics)
+            for sampler in (eng, ref):
+                sampler.set_priors(alpha=alpha, beta=0.02)
+    np.testing.assert_array_equal(eng.topic_word_components(), ref.topic_word_components())
+    np.testing.assert_array_equal(eng.mean_word_topic(), ref.mean_word_topic())
+    np.testing.assert_array_equal(eng.word_topic_statistics().get(),
+                                  ref.word_topic_statistics().get())
+    eng.release()
+    ref.release()
+
+
+def test_rare_rows_hold_the_counts_the_host_probe_finds(kjv_corpus):
+    k = 500
+    eng, ref = _pair(kjv_corpus, k)
+    eng.sweep(1)
+    ref.sweep(1)
+    w = eng.words
+    slots, offsets = w.rare.slots.get(), w.rare.offsets_host
+    dense = ref.words.B.get()  # relabelled words, as the rows
+    n_dense = w.n_dense
+    np.testing.assert_array_equal(w.B.get(), dense[:n_dense])
+    occupied = 0
+    for v in range(n_dense, dense.shape[0]):
+        row = slots[offsets[v - n_dense] : offsets[v - n_dense + 1]]
+        assert np.count_nonzero(row) * 2 <= row.size
+        occupied += np.count_nonzero(row)
+        for t in np.flatnonzero(dense[v]):
+            assert _hybrid_table.lookup(slots, offsets, n_dense, v, t) == dense[v, t]
+    assert occupied == np.count_nonzero(dense[n_dense:])
+    np.testing.assert_array_equal(w.totals.get(), ref.words.totals.get())
+    eng.release()
+    ref.release()
+
+
+def test_large_k_kernels_read_the_rare_rows(monkeypatch, kjv_corpus):
+    from sklearn_gpulda.backends.cuda import sample_sparse
+
+    ref = initialised(_engine(3000, "dense"), kjv_corpus)
+    monkeypatch.setattr(sample_sparse, "SHARED_MAX_TOPICS", 0)
+    eng = initialised(_engine(3000, "hybrid"), kjv_corpus)
+    assert eng.large_k and eng.hybrid and not ref.large_k
+    for it in (1, 2):
+        eng.sweep(it)
+        ref.sweep(it)
+        _same_state(eng, ref)
+    eng.release()
+    ref.release()
+
+
+def test_streamed_hybrid_chain_is_the_resident_dense_chain(monkeypatch, kjv_corpus):
+    from sklearn_gpulda.backends.cuda import sparse, streaming
+
+    k = 300
+    ref = initialised(_engine(k, "dense"), kjv_corpus)
+    monkeypatch.setattr(streaming, "MIN_STREAM_CHUNK", 1)
+    monkeypatch.setattr(sparse.CudaSparseSampler, "estimate_bytes",
+                        lambda self, corpus: (1 << 60, 1 << 60))
+    eng = initialised(_engine(k, "hybrid", max_chunk_tokens=60_000), kjv_corpus)
+    assert eng.streamed and eng.hybrid and len(eng.chunks) > 4
+    for it in (1, 2, 3):
+        eng.sweep(it)
+        ref.sweep(it)
+        np.testing.assert_array_equal(eng.topics(), ref.topics())
+        np.testing.assert_array_equal(eng.word_topic_counts(), ref.word_topic_counts())
+        assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-12)
+    eng.release()
+    ref.release()
+
+
+def test_hybrid_storage_takes_less_memory(kjv_corpus):
+    dense = _engine(4096, "dense").estimate_bytes(kjv_corpus)[0]
+    hybrid = _engine(4096, "hybrid").estimate_bytes(kjv_corpus)[0]
+    assert hybrid < dense / 2
+
+
+def test_estimator_models_are_equal_and_auto_picks_hybrid_at_large_k(monkeypatch):
+    from sklearn_gpulda.backends.cuda import sparse
+
+    X = load_kjv_chapters().data[:400]
+    params = dict(n_components=4096, max_iter=8, random_state=0, device="cuda",
+                  algorithm="sparse")
+    chosen = []
+    real = sparse.CudaSparseSampler.load
+
+    def spy(self, corpus):
+        real(self, corpus)
+        chosen.append(self.hybrid)
+
+    monkeypatch.setattr(sparse.CudaSparseSampler, "load", spy)
+    auto = GPULatentDirichletAllocation(**params).fit(X)
+    dense = GPULatentDirichletAllocation(word_topic_storage="dense", **params).fit(X)
+    assert chosen == [True, False]
+    np.testing.assert_array_equal(auto.components_, dense.components_)
+    np.testing.assert_array_equal(auto.doc_topic_prior_, dense.doc_topic_prior_)
+    assert auto.topic_word_prior_ == dense.topic_word_prior_
+    assert auto.bound_ == dense.bound_
+    np.testing.assert_array_equal(auto.transform(X[:50]), dense.transform(X[:50]))
+
+
+def test_hybrid_is_refused_where_it_does_not_apply():
+    X = load_kjv_chapters().data[:100]
+    with pytest.raises(ValueError, match="integer counts"):
+        GPULatentDirichletAllocation(n_components=8, max_iter=2, device="cuda",
+                                     word_topic_storage="hybrid").fit(X * 0.5)
+    with pytest.raises(ValueError, match="one GPU"):
+        GPULatentDirichletAllocation(n_components=8, max_iter=2, device="cuda",
+                                     algorithm="minibatch", word_topic_storage="hybrid").fit(X)

@@ -1,0 +1,116 @@
+"""Hybrid word-topic storage on the host: which words are rare, the rows' hashing, and the readers
+of a hybrid table, against the dense counts of the same tokens (real corpus: KJV chapters)."""
+
+import numpy as np
+import pytest
+
+from sklearn_gpulda import _hybrid_table as ht
+from sklearn_gpulda._layouts import frequency_relabel
+from sklearn_gpulda.backends.cuda.hybrid import HybridSum, resolve_storage
+from sklearn_gpulda.backends.cuda.transfer import topic_major_to_host
+
+
+def test_capacity_is_the_power_of_two_at_or_above_twice_the_tokens():
+    np.testing.assert_array_equal(ht.capacity([0, 1, 2, 3, 4, 5, 1000]),
+                                  [0, 2, 4, 8, 8, 16, 2048])
+
+
+def test_rare_words_are_the_suffix_whose_table_is_at_most_half_a_row():
+    f = np.array([5000, 300, 129, 128, 64, 3, 1, 0])
+    n_dense, offsets = ht.split_rows(f, 512)
+    # 128 tokens take 256 slots = K / 2; 129 take 512.
+    assert n_dense == 3
+    np.testing.assert_array_equal(np.diff(offsets), [256, 128, 8, 2, 0])
+    assert ht.split_rows(f, 2)[0] == f.size - 1  # only the word with no tokens is rare
+    with pytest.raises(ValueError, match="decreasing"):
+        ht.split_rows(f[::-1], 512)
+    dense, hybrid = ht.table_bytes(f, 512)
+    assert dense == 8 * 512 * 4 and hybrid == 3 * 512 * 4 + 394 * 4 + 6 * 8
+
+
+def _kjv_tokens(kjv, n_topics, seed=0):
+    """Words (relabelled by decreasing frequency) and random topics of the KJV tokens."""
+    X = kjv.tocsr()
+    freq = np.asarray(X.sum(axis=0)).ravel()
+    new_of_old, _ = frequency_relabel(freq)
+    coo = X.tocoo()
+    word = np.repeat(new_of_old[coo.col], coo.data.astype(np.int64))
+    topic = np.random.default_rng(seed).integers(0, n_topics, word.size)
+    return -np.sort(-freq), word, topic
+
+
+@pytest.mark.parametrize("n_topics", [64, 1000])
+def test_rows_hold_the_dense_counts(kjv, n_topics):
+    freq, word, topic = _kjv_tokens(kjv, n_topics)
+    n_dense, offsets = ht.split_rows(freq, n_topics)
+    assert 0 < n_dense < freq.size
+    rare = word >= n_dense
+    slots = np.zeros(int(offsets[-1]), dtype=np.uint32)
+    ht.insert(slots, offsets, n_dense, word[rare], topic[rare])
+    dense = np.zeros((freq.size, n_topics))
+    np.add.at(dense, (word, topic), 1)
+    # Every row at most half full, every count found by its probe sequence.
+    for r in range(offsets.size - 1):
+        row = slots[offsets[r] : offsets[r + 1]]
+        assert np.count_nonzero(row) * 2 <= row.size
+    for v in np.unique(word[rare])[:300]:
+        for k in np.flatnonzero(dense[v]):
+            assert ht.lookup(slots, offsets, n_dense, v, k) == dense[v, k]
+        assert ht.lookup(slots, offsets, n_dense, v, int(np.argmin(dense[v]))) == 0
+    w, k, c = ht.entries(np, slots, offsets, n_dense)
+    table = ht.HybridTable(np, dense[:n_dense].astype(np.float32), w, k, c, freq.size)
+    np.testing.assert_array_equal(table.dense(), dense)
+    # Read by blocks of topics, with the rows permuted, as components_ is made.
+    rows = np.random.default_rng(1).permutation(freq.size)
+    out = topic_major_to_host(np, table, rows, divisor=2.0, add=0.5, block_bytes=8 * 3 * freq.size)
+    np.testing.assert_array_equal(out, (dense[rows] / 2.0 + 0.5).T)
+    values = np.concatenate([v[v != 0] for v in table.nonzero_values()])
+    np.testing.assert_array_equal(np.sort(values), np.sort(dense[dense != 0]))
+
+
+def test_a_full_row_is_an_error():
+    slots = np.zeros(2, dtype=np.uint32)
+    offsets = np.array([0, 2])
+    ht.insert(slots, offsets, 0, [0, 0], [3, 4])
+    with pytest.raises(ValueError, match="full"):
+        ht.insert(slots, offsets, 0, [0], [5])
+
+
+def test_running_sum_of_rare_rows_is_the_sum_of_dense_rows(kjv):
+    n_topics = 50
+    freq, word, _ = _kjv_tokens(kjv, n_topics)
+    n_dense, offsets = ht.split_rows(freq, n_topics)
+    total = np.zeros((freq.size, n_topics))
+    acc = HybridSum(np, freq.size, n_topics)
+    for sweep in range(3):
+        topic = np.random.default_rng(sweep).integers(0, n_topics, word.size)
+        dense = np.zeros((freq.size, n_topics), dtype=np.float32)
+        np.add.at(dense, (word, topic), 1)
+        total += dense
+        rare = word >= n_dense
+        rows = _Rows(offsets, n_dense)
+        ht.insert(rows.slots, offsets, n_dense, word[rare], topic[rare])
+        acc.add(dense[:n_dense], rows)
+    np.testing.assert_array_equal(acc.table().dense(), total)
+    assert np.all(np.diff(acc.keys) > 0)
+
+
+class _Rows:
+    """Host stand-in of :class:`~sklearn_gpulda.backends.cuda.hybrid.RareRows`."""
+
+    def __init__(self, offsets, n_dense):
+        self.offsets, self.n_dense = offsets, n_dense
+        self.slots = np.zeros(int(offsets[-1]), dtype=np.uint32)
+
+
+def test_storage_choice():
+    assert resolve_storage("dense", True, 10**5, False) is False
+    assert resolve_storage("hybrid", True, 8, True) is True
+    assert resolve_storage("auto", True, 4096, True) is True
+    assert resolve_storage("auto", True, 1000, True) is False
+    assert resolve_storage("auto", True, 1000, False) is True
+    assert resolve_storage("auto", False, 10**5, False) is False
+    with pytest.raises(ValueError, match="integer counts"):
+        resolve_storage("hybrid", False, 1000, True)
+    with pytest.raises(ValueError, match="word_topic_storage"):
+        resolve_storage("sparse", True, 1000, True)
