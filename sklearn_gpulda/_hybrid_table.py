@@ -137,15 +137,26 @@ class HybridTable:
         self.word, self.topic, self.value = word, topic, value
         self.shape = (int(n_words), int(dense.shape[1]))
         self.dtype = np.dtype(np.float64)
+        self._by_topic = False
+
+    def _sort_by_topic(self):
+        """Order the entries by topic once, so that a block of topics is a contiguous run of
+        them (K = 32,768 is read in hundreds of blocks)."""
+        if not self._by_topic:
+            order = self.xp.argsort(self.topic, kind="stable")
+            self.word, self.topic, self.value = (self.word[order], self.topic[order],
+                                                 self.value[order])
+            self._by_topic = True
 
     def block(self, lo, hi):
         """``(V, hi - lo)`` float64: the table's topics ``lo .. hi - 1``."""
         xp = self.xp
+        self._sort_by_topic()
         out = xp.zeros((self.shape[0], hi - lo), dtype=xp.float64)
         out[: self.dense_part.shape[0]] = self.dense_part[:, lo:hi]
-        here = (self.topic >= lo) & (self.topic < hi)
+        a, b = (int(i) for i in xp.searchsorted(self.topic, xp.asarray([lo, hi])))
         # Each (word, topic) occurs once, so plain assignment is a sum.
-        out[self.word[here], self.topic[here] - lo] = self.value[here]
+        out[self.word[a:b], self.topic[a:b] - lo] = self.value[a:b]
         return out
 
     def __getitem__(self, key):

@@ -47,7 +47,7 @@ extern "C" __global__ void philox_words(const uint4* __restrict__ ctr, long long
     const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / kWarp);                           \
     for (long long i = blockIdx.x * static_cast<long long>(blockDim.x / kWarp) + threadIdx.x / kWarp; i < n;    \
          i += warps) {                                                                                          \
-      const float b_adj = own_bhat(src, 0, own, own_w, leaf[own], n_topics);                                  \
+      const float b_adj = own_bhat<false>(src, 0, own, own_w, leaf[own], n_topics);                                \
       const int k = draw_one<PACKED>(ent, len, u[i], own, own_w, b_adj, leaf, tree);                            \
       if (lane_id() == 0) out[i] = k;                                                                           \
     }                                                                                                           \

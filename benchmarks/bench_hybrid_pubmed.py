@@ -1,0 +1,122 @@
+"""Many topics in a few gigabytes: a PubMed-shaped fit within a device memory budget.
+
+Corpus: ``make_lda_corpus(shape='pubmed', scale=--scale)`` (8.2 M documents, V = 141,043,
+about 730 M tokens at scale 1). One fit per K of ``--topics`` with the estimator's defaults
+(learned priors, averaging of the last half of the sweeps, ``word_topic_storage='auto'``),
+``--sweeps`` sweeps and ``max_device_memory=--budget``. Printed per fit: whether B was stored
+hybrid and the corpus streamed (chunks), B's device bytes dense and hybrid (the sampler's own
+plan), the peak of CuPy's memory pool over the whole fit, the median time of sweeps 3 onwards
+(device drained after each), the set-up before the first sweep and the wall time; then whether
+the same budget admits the dense storage (it is asked for, and refused or not before any sweep).
+
+Usage::
+
+    python benchmarks/bench_hybrid_pubmed.py --scale 0.25 --topics 32768 --sweeps 8 --budget 8GB
+"""
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from sklearn_gpulda import GPULatentDirichletAllocation
+from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda._device import Device, parse_bytes
+from sklearn_gpulda.backends.cuda import sparse, streaming
+from sklearn_gpulda.datasets import make_lda_corpus
+
+from _bench_common import DevicePeak
+
+
+def fit(X, k, sweeps, budget, storage="auto"):
+    import cupy
+
+    seen = {}
+    real_load, real_stream = sparse.CudaSparseSampler.load, streaming.ChunkStream.__init__
+
+    def load(self, corpus):
+        real_load(self, corpus)
+        seen.update(hybrid=self.hybrid, n_dense=self.words.n_dense)
+
+    def stream(self, cp, chunk_list):
+        seen["chunks"] = len(chunk_list)
+        real_stream(self, cp, chunk_list)
+
+    ends = []
+
+    def sweep_end(iteration, info):
+        cupy.cuda.Device().synchronize()
+        ends.append(time.perf_counter())
+
+    sparse.CudaSparseSampler.load, streaming.ChunkStream.__init__ = load, stream
+    cupy.get_default_memory_pool().free_all_blocks()
+    try:
+        lda = GPULatentDirichletAllocation(n_components=k, max_iter=sweeps, random_state=0,
+                                           device="cuda", max_device_memory=budget,
+                                           word_topic_storage=storage)
+        with DevicePeak() as peak:
+            tic = time.perf_counter()
+            lda.fit(X, callback=sweep_end)
+            wall = time.perf_counter() - tic
+    finally:
+        sparse.CudaSparseSampler.load, streaming.ChunkStream.__init__ = real_load, real_stream
+    steps = np.diff(ends)
+    return dict(wall_s=wall, setup_s=ends[0] - tic - (steps[0] if steps.size else 0),
+                sweep_ms=float(np.median(steps[2:] if steps.size > 3 else steps)) * 1e3,
+                peak_gb=peak.peak / 1e9, chunks=seen.get("chunks", 1),
+                hybrid=seen.get("hybrid"), n_dense=seen.get("n_dense"),
+                bound=float(lda.bound_), finite=bool(np.isfinite(lda.components_).all()))
+
+
+def table_plans(X, k):
+    """B's device bytes stored dense and stored hybrid, by the sampler's own plan."""
+    corpus = tokens(X)
+    plans = {}
+    for storage in ("dense", "hybrid"):
+        s = sparse.CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, Device("cuda", (0,)),
+                                     word_topic_storage=storage)
+        plans[storage] = s._table_plan(corpus)[3]
+    return plans
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=float, default=0.25)
+    ap.add_argument("--topics", type=int, nargs="+", default=[32768])
+    ap.add_argument("--sweeps", type=int, default=8)
+    ap.add_argument("--budget", default="8GB")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    budget = parse_bytes(args.budget)
+    tic = time.perf_counter()
+    X = make_lda_corpus(shape="pubmed", n_topics=100, random_state=0, scale=args.scale).data
+    X = X.tocsr()
+    print(f"corpus: pubmed x{args.scale}: D={X.shape[0]:,} V={X.shape[1]:,} "
+          f"tokens={int(X.sum()):,} nnz={X.nnz:,} ({time.perf_counter() - tic:.0f} s)")
+    results = dict(args=vars(args), n_docs=X.shape[0], n_words=X.shape[1],
+                   n_tokens=int(X.sum()), fits=[])
+    for k in args.topics:
+        plans = table_plans(X, k)
+        print(f"K={k}: B dense {plans['dense'] / 1e9:.2f} GB, hybrid {plans['hybrid'] / 1e9:.2f} GB")
+        r = fit(X, k, args.sweeps, budget)
+        r.update(K=k, table_dense_gb=plans["dense"] / 1e9, table_hybrid_gb=plans["hybrid"] / 1e9)
+        print(f"K={k}: hybrid={r['hybrid']} (dense rows {r['n_dense']:,}), chunks {r['chunks']}, "
+              f"peak {r['peak_gb']:.2f} GB of a {budget / 1e9:.1f} GB budget, "
+              f"{r['sweep_ms']:.1f} ms/sweep ({results['n_tokens'] / r['sweep_ms'] / 1e3:.0f} Mtoken/s), "
+              f"set-up {r['setup_s']:.1f} s, wall {r['wall_s']:.1f} s, bound {r['bound']:.4f}, "
+              f"finite {r['finite']}")
+        try:
+            fit(X, k, 1, budget, storage="dense")
+            r["dense_within_budget"] = True
+        except MemoryError as exc:
+            r["dense_within_budget"] = False
+            print(f"K={k}: dense storage within {args.budget}: MemoryError: {str(exc)[:160]}")
+        results["fits"].append(r)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
