@@ -114,3 +114,28 @@ def test_storage_choice():
         resolve_storage("hybrid", False, 1000, True)
     with pytest.raises(ValueError, match="word_topic_storage"):
         resolve_storage("sparse", True, 1000, True)
+
+
+def test_plan_of_a_real_corpus(kjv):
+    from sklearn_gpulda._corpus import tokens
+    from sklearn_gpulda.backends.cuda.hybrid import plan
+
+    corpus = tokens(kjv)
+    freq = np.asarray(kjv.sum(axis=0)).ravel()
+    asked = []
+
+    def fits(nbytes):
+        asked.append(nbytes)
+        return True
+
+    hybrid, n_dense, offsets, dense_bytes = plan("dense", corpus, 4096, lambda: freq, fits)
+    assert (hybrid, n_dense, offsets) == (False, kjv.shape[1], None) and not asked
+    hybrid, n_dense, offsets, nbytes = plan("hybrid", corpus, 4096, lambda: freq, fits)
+    assert hybrid and nbytes < dense_bytes / 2 and not asked
+    assert (n_dense, offsets.tolist()) == tuple(
+        v.tolist() if hasattr(v, "tolist") else v for v in ht.split_rows(-np.sort(-freq), 4096))
+    # 'auto' below 4,096 topics: hybrid only where the dense table does not fit.
+    assert plan("auto", corpus, 100, lambda: freq, fits)[0] is False and asked
+    assert plan("auto", corpus, 100, lambda: freq, lambda b: False)[0] is True
+    fractional = tokens(kjv * 0.5)
+    assert plan("auto", fractional, 8192, lambda: freq, fits)[0] is False

@@ -11,6 +11,7 @@ averaging sum (:class:`HybridSum`), which keeps the rare rows as sorted (word, t
 import numpy as np
 
 from ... import _hybrid_table, _kernels
+from .counts import ROWS_PER_SLICE
 
 STEM = "counts"
 
@@ -126,3 +127,25 @@ def resolve_storage(storage, integral, n_topics, dense_fits):
     if storage == "hybrid":
         return True
     return n_topics >= AUTO_HYBRID_MIN_TOPICS or not dense_fits
+
+
+def plan(storage, corpus, n_topics, frequencies, dense_fits):
+    """How a chain stores B for ``corpus``: ``(hybrid, n_dense, offsets, bytes)``.
+
+    ``frequencies()`` gives the words' frequencies (any order) and ``dense_fits(bytes)`` whether
+    a dense B of that many bytes fits beside the corpus (asked only for 'auto'). ``offsets``
+    (host int64) lay out the rare words' rows (None when dense); ``bytes`` counts B with the
+    topic totals' scratch and the K-vectors.
+    """
+    k, v = n_topics, corpus.n_words
+    vectors = 5 * k * 8
+    dense = v * k * 4 + (-(-v // ROWS_PER_SLICE)) * k * 8 + vectors
+    if storage == "dense" or v == 0:
+        return False, v, None, dense
+    n_dense, offsets = _hybrid_table.split_rows(-np.sort(-np.asarray(frequencies())), k)
+    fits = dense_fits(dense) if storage == "auto" else True
+    if not resolve_storage(storage, corpus.integral, k, fits):
+        return False, v, None, dense
+    slice_rows = -(-max(n_dense, 1) // ROWS_PER_SLICE)
+    nbytes = n_dense * k * 4 + int(offsets[-1]) * 4 + offsets.size * 8 + slice_rows * k * 8
+    return True, n_dense, offsets, int(nbytes + vectors)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import _hybrid_table
 from ..._layouts import frequency_relabel
 from ..._random import STREAM_INIT, STREAM_SAMPLE
 from ..._stages import stage
@@ -132,27 +131,15 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
         return int(layout + table), int(max(layout_peak, layout + table))
 
     def _table_plan(self, corpus, layout_bytes=None):
-        """How B is stored for ``corpus``: ``(hybrid, n_dense, offsets, bytes)``, where offsets
-        (host int64) lay out the rare words' rows (None when dense) and bytes counts B with the
-        topic totals' scratch."""
-        k, v = self.n_topics, corpus.n_words
-        extra = (-(-v // counts.ROWS_PER_SLICE)) * k * 8 + 5 * k * 8
-        dense = v * k * 4 + extra
-        if self.word_topic_storage == "dense" or v == 0:
-            return False, v, None, dense
-        frequencies = self._frequencies(corpus)
-        n_dense, offsets = _hybrid_table.split_rows(-np.sort(-np.asarray(frequencies)), k)
-        if self.word_topic_storage == "auto":
-            if layout_bytes is None:
-                layout_bytes = chunk_bytes(corpus, k, self.max_chunk_tokens)[0]
-            dense_fits = layout_bytes + dense <= self._memory_budget()
-        else:
-            dense_fits = True
-        if not hybrid.resolve_storage(self.word_topic_storage, corpus.integral, k, dense_fits):
-            return False, v, None, dense
-        slice_rows = -(-max(n_dense, 1) // counts.ROWS_PER_SLICE)
-        nbytes = n_dense * k * 4 + offsets[-1] * 4 + offsets.size * 8 + slice_rows * k * 8
-        return True, n_dense, offsets, int(nbytes + 5 * k * 8)
+        """How B is stored for ``corpus`` (:func:`.hybrid.plan`)."""
+        def dense_fits(dense_bytes):
+            layout = layout_bytes
+            if layout is None:
+                layout = chunk_bytes(corpus, self.n_topics, self.max_chunk_tokens)[0]
+            return layout + dense_bytes <= self._memory_budget()
+
+        return hybrid.plan(self.word_topic_storage, corpus, self.n_topics,
+                           lambda: self._frequencies(corpus), dense_fits)
 
     def _frequencies(self, corpus):
         """What words are relabelled and split by: the set frequencies, or the corpus's (kept
