@@ -181,12 +181,15 @@ using gpulda::Item;
 #else
 #define GPULDA_SAMPLE_LARGE_REGS(PACKED) GPULDA_SAMPLE_REGS(PACKED)
 #endif
-// The hybrid-storage samplers (a rare word's own count found by probing its row) take 40 on every
-// architecture from sm_80 on (36 spills on sm_90), the large-K caps elsewhere.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define GPULDA_SAMPLE_HYBRID_REGS 40
+// The hybrid-storage samplers (a rare word's own count found by probing its row) take 40 on sm_80
+// and sm_90 (36 spills on sm_90); on sm_86 and sm_89 the packed ones 40 and the wide ones 48; the
+// large-K caps elsewhere.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900 || __CUDA_ARCH__ == 800)
+#define GPULDA_SAMPLE_HYBRID_REGS(PACKED) 40
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ > 800
+#define GPULDA_SAMPLE_HYBRID_REGS(PACKED) ((PACKED) ? 40 : 48)
 #else
-#define GPULDA_SAMPLE_HYBRID_REGS GPULDA_SAMPLE_LARGE_REGS(true)
+#define GPULDA_SAMPLE_HYBRID_REGS(PACKED) GPULDA_SAMPLE_LARGE_REGS(PACKED)
 #endif
 
 #define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED, LARGE, HYBRID, REGS)                                          \
@@ -213,10 +216,10 @@ GPULDA_SAMPLE(u16_packed_large, unsigned short, true, true, false, GPULDA_SAMPLE
 GPULDA_SAMPLE(u16_wide_large, unsigned short, false, true, false, GPULDA_SAMPLE_LARGE_REGS(false))
 // Hybrid storage takes integer counts only: packed rows, or wide ones for documents of 65,536
 // tokens or more.
-GPULDA_SAMPLE(u16_packed_hybrid, unsigned short, true, false, true, GPULDA_SAMPLE_HYBRID_REGS)
-GPULDA_SAMPLE(u16_wide_hybrid, unsigned short, false, false, true, GPULDA_SAMPLE_HYBRID_REGS)
-GPULDA_SAMPLE(u16_packed_large_hybrid, unsigned short, true, true, true, GPULDA_SAMPLE_HYBRID_REGS)
-GPULDA_SAMPLE(u16_wide_large_hybrid, unsigned short, false, true, true, GPULDA_SAMPLE_HYBRID_REGS)
+GPULDA_SAMPLE(u16_packed_hybrid, unsigned short, true, false, true, GPULDA_SAMPLE_HYBRID_REGS(true))
+GPULDA_SAMPLE(u16_wide_hybrid, unsigned short, false, false, true, GPULDA_SAMPLE_HYBRID_REGS(false))
+GPULDA_SAMPLE(u16_packed_large_hybrid, unsigned short, true, true, true, GPULDA_SAMPLE_HYBRID_REGS(true))
+GPULDA_SAMPLE(u16_wide_large_hybrid, unsigned short, false, true, true, GPULDA_SAMPLE_HYBRID_REGS(false))
 
 // ---------------------------------------------------------------------------------------------
 // token_loglik_{packed,wide}: per-batch partial sums of w_t * log((S_t + Q_v) / (N_d + sum_k alpha_k)),
