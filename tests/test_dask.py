@@ -219,3 +219,14 @@ def test_two_dask_cuda_workers_sum_in_place(kjv, gpu_reference, monkeypatch):
         model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
         _same_model(model, gpu_reference)
     assert joined == [2]
+
+
+def test_errors_a_dying_worker_causes_are_told_apart():
+    from sklearn_gpulda.dask._sampler import _could_be_worker_loss
+
+    class FutureCancelledError(Exception):
+        pass
+
+    assert _could_be_worker_loss(FutureCancelledError("lost dependencies"))
+    assert _could_be_worker_loss(ConnectionResetError())
+    assert not _could_be_worker_loss(ValueError("bad counts"))

@@ -15,6 +15,7 @@ too, and makes the dense V x K table only for what reads it (beta's histogram, t
 """
 
 import asyncio
+import time
 
 import numpy as np
 
@@ -23,6 +24,18 @@ from ..backends.base import Sampler
 from ..backends.numpy.sampler import HostWordTopic
 from .._priors import merge_histograms
 from ._wire import cell_dtype, dense_word_topic
+
+
+#: Seconds a shard's cancelled or broken call waits for the scheduler to report a lost worker.
+LOSS_GRACE_S = 10.0
+
+
+def _could_be_worker_loss(exc):
+    """Whether a shard call's error is of the kinds a dying worker causes (a cancelled future,
+    a closed connection, a killed worker)."""
+    names = {type(e).__name__ for e in (exc, exc.__cause__, exc.__context__) if e is not None}
+    return bool(names & {"FutureCancelledError", "CancelledError", "CommClosedError",
+                         "KilledWorker", "StreamClosedError"}) or isinstance(exc, OSError)
 
 
 class WorkerLost(RuntimeError):
@@ -92,11 +105,23 @@ class DaskSampler(HostWordTopic, Sampler):
                     break
                 except (TimeoutError, asyncio.TimeoutError):
                     self.check_alive()
-                except Exception:
+                except Exception as exc:
                     # A shard's call failed: say so plainly when it is because its worker died.
-                    self.check_alive()
+                    self._check_alive_after(exc)
                     raise
         return results
+
+    def _check_alive_after(self, exc):
+        """Raise :class:`WorkerLost` if ``exc`` came from a lost worker. The scheduler can cancel
+        a call ("lost dependencies") a moment before it drops the dead worker from its list
+        (seen in CI), so after such errors the check is repeated for up to
+        :data:`LOSS_GRACE_S` seconds; any other error is checked once."""
+        deadline = time.monotonic() + (LOSS_GRACE_S if _could_be_worker_loss(exc) else 0.0)
+        while True:
+            self.check_alive()
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.1)
 
     def _reduce(self, parts):
         """Sum the shards' parts of B and send the total's non-zero cells back to every shard."""
