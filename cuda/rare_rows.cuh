@@ -10,14 +10,6 @@ namespace gpulda {
 constexpr unsigned kRareHashMultiplier = 2654435761u;  // _hybrid_table.HASH_MULTIPLIER
 constexpr int kRareCountBits = 16;                      // _hybrid_table.COUNT_BITS
 
-// Where the rare rows are: slots (uint32), per rare word its first slot and the total at the end
-// (V - n_dense + 1 int64), and the first rare word. n_dense = V (and no slots) for a dense B.
-struct RareRows {
-  unsigned* slots;
-  const long long* offsets;
-  int n_dense;
-};
-
 __device__ __forceinline__ unsigned rare_home(unsigned topic, unsigned cap) {
   // cap is a power of two >= 2: the top log2(cap) bits of the product.
   return (topic * kRareHashMultiplier) >> (32 - (__ffs(cap) - 1));

@@ -60,12 +60,9 @@ def split_rows(frequencies, n_topics):
     return n_dense, offsets
 
 
-def table_bytes(frequencies, n_topics):
-    """Device bytes of B stored dense and stored hybrid, for words in decreasing frequency."""
-    f = np.asarray(frequencies)
-    n_dense, offsets = split_rows(f, n_topics)
-    dense = f.size * n_topics * 4
-    return dense, n_dense * n_topics * 4 + int(offsets[-1]) * 4 + offsets.size * 8
+def rows_bytes(n_dense, offsets, n_topics):
+    """Device bytes of a hybrid B split as :func:`split_rows` says: dense rows, slots, offsets."""
+    return n_dense * n_topics * 4 + int(offsets[-1]) * 4 + offsets.size * 8
 
 
 def home_slot(topic, cap):
@@ -111,6 +108,11 @@ def lookup(slots, offsets, n_dense, word, topic):
             return s & COUNT_MASK
         h = (h + 1) & (cap - 1)
     return 0
+
+
+def slot_counts(xp, slots):
+    """Float32 counts of the slots, 0 where empty (the rare rows' part of a value histogram)."""
+    return (slots & xp.uint32(COUNT_MASK)).astype(xp.float32)
 
 
 def entries(xp, slots, offsets, n_dense):
@@ -171,10 +173,6 @@ class HybridTable:
         """The whole (V, K) table, float64."""
         return self.block(0, self.shape[1])
 
-    def nonzero_values(self):
-        """Float32 arrays whose non-zero entries are the table's non-zero cells."""
-        xp = self.xp
-        return [self.dense_part.ravel(), self.value.astype(xp.float32)]
 
 
 def add_entries(xp, n_topics, keys, sums, word, topic, value):

@@ -38,9 +38,9 @@ def _same_state(eng, ref):
     assert eng.log_likelihood() == ref.log_likelihood()
 
 
-def _pair(corpus, k, make=_engine, **kw):
-    ref = initialised(_engine(k, "dense", **kw), corpus)
-    eng = initialised(make(k, "hybrid", **kw), corpus)
+def _pair(corpus, k):
+    ref = initialised(_engine(k, "dense"), corpus)
+    eng = initialised(_engine(k, "hybrid"), corpus)
     assert eng.hybrid and not ref.hybrid
     assert 0 < eng.words.n_dense < corpus.n_words
     return eng, ref

@@ -230,3 +230,12 @@ def test_errors_a_dying_worker_causes_are_told_apart():
     assert _could_be_worker_loss(FutureCancelledError("lost dependencies"))
     assert _could_be_worker_loss(ConnectionResetError())
     assert not _could_be_worker_loss(ValueError("bad counts"))
+
+
+def test_hybrid_storage_is_refused_on_a_cluster(kjv):
+    cluster, client = _cluster(1)
+    with cluster, client:
+        model = LatentDirichletAllocation(client=client, word_topic_storage="hybrid", **PARAMS)
+        with pytest.raises(ValueError, match="does not run on a Dask cluster"):
+            model.fit(kjv[:50])
+        assert not hasattr(model, "components_")

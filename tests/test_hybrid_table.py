@@ -24,8 +24,7 @@ def test_rare_words_are_the_suffix_whose_table_is_at_most_half_a_row():
     assert ht.split_rows(f, 2)[0] == f.size - 1  # only the word with no tokens is rare
     with pytest.raises(ValueError, match="decreasing"):
         ht.split_rows(f[::-1], 512)
-    dense, hybrid = ht.table_bytes(f, 512)
-    assert dense == 8 * 512 * 4 and hybrid == 3 * 512 * 4 + 394 * 4 + 6 * 8
+    assert ht.rows_bytes(n_dense, offsets, 512) == 3 * 512 * 4 + 394 * 4 + 6 * 8
 
 
 def _kjv_tokens(kjv, n_topics, seed=0):
@@ -64,8 +63,9 @@ def test_rows_hold_the_dense_counts(kjv, n_topics):
     rows = np.random.default_rng(1).permutation(freq.size)
     out = topic_major_to_host(np, table, rows, divisor=2.0, add=0.5, block_bytes=8 * 3 * freq.size)
     np.testing.assert_array_equal(out, (dense[rows] / 2.0 + 0.5).T)
-    values = np.concatenate([v[v != 0] for v in table.nonzero_values()])
-    np.testing.assert_array_equal(np.sort(values), np.sort(dense[dense != 0]))
+    # The value histogram's inputs: the dense rows' cells and the slots' counts.
+    values = np.concatenate([dense[:n_dense].ravel(), ht.slot_counts(np, slots)])
+    np.testing.assert_array_equal(np.sort(values[values != 0]), np.sort(dense[dense != 0]))
 
 
 def test_a_full_row_is_an_error():

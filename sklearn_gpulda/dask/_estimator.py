@@ -142,6 +142,10 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
             raise ValueError(
                 "learning_method='online' does not run on a Dask cluster; use 'batch', or "
                 "partial_fit of sklearn_gpulda.GPULatentDirichletAllocation over the blocks")
+        if self.word_topic_storage == "hybrid":
+            # The shards' chains store B dense: the shards sum their B every sweep.
+            raise ValueError("word_topic_storage='hybrid' does not run on a Dask cluster; use "
+                             "'auto' or 'dense'")
         kind, indices = parse_device(self.device)
         if indices:
             raise ValueError(

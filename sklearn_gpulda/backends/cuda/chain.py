@@ -192,10 +192,11 @@ class CudaChain:
     def _hybrid_histogram(self):
         """:meth:`word_topic_histogram` of a hybrid B: the dense rows' values and the rare
         slots' counts binned apart and merged; the totals are the chain's (integer sums)."""
-        from .hybrid import count_values
+        from ..._hybrid_table import slot_counts
 
         dense, rare = self._hybrid_parts()
-        found = [self._value_counts(dense.ravel()), self._value_counts(count_values(rare))]
+        found = [self._value_counts(dense.ravel()),
+                 self._value_counts(slot_counts(self._cp, rare.slots))]
         value = np.concatenate([v for v, _ in found])
         n = np.concatenate([c for _, c in found])
         unique, inverse = np.unique(value, return_inverse=True)

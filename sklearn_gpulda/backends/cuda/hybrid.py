@@ -40,10 +40,6 @@ class RareRows:
         other.slots = cp.zeros_like(self.slots)
         return other
 
-    @property
-    def nbytes(self):
-        return int(self.slots.nbytes + self.offsets.nbytes)
-
 
 def add_rare_totals(rare, totals, n_sm):
     """``totals`` (K float64) plus each topic's counts over the rare rows (integer sums)."""
@@ -73,13 +69,6 @@ def table(cp, dense, rare, n_words):
                                      count.astype(cp.float32), n_words)
 
 
-def count_values(rare):
-    """Float32 counts of the rare rows' slots (0 where empty), for the value histograms."""
-    import cupy as cp
-
-    return (rare.slots & cp.uint32(_hybrid_table.COUNT_MASK)).astype(cp.float32)
-
-
 class HybridSum:
     """Averaging's running sum of a hybrid B: the dense rows in float64, and the rare rows as
     sorted keys ``word * K + topic`` with float64 sums (their union over the averaged sweeps)."""
@@ -105,10 +94,6 @@ class HybridSum:
         return _hybrid_table.HybridTable(cp, self.dense, (self.keys // k).astype(cp.int32),
                                          (self.keys % k).astype(cp.int32), self.sums,
                                          self.n_words)
-
-    @property
-    def nbytes(self):
-        return int(self.dense.nbytes + self.keys.nbytes + self.sums.nbytes)
 
 
 def resolve_storage(storage, integral, n_topics, dense_fits):
@@ -147,5 +132,5 @@ def plan(storage, corpus, n_topics, frequencies, dense_fits):
     if not resolve_storage(storage, corpus.integral, k, fits):
         return False, v, None, dense
     slice_rows = -(-max(n_dense, 1) // ROWS_PER_SLICE)
-    nbytes = n_dense * k * 4 + int(offsets[-1]) * 4 + offsets.size * 8 + slice_rows * k * 8
-    return True, n_dense, offsets, int(nbytes + vectors)
+    nbytes = _hybrid_table.rows_bytes(n_dense, offsets, k) + slice_rows * k * 8 + vectors
+    return True, n_dense, offsets, int(nbytes)
