@@ -1,13 +1,16 @@
 """Many topics in a few gigabytes: a PubMed-shaped fit within a device memory budget.
 
 Corpus: ``make_lda_corpus(shape='pubmed', scale=--scale)`` (8.2 M documents, V = 141,043,
-about 730 M tokens at scale 1). One fit per K of ``--topics`` with the estimator's defaults
+about 730 M tokens at scale 1); with ``--parts P`` > 1, P corpora of scale / P (seeds 0 .. P - 1,
+drawn in parallel processes) stacked, which has the same shape and is drawn P times sooner. One fit per K of ``--topics`` with the estimator's defaults
 (learned priors, averaging of the last half of the sweeps, ``word_topic_storage='auto'``),
 ``--sweeps`` sweeps and ``max_device_memory=--budget``. Printed per fit: whether B was stored
 hybrid and the corpus streamed (chunks), B's device bytes dense and hybrid (the sampler's own
 plan), the peak of CuPy's memory pool over the whole fit, the median time of sweeps 3 onwards
 (device drained after each), the set-up before the first sweep and the wall time; then whether
 the same budget admits the dense storage (it is asked for, and refused or not before any sweep).
+Also printed: whether the plan kept room for averaging's sum, and whether the fit went on without
+averaging (the estimator's default averaging, given up where its sum does not fit the budget).
 
 Usage::
 
@@ -17,13 +20,16 @@ Usage::
 import argparse
 import json
 import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+import scipy.sparse as sp
 
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._corpus import tokens
 from sklearn_gpulda._device import Device, parse_bytes
-from sklearn_gpulda.backends.cuda import sparse, streaming
+from sklearn_gpulda.backends.cuda import sparse, sparse_memory, streaming
 from sklearn_gpulda.datasets import make_lda_corpus
 
 from _bench_common import DevicePeak
@@ -37,7 +43,8 @@ def fit(X, k, sweeps, budget, storage="auto"):
 
     def load(self, corpus):
         real_load(self, corpus)
-        seen.update(hybrid=self.hybrid, n_dense=self.words.n_dense)
+        seen.update(hybrid=self.hybrid, n_dense=self.words.n_dense,
+                    averaging_reserved=self.averaging_reserved)
 
     def stream(self, cp, chunk_list):
         seen["chunks"] = len(chunk_list)
@@ -55,7 +62,8 @@ def fit(X, k, sweeps, budget, storage="auto"):
         lda = GPULatentDirichletAllocation(n_components=k, max_iter=sweeps, random_state=0,
                                            device="cuda", max_device_memory=budget,
                                            word_topic_storage=storage)
-        with DevicePeak() as peak:
+        with DevicePeak() as peak, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             tic = time.perf_counter()
             lda.fit(X, callback=sweep_end)
             wall = time.perf_counter() - tic
@@ -66,6 +74,8 @@ def fit(X, k, sweeps, budget, storage="auto"):
                 sweep_ms=float(np.median(steps[2:] if steps.size > 3 else steps)) * 1e3,
                 peak_gb=peak.peak / 1e9, chunks=seen.get("chunks", 1),
                 hybrid=seen.get("hybrid"), n_dense=seen.get("n_dense"),
+                averaging_reserved=seen.get("averaging_reserved"),
+                averaging_dropped=any("without averaging" in str(w.message) for w in caught),
                 bound=float(lda.bound_), finite=bool(np.isfinite(lda.components_).all()))
 
 
@@ -76,8 +86,21 @@ def table_plans(X, k):
     for storage in ("dense", "hybrid"):
         s = sparse.CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, Device("cuda", (0,)),
                                      word_topic_storage=storage)
-        plans[storage] = s._table_plan(corpus)[3]
+        plans[storage] = sparse_memory.table_plan(s, corpus)[3]
     return plans
+
+
+def _part(scale, seed):
+    return make_lda_corpus(shape="pubmed", n_topics=100, random_state=seed, scale=scale).data
+
+
+def pubmed_shape(scale, parts):
+    """The PubMed-shaped corpus: one draw, or ``parts`` draws of ``scale / parts`` stacked."""
+    if parts <= 1:
+        return _part(scale, 0).tocsr()
+    with ProcessPoolExecutor(parts) as pool:
+        blocks = list(pool.map(_part, [scale / parts] * parts, range(parts)))
+    return sp.vstack(blocks, format="csr")
 
 
 def main(argv=None):
@@ -86,13 +109,13 @@ def main(argv=None):
     ap.add_argument("--topics", type=int, nargs="+", default=[32768])
     ap.add_argument("--sweeps", type=int, default=8)
     ap.add_argument("--budget", default="8GB")
+    ap.add_argument("--parts", type=int, default=1)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     budget = parse_bytes(args.budget)
     tic = time.perf_counter()
-    X = make_lda_corpus(shape="pubmed", n_topics=100, random_state=0, scale=args.scale).data
-    X = X.tocsr()
-    print(f"corpus: pubmed x{args.scale}: D={X.shape[0]:,} V={X.shape[1]:,} "
+    X = pubmed_shape(args.scale, args.parts)
+    print(f"corpus: pubmed x{args.scale} ({args.parts} part(s)): D={X.shape[0]:,} V={X.shape[1]:,} "
           f"tokens={int(X.sum()):,} nnz={X.nnz:,} ({time.perf_counter() - tic:.0f} s)")
     results = dict(args=vars(args), n_docs=X.shape[0], n_words=X.shape[1],
                    n_tokens=int(X.sum()), fits=[])
@@ -105,7 +128,8 @@ def main(argv=None):
               f"peak {r['peak_gb']:.2f} GB of a {budget / 1e9:.1f} GB budget, "
               f"{r['sweep_ms']:.1f} ms/sweep ({results['n_tokens'] / r['sweep_ms'] / 1e3:.0f} Mtoken/s), "
               f"set-up {r['setup_s']:.1f} s, wall {r['wall_s']:.1f} s, bound {r['bound']:.4f}, "
-              f"finite {r['finite']}")
+              f"finite {r['finite']}, averaging reserved {r['averaging_reserved']}, "
+              f"dropped {r['averaging_dropped']}")
         try:
             fit(X, k, 1, budget, storage="dense")
             r["dense_within_budget"] = True

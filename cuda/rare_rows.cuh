@@ -1,8 +1,9 @@
 // Rare words' rows of B in hybrid storage (ezLDA IV; sklearn_gpulda/_hybrid_table.py says which
-// words are rare and how their slots are laid out). A row is an open-addressing table of a power of
-// two slots, at most half full; a slot is 0 when empty, else (topic << 16) | count. The probe
-// sequence starts at the topic's multiplicative hash and walks forward with wrap-around; the host's
-// _hybrid_table.home_slot / insert / lookup are the NumPy statement of the functions below.
+// words are rare and how their slots are laid out). A row is an open-addressing table of 1.5 slots
+// per token (any size of at least 2), at most two thirds full; a slot is 0 when empty, else
+// (topic << 16) | count. The probe sequence starts at the topic's multiply-shift hash and walks
+// forward with wrap-around; the host's _hybrid_table.home_slot / next_slot / insert / lookup are
+// the NumPy statement of the functions below.
 #pragma once
 
 namespace gpulda {
@@ -11,8 +12,12 @@ constexpr unsigned kRareHashMultiplier = 2654435761u;  // _hybrid_table.HASH_MUL
 constexpr int kRareCountBits = 16;                      // _hybrid_table.COUNT_BITS
 
 __device__ __forceinline__ unsigned rare_home(unsigned topic, unsigned cap) {
-  // cap is a power of two >= 2: the top log2(cap) bits of the product.
-  return (topic * kRareHashMultiplier) >> (32 - (__ffs(cap) - 1));
+  // Multiply-shift: the high word of hash * cap lies in [0, cap) for any cap.
+  return __umulhi(topic * kRareHashMultiplier, cap);
+}
+
+__device__ __forceinline__ unsigned rare_next(unsigned h, unsigned cap) {
+  return h + 1u == cap ? 0u : h + 1u;
 }
 
 // Count one token of `topic` into a row of `cap` slots. Concurrent inserts of one topic agree on
@@ -31,7 +36,7 @@ __device__ __forceinline__ void rare_insert(unsigned* row, unsigned cap, unsigne
       atomicAdd(row + h, 1u);
       return;
     }
-    h = (h + 1u) & (cap - 1u);
+    h = rare_next(h, cap);
   }
 }
 
@@ -43,7 +48,7 @@ __device__ __forceinline__ unsigned rare_count(const unsigned* row, unsigned cap
     const unsigned s = row[h];
     if (s == 0u) return 0u;
     if ((s >> kRareCountBits) == topic) return s & ((1u << kRareCountBits) - 1u);
-    h = (h + 1u) & (cap - 1u);
+    h = rare_next(h, cap);
   }
   return 0u;
 }

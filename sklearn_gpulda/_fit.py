@@ -54,6 +54,10 @@ class Plan:
     minibatch_tokens: object = None
     #: How the sparse single-GPU sampler stores B ('auto', 'dense' or 'hybrid'); others: dense.
     word_topic_storage: str = "auto"
+    #: Whether the sparse single-GPU sampler's memory plan keeps room for averaging's sum
+    #: ('required', 'optional' for the default averaging, 'none' for a batch fit that does not
+    #: average; ``backends/cuda/sparse_memory.py``).
+    averaging: str = "required"
     #: dtype of ``components_`` (scikit-learn's rule: float32 for float32 input, else float64).
     components_dtype: object = np.float64
     #: ``callback(iteration, info)`` after every sweep (batch) or pass (online); ``info`` holds
@@ -74,6 +78,7 @@ class Plan:
             options["batch_tokens"] = self.minibatch_tokens
         if self.storage_applies():
             options["word_topic_storage"] = self.word_topic_storage
+            options["averaging"] = self.averaging
         return self.backend.make(self.n_topics, self.alpha.value if alpha is None else alpha,
                                  self.beta.value if beta is None else beta, self.seed, self.device,
                                  **options)
@@ -137,6 +142,9 @@ def plan_for(params, backend, device, seed, alpha_start=None, beta_start=None, b
         max_device_memory=parse_bytes(params.max_device_memory, "max_device_memory"),
         minibatch_tokens=params.minibatch_tokens,
         word_topic_storage=getattr(params, "word_topic_storage", "auto"),
+        # Online learning's mini-batch chains average their second half of sweeps.
+        averaging=("required" if not batch or (averaged and params.n_averaged_sweeps != "auto")
+                   else "optional" if averaged else "none"),
     )
     if plan.word_topic_storage == "hybrid" and not plan.storage_applies():
         raise ValueError(
@@ -334,6 +342,7 @@ def _sweeps(plan, corpus, sampler, history, start):
                 if not plan.averaging_is_default:
                     raise
                 averaging = False
+                sampler.discard_accumulated()
                 warn_caller(f"the fit goes on without averaging the last sweeps: {exc}",
                             RuntimeWarning)
         evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0

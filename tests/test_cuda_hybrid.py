@@ -129,6 +129,34 @@ def test_streamed_hybrid_chain_is_the_resident_dense_chain(monkeypatch, kjv_corp
     ref.release()
 
 
+@pytest.mark.parametrize("storage", ["dense", "hybrid"])
+def test_averaging_takes_no_more_than_the_budget_leaves(kjv_corpus, storage):
+    # The room is the budget less what the chain holds: with 1 MiB left, averaging's sum is
+    # refused before anything is allocated; with the GPU's free memory it is taken, and then
+    # the averaged model is the dense chain's.
+    import cupy
+
+    k = 3000
+    eng = initialised(_engine(k, storage), kjv_corpus)
+    ref = initialised(_engine(k, "dense"), kjv_corpus)
+    pool = cupy.get_default_memory_pool()
+    for sampler in (eng, ref):
+        sampler.sweep(1)
+    eng.max_device_memory = pool.used_bytes() - eng._held_before + (1 << 20)
+    held = pool.used_bytes()
+    with pytest.raises(MemoryError, match="averaging .* GiB more"):
+        eng.accumulate_word_topic()
+    assert pool.used_bytes() == held and eng.n_accumulated == 0
+    eng.max_device_memory = None
+    for it in (2, 3):
+        for sampler in (eng, ref):
+            sampler.sweep(it)
+            sampler.accumulate_word_topic()
+    np.testing.assert_array_equal(eng.mean_word_topic(), ref.mean_word_topic())
+    eng.release()
+    ref.release()
+
+
 def test_hybrid_storage_takes_less_memory(kjv_corpus):
     dense = _engine(4096, "dense").estimate_bytes(kjv_corpus)[0]
     hybrid = _engine(4096, "hybrid").estimate_bytes(kjv_corpus)[0]

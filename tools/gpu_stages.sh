@@ -26,6 +26,8 @@
 #   TEST_PATHS    what the tests stage runs (default tests/)
 #   HYBRID_TOPICS K of bench-hybrid (default "1000 10000 32768")
 #   PUBMED_SCALE  fraction of the PubMed shape's 8.2 M documents in bench-pubmed (default 0.25)
+#   PUBMED_PARTS  bench-pubmed draws its corpus as this many stacked parts in parallel (default 1)
+#   PUBMED_TOPICS the K of bench-pubmed's fits (default 32768)
 #   COMPARE_DIR   the other checkout bench-compare times (default .carry/old). Make it here
 #                 with `mkdir -p .carry/old && git archive REV sklearn_gpulda cuda tools |
 #                 tar -x -C .carry/old` and name .carry/old in the call's carry.
@@ -58,6 +60,8 @@ MB_TOPICS=${MB_TOPICS:-20 100 1000}
 MB_BATCHES=${MB_BATCHES:-16384 65536 262144}
 HYBRID_TOPICS=${HYBRID_TOPICS:-1000 10000 32768}
 PUBMED_SCALE=${PUBMED_SCALE:-0.25}
+PUBMED_PARTS=${PUBMED_PARTS:-1}
+PUBMED_TOPICS=${PUBMED_TOPICS:-32768}
 
 # name|box in seconds|what it does
 STAGES=(
@@ -72,7 +76,7 @@ STAGES=(
   "bench-algorithms|150|bench_algorithms.py: both backends' whole sweeps, and what 'auto' picks"
   "bench-minibatch|540|bench_minibatch.py: 'sparse' against 'minibatch', held-out LL per sweep and per second, \$MB_CORPORA at K = \$MB_TOPICS"
   "bench-end-to-end|540|bench_end_to_end.py: whole fit calls at K = 100, 1000, 10000, 32768"
-  "bench-pubmed|560|bench_hybrid_pubmed.py: K = 32768 on the PubMed shape x \$PUBMED_SCALE within max_device_memory=8GB"
+  "bench-pubmed|560|bench_hybrid_pubmed.py: K = \$PUBMED_TOPICS on the PubMed shape x \$PUBMED_SCALE within max_device_memory=8GB"
   "bench-hybrid|540|bench_end_to_end.py with dense, then hybrid word-topic storage: whole fits at K = \$HYBRID_TOPICS"
   "peers|540|benchmarks/run_peers_on_device.sh once per invocation in \$PEERS"
   "ncu|300|Nsight Compute on a sampling and an A-rebuild launch of bench_cuda.py, K = 1000"
@@ -279,8 +283,9 @@ stage_bench_end_to_end() {
 }
 
 stage_bench_pubmed() {
-  boxed python3 benchmarks/bench_hybrid_pubmed.py --scale "$PUBMED_SCALE" --topics 32768 \
-    --sweeps 8 --budget 8GB --json "$DIR/bench_hybrid_pubmed.json"
+  # shellcheck disable=SC2086 -- PUBMED_TOPICS is a list of K
+  boxed python3 benchmarks/bench_hybrid_pubmed.py --scale "$PUBMED_SCALE" --parts "$PUBMED_PARTS" \
+    --topics $PUBMED_TOPICS --sweeps 8 --budget 8GB --json "$DIR/bench_hybrid_pubmed.json"
 }
 
 stage_bench_hybrid() {

@@ -196,6 +196,15 @@ class Sampler(abc.ABC):
         self._accumulate()
         self.n_accumulated += 1
 
+    def discard_accumulated(self):
+        """Forget the running sum: what the chain gives is the current counts again (a fit whose
+        averaging ran out of memory goes on without it rather than with a part of it)."""
+        self.n_accumulated = 0
+        self._discard_sum()
+
+    def _discard_sum(self):
+        self._sum = None
+
     def mean_word_topic(self):
         """The running sum over its :meth:`accumulate_word_topic` calls, divided by their number:
         float64 of shape (n_topics, n_words) on the host."""

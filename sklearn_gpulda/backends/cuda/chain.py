@@ -55,6 +55,17 @@ class CudaChain:
         limit = getattr(self, "max_device_memory", None)
         return free if limit is None else min(free, limit)
 
+    def _room(self):
+        """Device bytes the chain may still allocate: what the GPU has free, or less where
+        ``max_device_memory`` leaves less beside what the chain already holds (CuPy's pool in
+        use beyond what it held when the chain was last released)."""
+        free, _ = free_device_bytes(self._cp)
+        limit = getattr(self, "max_device_memory", None)
+        if limit is None:
+            return free
+        held = self._cp.get_default_memory_pool().used_bytes() - getattr(self, "_held_before", 0)
+        return min(free, limit - held)
+
     def _check_memory(self, corpus):
         """Raise MemoryError, before allocating, when a chain on ``corpus`` would not fit."""
         steady, peak = self.estimate_bytes(corpus)
@@ -71,17 +82,20 @@ class CudaChain:
                 return self._accumulate_hybrid()
             table = self._word_major_device()
             if self._sum is None:
-                need = table.size * 8
-                free, _ = free_device_bytes(cp)
-                if need > free:
-                    raise MemoryError(
-                        f"averaging the word-topic counts needs a float64 running sum of "
-                        f"{need / 2**30:.2f} GiB on GPU {self._index}, and {free / 2**30:.2f} "
-                        "GiB is free; use n_averaged_sweeps=0"
-                    )
+                self._check_averaging_room(table.size * 8)
                 self._sum = table.astype(cp.float64)
             else:
                 self._sum += table
+
+    def _check_averaging_room(self, need):
+        """Raise MemoryError when averaging's next ``need`` bytes do not fit (:meth:`_room`)."""
+        room = self._room()
+        if need > room:
+            raise MemoryError(
+                f"averaging the word-topic counts needs {need / 2**30:.2f} GiB more on GPU "
+                f"{self._index} for its float64 running sum, and {max(room, 0) / 2**30:.2f} GiB "
+                "is left within the chain's device memory; use n_averaged_sweeps=0 or raise "
+                "max_device_memory")
 
     def topic_word_components(self, dtype=np.float64):
         # The division, the prior and the conversion on the device, then one copy of each
@@ -141,6 +155,7 @@ class CudaChain:
         dense, rare = self._hybrid_parts()
         if self._sum is None:
             self._sum = HybridSum(self._cp, self.words.n_words, self.n_topics)
+        self._check_averaging_room(self._sum.bytes_to_add(dense, rare))
         self._sum.add(dense, rare)
 
     # -- histograms -------------------------------------------------------------------------------
@@ -210,6 +225,7 @@ class CudaChain:
         self._sum = None
         self._release_state()
         super().release()
+        self._held_before = self._cp.get_default_memory_pool().used_bytes()
         if not return_cache:
             return
         try:

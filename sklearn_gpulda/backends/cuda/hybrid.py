@@ -22,6 +22,19 @@ STORAGES = ("auto", "dense", "hybrid")
 AUTO_HYBRID_MIN_TOPICS = 4096
 
 
+#: Averaging's reservation per slot of the rare rows, an estimate (:meth:`HybridSum.add` checks
+#: the room it really takes): a union of the averaged sweeps' entries of up to twice one sweep's
+#: at 16 bytes a key, with at most 2/3 of an entry per slot (21 bytes), and the merge's scratch
+#: of the new entries (12 bytes), rounded up.
+SUM_BYTES_PER_SLOT = 36
+
+
+def sum_bytes(n_dense, offsets, n_topics):
+    """Device bytes planned for averaging's running sum of a hybrid B: the dense rows' float64
+    and :data:`SUM_BYTES_PER_SLOT` per slot of the rare rows."""
+    return int(n_dense) * int(n_topics) * 8 + SUM_BYTES_PER_SLOT * int(offsets[-1])
+
+
 class RareRows:
     """The rare words' slots on the device: ``slots`` (uint32), ``offsets`` (int64, with its
     host copy ``offsets_host``) and the first rare word ``n_dense``."""
@@ -77,6 +90,14 @@ class HybridSum:
         self.cp, self.n_words, self.n_topics = cp, int(n_words), int(n_topics)
         self.dense = None
         self.keys = self.sums = None
+
+    def bytes_to_add(self, dense, rare):
+        """Device bytes :meth:`add` may allocate for this B, an upper estimate: the dense
+        rows' float64 sum the first time, the new entries' keys, values and sort scratch (48
+        bytes each) and one merged copy of the sum with its index (32 bytes per key held)."""
+        first = dense.size * 8 if self.dense is None else 0
+        held = 0 if self.keys is None else int(self.keys.size)
+        return first + 48 * int(self.cp.count_nonzero(rare.slots)) + 32 * held
 
     def add(self, dense, rare):
         cp = self.cp

@@ -258,6 +258,9 @@ class MultiGpuSampler(Sampler):
     def _accumulated(self, divisor):
         return self._lead._accumulated(divisor)
 
+    def _discard_sum(self):
+        self._lead.discard_accumulated()
+
     def topic_word_components(self, dtype=np.float64):
         self._require()
         return self._lead.topic_word_components(dtype)

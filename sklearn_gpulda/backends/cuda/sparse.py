@@ -20,12 +20,12 @@ from ..._layouts import frequency_relabel
 from ..._random import STREAM_INIT, STREAM_SAMPLE
 from ..._stages import stage
 from ..base import Sampler
-from . import counts, hybrid, sample_sparse
+from . import counts, hybrid, sample_sparse, sparse_memory
 from .chain import CudaChain
 from .doc_topic import DocTopicReading
 from .constants import MAX_TOPICS
 from .layout import build_chunks, chunk_bytes
-from .streaming import ChunkStream, evict, streamed_chunk_tokens
+from .streaming import ChunkStream, evict
 from .transfer import topic_major_to_host
 
 #: Device bytes of a load above which the layout's scratch is returned to the driver before the
@@ -81,6 +81,10 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
         How B is stored: a dense (V, K) array, or dense rows for frequent words and small hash
         tables for rare ones (:mod:`.hybrid`; integer counts only). The chain is the same bit for
         bit; 'auto' decides at load (:func:`.hybrid.resolve_storage`).
+    averaging : {'required', 'optional', 'none'}, default='required'
+        Whether the memory plan keeps room for averaging's running sum (:mod:`.sparse_memory`):
+        always, where the corpus still fits beside it, or not at all. Averaging checks its
+        room whatever this says, and raises MemoryError where there is none.
 
     Attributes
     ----------
@@ -93,10 +97,12 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
     """
 
     def __init__(self, n_topics, alpha, beta, seed, device, max_chunk_tokens=None, profile=False,
-                 max_device_memory=None, word_topic_storage="dense"):
+                 max_device_memory=None, word_topic_storage="dense", averaging="required"):
         super().__init__(n_topics, alpha, beta, seed, device)
         hybrid.resolve_storage(word_topic_storage, True, 1, True)  # the same check as at load
         self.word_topic_storage = word_topic_storage
+        self.averaging = sparse_memory.check_averaging(averaging)
+        self.averaging_reserved = False
         if not 1 <= self.n_topics <= MAX_TOPICS:
             raise ValueError(
                 f"the CUDA engine supports 1 <= n_topics <= {MAX_TOPICS}, got {self.n_topics}"
@@ -126,20 +132,9 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
         """Device bytes a chain on ``corpus`` holds, and the peak while building the layout."""
         k = self.n_topics
         layout, layout_peak = chunk_bytes(corpus, k, self.max_chunk_tokens)
-        table = self._table_plan(corpus, layout)[3] + self._leaf_scratch_bytes()
+        table = sparse_memory.table_plan(self, corpus, layout)[3] + self._leaf_scratch_bytes()
         # The table is allocated once the layout's build scratch is gone.
         return int(layout + table), int(max(layout_peak, layout + table))
-
-    def _table_plan(self, corpus, layout_bytes=None):
-        """How B is stored for ``corpus`` (:func:`.hybrid.plan`)."""
-        def dense_fits(dense_bytes):
-            layout = layout_bytes
-            if layout is None:
-                layout = chunk_bytes(corpus, self.n_topics, self.max_chunk_tokens)[0]
-            return layout + dense_bytes <= self._memory_budget()
-
-        return hybrid.plan(self.word_topic_storage, corpus, self.n_topics,
-                           lambda: self._frequencies(corpus), dense_fits)
 
     def _frequencies(self, corpus):
         """What words are relabelled and split by: the set frequencies, or the corpus's (kept
@@ -175,27 +170,22 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
             with stage("load: relabel"):
                 frequencies = self._frequencies(corpus)
                 self.new_of_old, self.old_of_new = frequency_relabel(frequencies)
-            _, peak = self.estimate_bytes(corpus)
-            hybrid_b, n_dense, offsets, table_bytes = self._table_plan(corpus)
-            budget = self._memory_budget()
-            stream_tokens = None
-            if peak > budget:
-                stream_tokens, piece_tokens = streamed_chunk_tokens(
-                    corpus, self.n_topics, budget, self.max_chunk_tokens, self._index,
-                    scratch_bytes=self._leaf_scratch_bytes(),
-                    table_bytes=table_bytes if hybrid_b else None)
+            plan = sparse_memory.load_plan(self, corpus)
+            self.averaging_reserved = plan.averaging_reserved
+            hybrid_b, n_dense, offsets = plan.hybrid, plan.n_dense, plan.offsets
             with stage("load: layout"):
-                if stream_tokens is None:
+                if plan.stream_tokens is None:
                     self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
                                                self.max_chunk_tokens)
                 else:
                     self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
-                                               stream_tokens, piece_tokens, each=evict)
+                                               plan.stream_tokens, plan.piece_tokens,
+                                               each=evict)
                     self._stream = ChunkStream(cp, self.chunks)
                 # Drop the layout's sort scratch before the large table, so the pool's peak is
                 # the larger of the two phases rather than their sum (for a corpus whose
                 # phases are large enough for that to matter).
-                if peak > RETURN_CACHE_BYTES:
+                if plan.peak_bytes > RETURN_CACHE_BYTES:
                     cp.get_default_memory_pool().free_all_blocks()
             k, v = self.n_topics, corpus.n_words
             rare = hybrid.RareRows(cp, n_dense, offsets) if hybrid_b else None

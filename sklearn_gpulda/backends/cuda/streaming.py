@@ -36,12 +36,13 @@ def slot_bytes(n_tokens, n_docs, topic_bytes, entry_bytes, weighted):
 
 
 def streamed_chunk_tokens(corpus, n_topics, budget, max_chunk_tokens=None, gpu=0,
-                          scratch_bytes=0, table_bytes=None):
+                          scratch_bytes=0, table_bytes=None, averaging_bytes=None):
     """Tokens per chunk of a streamed layout of ``corpus``, and per piece of its build, within
     ``budget`` device bytes: while building, the documents' arrays and one chunk's build; while
-    sampling, the model (B twice and averaging's sum, plus ``scratch_bytes`` the sampler keeps
-    beside it), the documents' arrays and two slots. ``table_bytes`` is one B's device bytes
-    where it is not stored dense (hybrid storage); averaging's sum is taken as twice that.
+    sampling, the model (B twice, averaging's sum, and ``scratch_bytes`` the sampler keeps
+    beside them), the documents' arrays and two slots. ``table_bytes`` is one B's device bytes
+    (None: dense, V x K float32 with the totals' scratch) and ``averaging_bytes`` what averaging's
+    sum is given (None: the float64 of a dense B; 0 where the fit does not average).
 
     Raises
     ------
@@ -52,12 +53,12 @@ def streamed_chunk_tokens(corpus, n_topics, budget, max_chunk_tokens=None, gpu=0
     weighted = corpus.weighted
     entry = 8 if weighted else 4  # packed 4-byte A entries for integer counts (any K taken)
     tbytes = np.dtype(topic_dtype(k)).itemsize
-    # Two B (the one sampled from, the one counted into) and averaging's float64 sum.
+    # Two B (the one sampled from, the one counted into) and averaging's sum.
     if table_bytes is None:
-        model = (2 * v * k * 4 + v * k * 8 + (-(-v // ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
-                 + scratch_bytes)
-    else:
-        model = 4 * int(table_bytes) + scratch_bytes
+        table_bytes = v * k * 4 + (-(-v // ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
+    if averaging_bytes is None:
+        averaging_bytes = v * k * 8
+    model = 2 * int(table_bytes) + int(averaging_bytes) + scratch_bytes
     documents = d * 40 + (n // PIECE) * 16
     per_token_docs = d / max(n, 1)
     slots = 2 * (slot_bytes(1, 0, tbytes, entry, weighted)
@@ -80,6 +81,24 @@ def streamed_chunk_tokens(corpus, n_topics, budget, max_chunk_tokens=None, gpu=0
         tokens = min(tokens, int(max_chunk_tokens))
     tokens = max(1, tokens)
     return tokens, min(BUILD_PIECE_TOKENS, max(1, tokens // 4))
+
+
+def plan_stream(corpus, n_topics, budget, averaging, averaging_bytes, **options):
+    """:func:`streamed_chunk_tokens` with averaging's sum reserved as ``averaging`` says:
+    'required', 'optional' (reserved where chunks still fit beside it; otherwise averaging will
+    find no room and the fit goes on without it) or 'none'. Returns ``(tokens, piece_tokens,
+    reserved)``."""
+    if averaging == "none":
+        return streamed_chunk_tokens(corpus, n_topics, budget, averaging_bytes=0,
+                                     **options) + (False,)
+    try:
+        return streamed_chunk_tokens(corpus, n_topics, budget, averaging_bytes=averaging_bytes,
+                                     **options) + (True,)
+    except MemoryError:
+        if averaging != "optional":
+            raise
+    return streamed_chunk_tokens(corpus, n_topics, budget, averaging_bytes=0,
+                                 **options) + (False,)
 
 
 class Slot:

@@ -1,0 +1,148 @@
+"""Room for averaging's running sum: the sparse chain's memory plan at load (streamed or not,
+the sum reserved or not, as the fit asks), and a fit whose averaging finds no room (CPU: the plan
+is arithmetic on a real corpus, KJV; the fit runs on the NumPy engine)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from sklearn_gpulda import GPULatentDirichletAllocation
+from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda.backends.cuda import hybrid, sparse_memory
+from sklearn_gpulda.backends.cuda.sparse_memory import AVERAGING
+from sklearn_gpulda.backends.cuda.sparse import CudaSparseSampler
+from sklearn_gpulda.backends.numpy.sampler import NumpySampler
+
+
+class _Planned:
+    """The parts of a CudaSparseSampler its memory plan reads, without a GPU."""
+
+    estimate_bytes = CudaSparseSampler.estimate_bytes
+    _frequencies = CudaSparseSampler._frequencies
+    _leaf_scratch_bytes = CudaSparseSampler._leaf_scratch_bytes
+
+    def __init__(self, n_topics, budget, averaging, storage="dense"):
+        self.n_topics, self.budget, self.averaging = n_topics, budget, averaging
+        self.word_topic_storage = storage
+        self.max_chunk_tokens = None
+        self.word_frequencies = self._corpus_frequencies = None
+        self.large_k, self._index = False, 0
+
+    def _memory_budget(self):
+        return self.budget
+
+
+@pytest.fixture(scope="module")
+def corpus(kjv):
+    return tokens(kjv)
+
+
+def _plan(corpus, k, budget, averaging, storage="dense"):
+    return sparse_memory.load_plan(_Planned(k, budget, averaging, storage), corpus)
+
+
+def _smallest_budget(corpus, k, averaging, storage):
+    """The smallest budget, in steps of 1 MiB, whose plan is not refused."""
+    for mib in range(1, 64):
+        try:
+            _plan(corpus, k, mib << 20, averaging, storage)
+            return mib << 20
+        except MemoryError:
+            continue
+    raise AssertionError("no budget of up to 64 MiB plans")
+
+
+@pytest.mark.parametrize("storage", ["dense", "hybrid"])
+def test_averaging_is_reserved_as_the_fit_asks(corpus, storage):
+    k = 200
+    probe = _plan(corpus, k, 1 << 40, "required", storage)
+    _, peak = _Planned(k, 1 << 40, "none", storage).estimate_bytes(corpus)
+    assert (probe.hybrid, probe.stream_tokens) == (storage == "hybrid", None)
+    sum_bytes = (hybrid.sum_bytes(probe.n_dense, probe.offsets, k) if probe.hybrid
+                 else corpus.n_words * k * 8)
+    # Room for everything: resident, and the sum reserved unless the fit does not average.
+    for averaging, reserved in (("required", True), ("optional", True), ("none", False)):
+        plan = _plan(corpus, k, peak + sum_bytes, averaging, storage)
+        assert (plan.stream_tokens, plan.averaging_reserved) == (None, reserved)
+    # The chain fits, its averaging does not: a required sum makes the corpus stream, an
+    # optional one is given up.
+    budget = peak + sum_bytes // 2
+    required = _plan(corpus, k, budget, "required", storage)
+    assert required.stream_tokens is not None and required.averaging_reserved
+    for averaging in ("optional", "none"):
+        plan = _plan(corpus, k, budget, averaging, storage)
+        assert (plan.stream_tokens, plan.averaging_reserved) == (None, False)
+    # Streamed chunks fit with less memory without the sum; between the two smallest budgets
+    # an optional sum is given up, a required one refused.
+    least_none = _smallest_budget(corpus, k, "none", storage)
+    least_required = _smallest_budget(corpus, k, "required", storage)
+    assert least_none < least_required
+    assert _smallest_budget(corpus, k, "optional", storage) == least_none
+    plan = _plan(corpus, k, least_none, "optional", storage)
+    assert plan.stream_tokens is not None and not plan.averaging_reserved
+    with pytest.raises(MemoryError, match="cannot stream"):
+        _plan(corpus, k, least_none, "required", storage)
+    # Where both fit, an optional sum is reserved, and chunks are larger without any.
+    both = [_plan(corpus, k, least_required, a, storage) for a in AVERAGING]
+    assert [p.averaging_reserved for p in both] == [True, True, False]
+    assert both[0].stream_tokens == both[1].stream_tokens < both[2].stream_tokens
+
+
+def test_the_fit_says_what_averaging_it_needs():
+    from sklearn_gpulda import _fit
+    from sklearn_gpulda._device import resolve_device
+    from sklearn_gpulda.backends import choose_backend
+
+    device = resolve_device("cpu")
+    backend = choose_backend("auto", 10, device)
+
+    def plan(batch=True, **params):
+        params = dict(dict(n_components=10, max_iter=20), **params)
+        return _fit.plan_for(GPULatentDirichletAllocation(**params), backend, device, 0,
+                             batch=batch).averaging
+
+    assert plan() == "optional"
+    assert plan(n_averaged_sweeps=5) == "required"
+    assert plan(n_averaged_sweeps=0) == "none"
+    # Online learning and partial_fit (batch=False): the mini-batch chains average.
+    assert plan(batch=False, learning_method="online") == "required"
+    assert plan(batch=False, n_averaged_sweeps=0) == "required"
+
+
+def _failing_after(n_ok):
+    """A NumpySampler._accumulate that raises MemoryError after ``n_ok`` calls."""
+    real = NumpySampler._accumulate
+    calls = []
+
+    def accumulate(self):
+        calls.append(1)
+        if len(calls) > n_ok:
+            raise MemoryError("no room for averaging (test)")
+        real(self)
+
+    return accumulate
+
+
+def test_default_averaging_without_room_is_dropped_whole(kjv, monkeypatch):
+    X = kjv[:300]
+    kwargs = dict(n_components=8, max_iter=12, random_state=3, device="cpu")
+    last_sample = GPULatentDirichletAllocation(n_averaged_sweeps=0, **kwargs).fit(X)
+    monkeypatch.setattr(NumpySampler, "_accumulate", _failing_after(2))
+    with pytest.warns(RuntimeWarning, match="without averaging.*no room"):
+        lda = GPULatentDirichletAllocation(**kwargs).fit(X)
+    # The two sweeps summed before the failure are not the model: the last sample is.
+    np.testing.assert_array_equal(lda.components_, last_sample.components_)
+
+
+def test_asked_for_averaging_without_room_fails_and_keeps_the_model(kjv, monkeypatch):
+    X = kjv[:300]
+    lda = GPULatentDirichletAllocation(n_components=8, max_iter=12, random_state=3,
+                                       device="cpu", n_averaged_sweeps=4).fit(X)
+    before = lda.components_.copy()
+    monkeypatch.setattr(NumpySampler, "_accumulate", _failing_after(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(MemoryError, match="no room"):
+            lda.set_params(random_state=4).fit(X)
+    np.testing.assert_array_equal(lda.components_, before)
