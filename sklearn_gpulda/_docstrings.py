@@ -99,8 +99,10 @@ ESTIMATOR_DOC = """Latent Dirichlet Allocation trained by sparsity-aware ESCA sa
         Batch learning only: ``components_`` becomes the mean word-topic counts of the last
         ``n_averaged_sweeps`` sweeps (plus the prior) instead of the counts after the last sweep.
         'auto' averages the last half of the sweeps, and skips averaging with a warning where its
-        running sum (8 bytes per word and topic, kept on the device that samples) does not fit;
-        0 keeps the last sample. A single sample's counts are noisy when there are few tokens per
+        running sum (8 bytes per word and topic, kept on the device that samples) does not fit
+        the device or ``max_device_memory`` (the model is then the last sample); an explicit
+        number raises MemoryError instead, and the sparse GPU engine plans for it at load
+        (streaming the corpus to make room). 0 keeps the last sample. A single sample's counts are noisy when there are few tokens per
         topic (large ``n_components``, small corpus); averaging the samples of one chain smooths
         them: with learned priors, averaging the second half of 1,600 sweeps raised the held-out
         log-likelihood by 0.01 to 0.07 nats per token (``doc/performance.md``). When

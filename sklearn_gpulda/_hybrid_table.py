@@ -126,13 +126,30 @@ def slot_counts(xp, slots):
     return (slots & xp.uint32(COUNT_MASK)).astype(xp.float32)
 
 
-def entries(xp, slots, offsets, n_dense):
-    """``(word, topic, count)`` of every occupied slot, in slot order (int64, int64, float64;
-    NumPy or CuPy as ``xp``)."""
-    where = xp.flatnonzero(slots)
-    word = n_dense + xp.searchsorted(offsets, where, side="right") - 1
-    value = slots[where].astype(xp.int64)
-    return word, value >> COUNT_BITS, (value & COUNT_MASK).astype(xp.float64)
+#: Slots decoded at a time by :func:`entries`: bounds its scratch (about 24 bytes a slot).
+ENTRY_PIECE_SLOTS = 1 << 25
+
+
+def entries(xp, slots, offsets, n_dense, piece=ENTRY_PIECE_SLOTS):
+    """``(word, topic, count)`` of every occupied slot, in slot order (int32, int32, float32,
+    exact: counts are below 2^16; NumPy or CuPy as ``xp``). Decoded ``piece`` slots at a time
+    into arrays allocated once, so the scratch beyond the 12 bytes per entry returned is that
+    of one piece."""
+    n = int(xp.count_nonzero(slots))
+    word = xp.empty(n, dtype=xp.int32)
+    topic = xp.empty(n, dtype=xp.int32)
+    count = xp.empty(n, dtype=xp.float32)
+    at = 0
+    for lo in range(0, int(slots.size), piece):
+        part = slots[lo : lo + piece]
+        where = xp.flatnonzero(part)
+        value = part[where]
+        hi = at + int(where.size)
+        word[at:hi] = xp.searchsorted(offsets, where + lo, side="right") + (n_dense - 1)
+        topic[at:hi] = value >> COUNT_BITS
+        count[at:hi] = value & COUNT_MASK
+        at = hi
+    return word, topic, count
 
 
 class HybridTable:
@@ -157,8 +174,10 @@ class HybridTable:
         them (K = 32,768 is read in hundreds of blocks)."""
         if not self._by_topic:
             order = self.xp.argsort(self.topic, kind="stable")
-            self.word, self.topic, self.value = (self.word[order], self.topic[order],
-                                                 self.value[order])
+            # One array at a time, so that each old one is freed before the next is gathered.
+            self.word = self.word[order]
+            self.topic = self.topic[order]
+            self.value = self.value[order]
             self._by_topic = True
 
     def block(self, lo, hi):

@@ -84,7 +84,7 @@ def test_rare_rows_hold_the_counts_the_host_probe_finds(kjv_corpus):
     occupied = 0
     for v in range(n_dense, dense.shape[0]):
         row = slots[offsets[v - n_dense] : offsets[v - n_dense + 1]]
-        assert np.count_nonzero(row) * 2 <= row.size
+        assert np.count_nonzero(row) * 3 <= row.size * 2  # at most two thirds full
         occupied += np.count_nonzero(row)
         for t in np.flatnonzero(dense[v]):
             assert _hybrid_table.lookup(slots, offsets, n_dense, v, t) == dense[v, t]
@@ -124,6 +124,9 @@ def test_streamed_hybrid_chain_is_the_resident_dense_chain(monkeypatch, kjv_corp
         ref.sweep(it)
         np.testing.assert_array_equal(eng.topics(), ref.topics())
         np.testing.assert_array_equal(eng.word_topic_counts(), ref.word_topic_counts())
+        # Reading B gave the sweeps' second B and device slots back; the next sweep makes them
+        # again, and the chain goes on the same.
+        assert eng._b_next is None and eng._stream.slots == []
         assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-12)
     eng.release()
     ref.release()

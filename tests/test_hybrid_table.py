@@ -71,6 +71,10 @@ def test_rows_hold_the_dense_counts(kjv, n_topics):
             assert ht.lookup(slots, offsets, n_dense, v, k) == dense[v, k]
         assert ht.lookup(slots, offsets, n_dense, v, int(np.argmin(dense[v]))) == 0
     w, k, c = ht.entries(np, slots, offsets, n_dense)
+    # Decoded in pieces of a few slots, the same entries.
+    for got, want in zip(ht.entries(np, slots, offsets, n_dense, piece=7), (w, k, c)):
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
     table = ht.HybridTable(np, dense[:n_dense].astype(np.float32), w, k, c, freq.size)
     np.testing.assert_array_equal(table.dense(), dense)
     # Read by blocks of topics, with the rows permuted, as components_ is made.

@@ -97,10 +97,15 @@ class CudaChain:
                 "is left within the chain's device memory; use n_averaged_sweeps=0 or raise "
                 "max_device_memory")
 
+    def _shed_sweep_buffers(self):
+        """Free what only sweeps use before a reader makes its scratch (a streamed chain's
+        second B and device slots; nothing here)."""
+
     def topic_word_components(self, dtype=np.float64):
         # The division, the prior and the conversion on the device, then one copy of each
         # block of topics into its place (transfer.py).
         with self._dev():
+            self._shed_sweep_buffers()
             if self.n_accumulated:
                 table, divisor = self._sum_table(), self.n_accumulated
             else:
@@ -114,6 +119,7 @@ class CudaChain:
         # numbers as the host's (the division is the same IEEE operation).
         cp = self._cp
         with self._dev():
+            self._shed_sweep_buffers()
             if self.n_accumulated:
                 table = self._sum_table()
                 table = (table.dense() if isinstance(table, HybridTable) else table)
@@ -140,6 +146,7 @@ class CudaChain:
 
     def _accumulated(self, divisor):
         with self._dev():
+            self._shed_sweep_buffers()
             return topic_major_to_host(self._cp, self._sum_table(), self._host_rows(),
                                        divisor=divisor)
 
@@ -197,6 +204,7 @@ class CudaChain:
         comes word-major from the sampler's ``_word_major_device``."""
         self._require()
         with self._dev():
+            self._shed_sweep_buffers()
             if getattr(self, "hybrid", False):
                 return self._hybrid_histogram()
             B = self._word_major_device()

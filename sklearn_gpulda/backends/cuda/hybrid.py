@@ -78,8 +78,7 @@ def table(cp, dense, rare, n_words):
     """The current B as a :class:`~sklearn_gpulda._hybrid_table.HybridTable` (entries decoded
     from the slots: 12 bytes per occupied slot while it lives)."""
     word, topic, count = _hybrid_table.entries(cp, rare.slots, rare.offsets, rare.n_dense)
-    return _hybrid_table.HybridTable(cp, dense, word.astype(cp.int32), topic.astype(cp.int32),
-                                     count.astype(cp.float32), n_words)
+    return _hybrid_table.HybridTable(cp, dense, word, topic, count, n_words)
 
 
 class HybridSum:

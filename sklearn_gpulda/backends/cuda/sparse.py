@@ -199,10 +199,6 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
                               if self.large_k else None),
                 rare=rare, prior=cp.empty(k, dtype=cp.float32) if hybrid_b else None,
             )
-            if self.streamed:
-                # The B a streamed sweep counts into while its chunks sample from the other.
-                self._b_next = (cp.zeros((n_dense, k), dtype=cp.float32),
-                                rare.twin(cp) if hybrid_b else None)
             self.corpus = corpus
             self._corpus_frequencies = None
             self._priors_changed()
@@ -298,7 +294,12 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
         """One iteration over streamed chunks: per chunk, A from its topics, the E-step against
         B, and its counts into the next B (the E-step of later chunks still reads this one)."""
         cp = self._cp
-        w, b_next, k, n_sm = self.words, self._b_next, self.n_topics, self._n_sm
+        w, k, n_sm = self.words, self.n_topics, self._n_sm
+        if self._b_next is None:
+            # The B this sweep counts into while its chunks sample from the other (made again
+            # after a reader of the model had its memory: _shed_sweep_buffers).
+            self._b_next = (cp.zeros_like(w.B), None if w.rare is None else w.rare.twin(cp))
+        b_next = self._b_next
 
         def iterate(ch):
             cp.take(ch.z_can, ch.tok, out=ch.z)
@@ -317,6 +318,16 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
             w.B, w.rare = b_next
             w.b_current = True
             self._topic_totals()
+
+    def _shed_sweep_buffers(self):
+        """Before a reader of the model makes its scratch: a streamed chain's buffers that only
+        its sweeps use (the second B, the chunks' device slots) go back to CuPy's pool, and the
+        next sweep takes them again. Their memory is then the readers' (``components_`` of a
+        hybrid B decodes its entries; the beta histogram bins every slot) within the budget."""
+        if self.streamed:
+            self.synchronize()
+            self._b_next = None
+            self._stream.free_slots()
 
     def _mstep(self):
         if not self.streamed:
@@ -409,6 +420,7 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
     def word_topic_counts(self):
         self._require()
         with self._dev():
+            self._shed_sweep_buffers()
             return topic_major_to_host(self._cp, self._word_major_device(), self._host_rows())
 
     def log_likelihood(self):

@@ -164,10 +164,24 @@ class ChunkStream:
     def __init__(self, cp, chunks):
         self._cp = cp
         self.chunks = chunks
-        self.slots = [Slot(cp, chunks) for _ in range(min(2, len(chunks)))] if chunks else []
+        self.slots = []
+        self._ensure_slots()
         self.copy_in = cp.cuda.Stream(non_blocking=True)
         self.compute = cp.cuda.Stream(non_blocking=True)
         self.copy_out = cp.cuda.Stream(non_blocking=True)
+
+    def _ensure_slots(self):
+        """The two device slots, made again where :meth:`free_slots` dropped them."""
+        if not self.slots and self.chunks:
+            self.slots = [Slot(self._cp, self.chunks) for _ in range(min(2, len(self.chunks)))]
+
+    def free_slots(self):
+        """Give the slots back to CuPy's pool until the next pass over the chunks (a reader of
+        the model then has their memory for its scratch). The device must have drained."""
+        self.slots = []
+        for chunk in self.chunks:
+            chunk.tok = chunk.doc = chunk.weight = chunk.z = chunk.z_can = None
+            chunk.a_ent = chunk.a_row = None
 
     def _upload(self, chunk, slot):
         slot.attach(chunk)
@@ -180,6 +194,7 @@ class ChunkStream:
         the chunk in a slot; with ``write_back`` its canonical topics go back to the host
         afterwards. The caller's stream waits for all of it (the host does not)."""
         cp = self._cp
+        self._ensure_slots()
         current = cp.cuda.get_current_stream()
         start = current.record()
         for stream in (self.copy_in, self.compute, self.copy_out):
@@ -219,6 +234,7 @@ class ChunkStream:
     def each(self):
         """Each chunk in a slot in turn, for readers of the state (no overlap): yields after the
         chunk's arrays arrived, on the caller's stream."""
+        self._ensure_slots()
         current = self._cp.cuda.get_current_stream()
         for chunk in self.chunks:
             # The slot is free once the caller's work on the previous chunk is done.
