@@ -116,11 +116,13 @@ class DevicePeak:
     """Peak bytes in use in CuPy's default memory pool while active (0 without CuPy).
 
     A memory hook sees every allocation, so the peak is exact; polling ``used_bytes`` between
-    calls would miss the temporaries of a single call.
+    calls would miss the temporaries of a single call. ``site`` names where the peak was
+    reached: the package's innermost calls at the allocation that set it.
     """
 
     def __init__(self, active=True):
         self.peak = 0
+        self.site = ""
         self.hook = None
         if not active:
             return
@@ -134,7 +136,10 @@ class DevicePeak:
                 name = "PeakTracker"
 
                 def malloc_postprocess(self, **kwargs):
-                    tracker.peak = max(tracker.peak, pool.used_bytes())
+                    used = pool.used_bytes()
+                    if used > tracker.peak:
+                        tracker.peak = used
+                        tracker.site = _package_calls()
 
             self.hook = _Hook()
         except Exception:  # an old CuPy without hooks: report 0 rather than fail the run
@@ -148,6 +153,16 @@ class DevicePeak:
     def __exit__(self, *exc):
         if self.hook is not None:
             self.hook.__exit__(*exc)
+
+
+def _package_calls(depth=4):
+    """The innermost ``depth`` calls of the sklearn_gpulda package on the stack, outermost
+    first, as ``module:function:line`` joined by ' > '."""
+    import traceback
+
+    calls = [f"{f.filename.rsplit('sklearn_gpulda/', 1)[1]}:{f.name}:{f.lineno}"
+             for f in traceback.extract_stack() if "sklearn_gpulda/" in f.filename]
+    return " > ".join(calls[-depth:])
 
 
 def coarse_to_fine(n):

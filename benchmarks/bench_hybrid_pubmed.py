@@ -72,7 +72,7 @@ def fit(X, k, sweeps, budget, storage="auto"):
     steps = np.diff(ends)
     return dict(wall_s=wall, setup_s=ends[0] - tic - (steps[0] if steps.size else 0),
                 sweep_ms=float(np.median(steps[2:] if steps.size > 3 else steps)) * 1e3,
-                peak_gb=peak.peak / 1e9, chunks=seen.get("chunks", 1),
+                peak_gb=peak.peak / 1e9, peak_site=peak.site, chunks=seen.get("chunks", 1),
                 hybrid=seen.get("hybrid"), n_dense=seen.get("n_dense"),
                 averaging_reserved=seen.get("averaging_reserved"),
                 averaging_dropped=any("without averaging" in str(w.message) for w in caught),
@@ -129,7 +129,7 @@ def main(argv=None):
               f"{r['sweep_ms']:.1f} ms/sweep ({results['n_tokens'] / r['sweep_ms'] / 1e3:.0f} Mtoken/s), "
               f"set-up {r['setup_s']:.1f} s, wall {r['wall_s']:.1f} s, bound {r['bound']:.4f}, "
               f"finite {r['finite']}, averaging reserved {r['averaging_reserved']}, "
-              f"dropped {r['averaging_dropped']}")
+              f"dropped {r['averaging_dropped']}; peak at {r['peak_site']}")
         try:
             fit(X, k, 1, budget, storage="dense")
             r["dense_within_budget"] = True
