@@ -55,9 +55,9 @@ class Plan:
     #: How the sparse single-GPU sampler stores B ('auto', 'dense' or 'hybrid'); others: dense.
     word_topic_storage: str = "auto"
     #: Whether the sparse single-GPU sampler's memory plan keeps room for averaging's sum
-    #: ('required', 'optional' for the default averaging, 'none' for a batch fit that does not
-    #: average; ``backends/cuda/sparse_memory.py``).
-    averaging: str = "required"
+    #: ('required' where asked for, 'optional' for the default averaging and online learning,
+    #: 'none' for a batch fit that does not average; ``backends/cuda/sparse_memory.py``).
+    averaging: str = "optional"
     #: dtype of ``components_`` (scikit-learn's rule: float32 for float32 input, else float64).
     components_dtype: object = np.float64
     #: ``callback(iteration, info)`` after every sweep (batch) or pass (online); ``info`` holds
@@ -142,9 +142,10 @@ def plan_for(params, backend, device, seed, alpha_start=None, beta_start=None, b
         max_device_memory=parse_bytes(params.max_device_memory, "max_device_memory"),
         minibatch_tokens=params.minibatch_tokens,
         word_topic_storage=getattr(params, "word_topic_storage", "auto"),
-        # Online learning's mini-batch chains average their second half of sweeps.
-        averaging=("required" if not batch or (averaged and params.n_averaged_sweeps != "auto")
-                   else "optional" if averaged else "none"),
+        # Online learning's mini-batch chains average their second half of sweeps, and are
+        # never streamed: their averaging is planned as the default's.
+        averaging=("optional" if not batch or params.n_averaged_sweeps == "auto"
+                   else "required" if averaged else "none"),
     )
     if plan.word_topic_storage == "hybrid" and not plan.storage_applies():
         raise ValueError(

@@ -81,10 +81,11 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
         How B is stored: a dense (V, K) array, or dense rows for frequent words and small hash
         tables for rare ones (:mod:`.hybrid`; integer counts only). The chain is the same bit for
         bit; 'auto' decides at load (:func:`.hybrid.resolve_storage`).
-    averaging : {'required', 'optional', 'none'}, default='required'
+    averaging : {'required', 'optional', 'none'}, default='optional'
         Whether the memory plan keeps room for averaging's running sum (:mod:`.sparse_memory`):
-        always, where the corpus still fits beside it, or not at all. Averaging checks its
-        room whatever this says, and raises MemoryError where there is none.
+        always (a corpus that fits only without it is streamed), where it fits, or not at all.
+        Averaging checks its room whatever this says, and raises MemoryError where there is
+        none.
 
     Attributes
     ----------
@@ -97,7 +98,7 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
     """
 
     def __init__(self, n_topics, alpha, beta, seed, device, max_chunk_tokens=None, profile=False,
-                 max_device_memory=None, word_topic_storage="dense", averaging="required"):
+                 max_device_memory=None, word_topic_storage="dense", averaging="optional"):
         super().__init__(n_topics, alpha, beta, seed, device)
         hybrid.resolve_storage(word_topic_storage, True, 1, True)  # the same check as at load
         self.word_topic_storage = word_topic_storage
