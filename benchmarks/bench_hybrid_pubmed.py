@@ -19,12 +19,17 @@ Usage::
 
 import argparse
 import json
+import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]  # run from anywhere in a checkout
 
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._corpus import tokens
