@@ -58,13 +58,15 @@ class CudaChain:
     def _room(self):
         """Device bytes the chain may still allocate: what the GPU has free, or less where
         ``max_device_memory`` leaves less beside what the chain already holds (CuPy's pool in
-        use beyond what it held when the chain was last released)."""
+        use beyond what it held when the chain was last released, and the sweeps' buffers a
+        reader gave back, which the next sweep takes again)."""
+        shed = self._shed_bytes()
         free, _ = free_device_bytes(self._cp)
         limit = getattr(self, "max_device_memory", None)
         if limit is None:
-            return free
+            return free - shed
         held = self._cp.get_default_memory_pool().used_bytes() - getattr(self, "_held_before", 0)
-        return min(free, limit - held)
+        return min(free - shed, limit - held - shed)
 
     def _check_memory(self, corpus):
         """Raise MemoryError, before allocating, when a chain on ``corpus`` would not fit."""
@@ -100,6 +102,10 @@ class CudaChain:
     def _shed_sweep_buffers(self):
         """Free what only sweeps use before a reader makes its scratch (a streamed chain's
         second B and device slots; nothing here)."""
+
+    def _shed_bytes(self):
+        """Bytes :meth:`_shed_sweep_buffers` gave back that the next sweep takes again."""
+        return 0
 
     def topic_word_components(self, dtype=np.float64):
         # The division, the prior and the conversion on the device, then one copy of each

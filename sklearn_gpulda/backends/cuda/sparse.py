@@ -330,6 +330,15 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
             self._b_next = None
             self._stream.free_slots()
 
+    def _shed_bytes(self):
+        """Bytes of the sweeps' buffers now in the pool (the budget still counts them)."""
+        if not self.streamed:
+            return 0
+        w = self.words
+        b_next = 0 if self._b_next is not None else w.B.nbytes + (
+            0 if w.rare is None else w.rare.slots.nbytes)
+        return b_next + self._stream.freed_bytes
+
     def _mstep(self):
         if not self.streamed:
             for ch in self.chunks:

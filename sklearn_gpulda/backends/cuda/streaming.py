@@ -165,6 +165,7 @@ class ChunkStream:
         self._cp = cp
         self.chunks = chunks
         self.slots = []
+        self.freed_bytes = 0  # the slots' bytes while free_slots has them in the pool
         self._ensure_slots()
         self.copy_in = cp.cuda.Stream(non_blocking=True)
         self.compute = cp.cuda.Stream(non_blocking=True)
@@ -174,10 +175,13 @@ class ChunkStream:
         """The two device slots, made again where :meth:`free_slots` dropped them."""
         if not self.slots and self.chunks:
             self.slots = [Slot(self._cp, self.chunks) for _ in range(min(2, len(self.chunks)))]
+            self.freed_bytes = 0
 
     def free_slots(self):
         """Give the slots back to CuPy's pool until the next pass over the chunks (a reader of
         the model then has their memory for its scratch). The device must have drained."""
+        self.freed_bytes += sum(a.nbytes for slot in self.slots for a in vars(slot).values()
+                                if a is not None)
         self.slots = []
         for chunk in self.chunks:
             chunk.tok = chunk.doc = chunk.weight = chunk.z = chunk.z_can = None
