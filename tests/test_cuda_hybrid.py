@@ -134,7 +134,8 @@ def test_streamed_hybrid_chain_is_the_resident_dense_chain(monkeypatch, kjv_corp
         # Reading B gave the sweeps' second B and device slots back; the next sweep makes them
         # again, and the chain goes on the same. Averaging's room does not count them as free.
         assert eng._b_next is None and eng._stream.slots == []
-        assert eng._shed_bytes() > 0 and eng._room() == room
+        # (Up to the pool's rounding of each freed array to 512 bytes.)
+        assert eng._shed_bytes() > 1 << 20 and abs(eng._room() - room) < 64 << 10
         eng.max_device_memory = None
         assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-12)
     eng.release()
