@@ -7,9 +7,9 @@ behind these choices.
 
 One iteration: for each chunk, sample then rebuild that chunk's A (A rows are private to a
 chunk); then B by atomics over every chunk, and the topic totals. Only the E-step needs the
-previous B, so when the chunks do not fit the device they are streamed (``streaming.py``): per
-chunk, A from its topics, the E-step against B, and its counts into a second B, which becomes B
-after the last chunk; the same chain.
+previous B, so when the chunks do not fit the device they are streamed (``streaming.py``, and
+``streamed_chain.py`` for the sweeps over them): per chunk, A from its topics, the E-step against
+B, and its counts into a second B, which becomes B after the last chunk; the same chain.
 """
 
 from dataclasses import dataclass
@@ -25,6 +25,7 @@ from .chain import CudaChain
 from .doc_topic import DocTopicReading
 from .constants import MAX_TOPICS
 from .layout import build_chunks, chunk_bytes
+from .streamed_chain import StreamedChain
 from .streaming import ChunkStream, evict
 from .transfer import topic_major_to_host
 
@@ -62,7 +63,7 @@ class WordSide:
             self.rare.slots.fill(0)
 
 
-class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
+class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
     """ESCA on a CUDA GPU (see :class:`~sklearn_gpulda.backends.base.Sampler`).
 
     Parameters
@@ -156,11 +157,6 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
         """Device bytes of the large-K sampler's global Bhat rows (0 below that K)."""
         return self._shape[0] * self.n_topics * 4 if self.large_k else 0
 
-    @property
-    def streamed(self):
-        """Whether the chunks live in host memory and are streamed through the device."""
-        return self._stream is not None
-
     # -- the chain ------------------------------------------------------------------------------
     def load(self, corpus):
         cp = self._cp
@@ -221,18 +217,7 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
         self._require()
         with self._dev():
             if self.streamed:
-                w = self.words
-
-                def first_topics(ch):
-                    sample_sparse.init_topics(ch.tok, self.token_offset + ch.t0, self.n_topics,
-                                              self.seed, iteration, stream, ch.z)
-                    counts.scatter_topics(ch)
-                    counts.count_b(ch, self.n_topics, w.B, self._n_sm, w.rare)
-
-                w.zero()
-                self._stream.run(first_topics)
-                self._topic_totals()
-                return
+                return self._init_streamed(iteration, stream)
             for ch in self.chunks:
                 ch.allocate_state(self._cp)
                 sample_sparse.init_topics(ch.tok, self.token_offset + ch.t0, self.n_topics,
@@ -291,70 +276,12 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
                     name: cp.cuda.get_elapsed_time(a, b) for name, a, b in zip(names, ev, ev[1:])
                 }
 
-    def _sweep_streamed(self, iteration, stream, sub):
-        """One iteration over streamed chunks: per chunk, A from its topics, the E-step against
-        B, and its counts into the next B (the E-step of later chunks still reads this one)."""
-        cp = self._cp
-        w, k, n_sm = self.words, self.n_topics, self._n_sm
-        if self._b_next is None:
-            # The B this sweep counts into while its chunks sample from the other (made again
-            # after a reader of the model had its memory: _shed_sweep_buffers).
-            self._b_next = (cp.zeros_like(w.B), None if w.rare is None else w.rare.twin(cp))
-        b_next = self._b_next
-
-        def iterate(ch):
-            cp.take(ch.z_can, ch.tok, out=ch.z)
-            counts.count_rows(ch, k, n_sm)
-            sample_sparse.sample_tokens(ch, w, self._shape, self.seed, iteration, stream, sub,
-                                        self.token_offset)
-            counts.scatter_topics(ch)
-            counts.count_b(ch, k, b_next[0], n_sm, b_next[1])
-
-        with self._dev():
-            b_next[0].fill(0)
-            if b_next[1] is not None:
-                b_next[1].slots.fill(0)
-            self._stream.run(iterate)
-            self._b_next = (w.B, w.rare)
-            w.B, w.rare = b_next
-            w.b_current = True
-            self._topic_totals()
-
-    def _shed_sweep_buffers(self):
-        """Before a reader of the model makes its scratch: a streamed chain's buffers that only
-        its sweeps use (the second B, the chunks' device slots) go back to CuPy's pool, and the
-        next sweep takes them again. Their memory is then the readers' (``components_`` of a
-        hybrid B decodes its entries; the beta histogram bins every slot) within the budget."""
-        if self.streamed:
-            self.synchronize()
-            self._b_next = None
-            self._stream.free_slots()
-
-    def _shed_bytes(self):
-        """Bytes of the sweeps' buffers now in the pool (the budget still counts them)."""
-        if not self.streamed:
-            return 0
-        w = self.words
-        b_next = 0 if self._b_next is not None else w.B.nbytes + (
-            0 if w.rare is None else w.rare.slots.nbytes)
-        return b_next + self._stream.freed_bytes
-
     def _mstep(self):
         if not self.streamed:
             for ch in self.chunks:
                 counts.rebuild_a(ch, self.n_topics, self._n_sm)
         # A streamed chain keeps no A between passes: each pass rebuilds it from the topics.
         self._count_words()
-
-    def _chunks_with_a(self):
-        """Each chunk with its A current, for readers of the state: the resident chunks, or the
-        streamed ones brought in one at a time with A rebuilt from their topics."""
-        if not self.streamed:
-            yield from self.chunks
-            return
-        for ch in self._stream.each():
-            counts.count_rows(ch, self.n_topics, self._n_sm)
-            yield ch
 
     def _count_words(self):
         """B and the topic totals from the current topics; only marks B stale while the
@@ -388,11 +315,7 @@ class CudaSparseSampler(DocTopicReading, CudaChain, Sampler):
         w = self.words
         w.zero()
         if self.streamed:
-            def count(ch):
-                self._cp.take(ch.z_can, ch.tok, out=ch.z)
-                counts.count_b(ch, self.n_topics, w.B, self._n_sm, w.rare)
-
-            self._stream.run(count, write_back=False)
+            self._count_b_streamed()
         else:
             for ch in self.chunks:
                 counts.count_b(ch, self.n_topics, w.B, self._n_sm, w.rare)
