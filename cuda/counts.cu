@@ -330,8 +330,8 @@ __device__ __forceinline__ void rebuild_bitmap(const int* __restrict__ docs, int
         for (int p = item.y + threadIdx.x; p < item.z; p += blockDim.x)                                       \
           atomicAdd(row + z[p], weight != nullptr ? weight[tok[p]] : 1.0f);                                   \
       } else {                                                                                                \
-        const long long o0 = rare_off[item.x - n_dense];                                                      \
-        const unsigned cap = static_cast<unsigned>(rare_off[item.x - n_dense + 1] - o0);                      \
+        long long o0;                                                                                         \
+        const unsigned cap = gpulda::rare_row(rare_off, item.x - n_dense, o0);                                \
         for (int p = item.y + threadIdx.x; p < item.z; p += blockDim.x)                                       \
           gpulda::rare_insert(rare + o0, cap, static_cast<unsigned>(z[p]));                                   \
       }                                                                                                       \
@@ -446,7 +446,9 @@ extern "C" __global__ void rare_topic_totals(const unsigned* __restrict__ slots,
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     const unsigned s = slots[i];
-    if (s != 0u) atomicAdd(totals + (s >> gpulda::kRareCountBits), static_cast<unsigned long long>(s & 0xFFFFu));
+    if (s != 0u) {
+      atomicAdd(totals + gpulda::rare_slot_topic(s), static_cast<unsigned long long>(gpulda::rare_slot_count(s)));
+    }
   }
 }
 

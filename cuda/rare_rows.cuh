@@ -10,6 +10,17 @@ namespace gpulda {
 
 constexpr unsigned kRareHashMultiplier = 2654435761u;  // _hybrid_table.HASH_MULTIPLIER
 constexpr int kRareCountBits = 16;                      // _hybrid_table.COUNT_BITS
+constexpr unsigned kRareCountMask = (1u << kRareCountBits) - 1u;
+
+// A non-empty slot's topic and count.
+__device__ __forceinline__ unsigned rare_slot_topic(unsigned s) { return s >> kRareCountBits; }
+__device__ __forceinline__ unsigned rare_slot_count(unsigned s) { return s & kRareCountMask; }
+
+// Rare row r (word n_dense + r) starts at slot `first` and has the returned number of slots.
+__device__ __forceinline__ unsigned rare_row(const long long* rare_off, int r, long long& first) {
+  first = rare_off[r];
+  return static_cast<unsigned>(rare_off[r + 1] - first);
+}
 
 __device__ __forceinline__ unsigned rare_home(unsigned topic, unsigned cap) {
   // Multiply-shift: the high word of hash * cap lies in [0, cap) for any cap.
@@ -32,7 +43,7 @@ __device__ __forceinline__ void rare_insert(unsigned* row, unsigned cap, unsigne
       s = atomicCAS(row + h, 0u, key);
       if (s == 0u) return;
     }
-    if ((s >> kRareCountBits) == topic) {
+    if (rare_slot_topic(s) == topic) {
       atomicAdd(row + h, 1u);
       return;
     }
@@ -47,7 +58,7 @@ __device__ __forceinline__ unsigned rare_count(const unsigned* row, unsigned cap
   for (unsigned probe = 0; probe < cap; ++probe) {
     const unsigned s = row[h];
     if (s == 0u) return 0u;
-    if ((s >> kRareCountBits) == topic) return s & ((1u << kRareCountBits) - 1u);
+    if (rare_slot_topic(s) == topic) return rare_slot_count(s);
     h = rare_next(h, cap);
   }
   return 0u;

@@ -45,8 +45,8 @@ __device__ __forceinline__ void load_bhat_row(float* leaf, const BhatSource& src
     for (long long i = o0 + threadIdx.x; i < o1; i += blockDim.x) {
       const unsigned s = src.rare[i];
       if (s == 0u) continue;
-      const int k = static_cast<int>(s >> kRareCountBits);
-      leaf[k] = static_cast<float>(__ddiv_rn(static_cast<double>(s & 0xFFFFu) + src.beta, src.denom[k]));
+      const int k = static_cast<int>(rare_slot_topic(s));
+      leaf[k] = static_cast<float>(__ddiv_rn(static_cast<double>(rare_slot_count(s)) + src.beta, src.denom[k]));
     }
   }
 }

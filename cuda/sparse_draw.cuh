@@ -95,8 +95,8 @@ __device__ __forceinline__ float own_bhat(const BhatSource& src, int v, int own,
   if (!kHybrid || v < src.n_dense) {
     b = static_cast<double>(src.counts[static_cast<size_t>(v) * n_topics + own]);
   } else {
-    const long long o0 = src.rare_off[v - src.n_dense];
-    const unsigned cap = static_cast<unsigned>(src.rare_off[v - src.n_dense + 1] - o0);
+    long long o0;
+    const unsigned cap = rare_row(src.rare_off, v - src.n_dense, o0);
     b = static_cast<double>(rare_count(src.rare + o0, cap, static_cast<unsigned>(own)));
   }
   return static_cast<float>(__ddiv_rn(__dadd_rn(__dsub_rn(b, w), src.beta), __dsub_rn(src.denom[own], w)));

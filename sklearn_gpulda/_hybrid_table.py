@@ -130,12 +130,12 @@ def slot_counts(xp, slots):
 ENTRY_PIECE_SLOTS = 1 << 25
 
 
-def entries(xp, slots, offsets, n_dense, piece=ENTRY_PIECE_SLOTS):
+def entries(xp, slots, offsets, n_dense, piece=ENTRY_PIECE_SLOTS, n=None):
     """``(word, topic, count)`` of every occupied slot, in slot order (int32, int32, float32,
     exact: counts are below 2^16; NumPy or CuPy as ``xp``). Decoded ``piece`` slots at a time
     into arrays allocated once, so the scratch beyond the 12 bytes per entry returned is that
-    of one piece."""
-    n = int(xp.count_nonzero(slots))
+    of one piece. ``n``: the occupied slots, when the caller has counted them."""
+    n = int(xp.count_nonzero(slots)) if n is None else int(n)
     word = xp.empty(n, dtype=xp.int32)
     topic = xp.empty(n, dtype=xp.int32)
     count = xp.empty(n, dtype=xp.float32)
@@ -215,7 +215,8 @@ def add_entries(xp, n_topics, keys, sums, word, topic, value):
     than a sort of both (the union of a converged chain's sweeps grows little from one to the
     next). NumPy or CuPy as ``xp``.
     """
-    new_keys = word.astype(xp.int64) * n_topics + topic.astype(xp.int64)
+    new_keys = xp.multiply(word, n_topics, dtype=xp.int64)
+    new_keys += topic  # in place: no int64 copies of word and topic beside the keys
     order = xp.argsort(new_keys)
     new_keys, value = new_keys[order], xp.asarray(value, dtype=xp.float64)[order]
     del order

@@ -38,6 +38,15 @@ def corpus(kjv):
     return tokens(kjv)
 
 
+def test_hybrid_rows_are_sized_by_the_loaded_corpus_only(corpus):
+    planned = _Planned(200, 1 << 40, "none", "hybrid")
+    planned.word_frequencies = corpus.word_frequencies()
+    with pytest.raises(ValueError, match="own word frequencies"):
+        sparse_memory.load_plan(planned, corpus)
+    planned.word_topic_storage = "dense"
+    assert not sparse_memory.load_plan(planned, corpus).hybrid
+
+
 def _plan(corpus, k, budget, averaging, storage="dense"):
     return sparse_memory.load_plan(_Planned(k, budget, averaging, storage), corpus)
 

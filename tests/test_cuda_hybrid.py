@@ -120,7 +120,7 @@ def test_streamed_hybrid_chain_is_the_resident_dense_chain(monkeypatch, kjv_corp
     ref = initialised(_engine(k, "dense"), kjv_corpus)
     monkeypatch.setattr(streaming, "MIN_STREAM_CHUNK", 1)
     monkeypatch.setattr(sparse.CudaSparseSampler, "estimate_bytes",
-                        lambda self, corpus: (1 << 60, 1 << 60))
+                        lambda self, corpus, table_plan=None: (1 << 60, 1 << 60))
     eng = initialised(_engine(k, "hybrid", max_chunk_tokens=60_000), kjv_corpus)
     assert eng.streamed and eng.hybrid and len(eng.chunks) > 4
     for it in (1, 2, 3):

@@ -550,7 +550,7 @@ def _streamed(monkeypatch, n_topics, max_chunk_tokens, **kw):
 
     monkeypatch.setattr(streaming, "MIN_STREAM_CHUNK", 1)
     monkeypatch.setattr(sparse.CudaSparseSampler, "estimate_bytes",
-                        lambda self, corpus: (1 << 60, 1 << 60))
+                        lambda self, corpus, table_plan=None: (1 << 60, 1 << 60))
     return _engine(n_topics, max_chunk_tokens=max_chunk_tokens, **kw)
 
 

@@ -141,7 +141,8 @@ def test_streamed_shards_and_row_blocks(kjv, monkeypatch):
     from sklearn_gpulda.backends.cuda.multi_gpu import DeviceShard
 
     monkeypatch.setattr(streaming, "MIN_STREAM_CHUNK", 1)
-    monkeypatch.setattr(DeviceShard, "estimate_bytes", lambda self, corpus: (1 << 60, 1 << 60))
+    monkeypatch.setattr(DeviceShard, "estimate_bytes",
+                        lambda self, corpus, table_plan=None: (1 << 60, 1 << 60))
     X = kjv[:600]
     blocks = BlockCorpus([X[:250], X[250:251], X[251:]])
     multi = initialised(_multi(16, gpus=(0, 0), max_chunk_tokens=20_000), blocks)

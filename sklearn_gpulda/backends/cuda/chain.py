@@ -1,6 +1,8 @@
 """What the CUDA samplers share: their GPU, the memory check before allocating, the running sum
 of the word-topic counts kept on the device, and counting distinct values there."""
 
+from contextlib import contextmanager
+
 import numpy as np
 
 from ..._device import free_device_bytes
@@ -48,25 +50,22 @@ class CudaChain:
     def synchronize(self):
         self._dev().synchronize()
 
-    def _memory_budget(self):
-        """Device bytes the chain may take: what the GPU has free, or less where the sampler's
-        ``max_device_memory`` says so."""
+    #: Whether B is stored hybrid (the sparse sampler's property says so for its chain).
+    hybrid = False
+
+    def _memory_budget(self, held=0):
+        """Device bytes the chain may take beside ``held`` it already has: what the GPU has
+        free, or less where the sampler's ``max_device_memory`` says so."""
         free, _ = free_device_bytes(self._cp)
         limit = getattr(self, "max_device_memory", None)
-        return free if limit is None else min(free, limit)
+        return free if limit is None else min(free, limit - held)
 
     def _room(self):
-        """Device bytes the chain may still allocate: what the GPU has free, or less where
-        ``max_device_memory`` leaves less beside what the chain already holds (CuPy's pool in
-        use beyond what it held when the chain was last released, and the sweeps' buffers a
-        reader gave back, which the next sweep takes again)."""
-        shed = self._shed_bytes()
-        free, _ = free_device_bytes(self._cp)
-        limit = getattr(self, "max_device_memory", None)
-        if limit is None:
-            return free - shed
+        """Device bytes the chain may still allocate: :meth:`_memory_budget` beside what it
+        holds (CuPy's pool in use beyond what it held when the chain was last released), less
+        the sweeps' buffers a reader gave back, which the next sweep takes again."""
         held = self._cp.get_default_memory_pool().used_bytes() - getattr(self, "_held_before", 0)
-        return min(free - shed, limit - held - shed)
+        return self._memory_budget(held) - self._shed_bytes()
 
     def _check_memory(self, corpus):
         """Raise MemoryError, before allocating, when a chain on ``corpus`` would not fit."""
@@ -80,7 +79,7 @@ class CudaChain:
     def _accumulate(self):
         cp = self._cp
         with self._dev():
-            if getattr(self, "hybrid", False):
+            if self.hybrid:
                 return self._accumulate_hybrid()
             table = self._word_major_device()
             if self._sum is None:
@@ -107,11 +106,18 @@ class CudaChain:
         """Bytes :meth:`_shed_sweep_buffers` gave back that the next sweep takes again."""
         return 0
 
+    @contextmanager
+    def _reading(self):
+        """The chain's device, with the sweeps' buffers given back first: every reader of the
+        word-topic side that makes scratch of the model's size enters this."""
+        with self._dev():
+            self._shed_sweep_buffers()
+            yield
+
     def topic_word_components(self, dtype=np.float64):
         # The division, the prior and the conversion on the device, then one copy of each
         # block of topics into its place (transfer.py).
-        with self._dev():
-            self._shed_sweep_buffers()
+        with self._reading():
             if self.n_accumulated:
                 table, divisor = self._sum_table(), self.n_accumulated
             else:
@@ -124,8 +130,7 @@ class CudaChain:
         # kept there, so nothing of size K x V crosses to the host per mini-batch. The same
         # numbers as the host's (the division is the same IEEE operation).
         cp = self._cp
-        with self._dev():
-            self._shed_sweep_buffers()
+        with self._reading():
             if self.n_accumulated:
                 table = self._sum_table()
                 table = (table.dense() if isinstance(table, HybridTable) else table)
@@ -151,8 +156,7 @@ class CudaChain:
         return cp.ascontiguousarray(bhat, dtype=cp.float32)
 
     def _accumulated(self, divisor):
-        with self._dev():
-            self._shed_sweep_buffers()
+        with self._reading():
             return topic_major_to_host(self._cp, self._sum_table(), self._host_rows(),
                                        divisor=divisor)
 
@@ -168,8 +172,7 @@ class CudaChain:
         dense, rare = self._hybrid_parts()
         if self._sum is None:
             self._sum = HybridSum(self._cp, self.words.n_words, self.n_topics)
-        self._check_averaging_room(self._sum.bytes_to_add(dense, rare))
-        self._sum.add(dense, rare)
+        self._sum.add(dense, rare, self._check_averaging_room)
 
     # -- histograms -------------------------------------------------------------------------------
     def _topic_count_pairs(self, keys):
@@ -209,9 +212,8 @@ class CudaChain:
         """Distinct non-zero counts of B with their numbers of cells, and the topic totals; B
         comes word-major from the sampler's ``_word_major_device``."""
         self._require()
-        with self._dev():
-            self._shed_sweep_buffers()
-            if getattr(self, "hybrid", False):
+        with self._reading():
+            if self.hybrid:
                 return self._hybrid_histogram()
             B = self._word_major_device()
             count, n_cells = self._value_counts(B.ravel())

@@ -22,11 +22,16 @@ STORAGES = ("auto", "dense", "hybrid")
 AUTO_HYBRID_MIN_TOPICS = 4096
 
 
+#: Bytes :meth:`HybridSum.add` may allocate per occupied slot of the B it adds: the decoded
+#: entries (12), the keys, their order and the gathered keys and values (8 each), the decoding's
+#: positions (8); an upper bound where NumPy's allocations are traced (tests/test_hybrid_table.py).
+ADD_BYTES_PER_ENTRY = 56
+#: ... and per key it already holds: one merged copy of the sum (16) and its index (16).
+ADD_BYTES_PER_KEY = 32
 #: Averaging's reservation per slot of the rare rows, an estimate (:meth:`HybridSum.add` checks
-#: the room it really takes): a union of the averaged sweeps' entries of up to twice one sweep's
-#: at 16 bytes a key, with at most 2/3 of an entry per slot (21 bytes), and the merge's scratch
-#: of the new entries (12 bytes), rounded up.
-SUM_BYTES_PER_SLOT = 36
+#: the room it really takes): a union of the averaged sweeps' entries of up to twice one
+#: sweep's at 16 bytes a key, and one add's scratch, with at most 2/3 of an entry per slot.
+SUM_BYTES_PER_SLOT = -(-(2 * 16 + ADD_BYTES_PER_ENTRY) * 2 // 3)
 
 
 def sum_bytes(n_dense, offsets, n_topics):
@@ -46,12 +51,20 @@ class RareRows:
         self.slots = cp.zeros(int(offsets_host[-1]), dtype=cp.uint32)
 
     def twin(self, cp):
-        """Rows of the same layout, empty (a streamed sweep counts into a second B)."""
+        """Rows of the same layout, not zeroed (a streamed sweep counts into a second B, and
+        zeroes it first)."""
         other = RareRows.__new__(RareRows)
         other.n_dense, other.offsets_host, other.offsets = (self.n_dense, self.offsets_host,
                                                             self.offsets)
-        other.slots = cp.zeros_like(self.slots)
+        other.slots = cp.empty_like(self.slots)
         return other
+
+
+def zero(dense, rare):
+    """Zero a B: its dense rows and, where it has them, its rare rows' slots."""
+    dense.fill(0)
+    if rare is not None:
+        rare.slots.fill(0)
 
 
 def add_rare_totals(rare, totals, n_sm):
@@ -90,21 +103,27 @@ class HybridSum:
         self.dense = None
         self.keys = self.sums = None
 
-    def bytes_to_add(self, dense, rare):
-        """Device bytes :meth:`add` may allocate for this B, an upper estimate: the dense
-        rows' float64 sum the first time, the new entries' keys, values and sort scratch (48
-        bytes each) and one merged copy of the sum with its index (32 bytes per key held)."""
+    def bytes_to_add(self, dense, n_entries):
+        """Bytes :meth:`add` may allocate for a B of ``dense`` rows and ``n_entries`` occupied
+        slots, an upper estimate: the dense rows' float64 sum the first time, then
+        :data:`ADD_BYTES_PER_ENTRY` per entry and :data:`ADD_BYTES_PER_KEY` per key held."""
         first = dense.size * 8 if self.dense is None else 0
         held = 0 if self.keys is None else int(self.keys.size)
-        return first + 48 * int(self.cp.count_nonzero(rare.slots)) + 32 * held
+        return first + ADD_BYTES_PER_ENTRY * int(n_entries) + ADD_BYTES_PER_KEY * held
 
-    def add(self, dense, rare):
+    def add(self, dense, rare, check_room=None):
+        """Add a B; ``check_room(bytes)``, if given, is asked first with :meth:`bytes_to_add`
+        (and raises where they do not fit)."""
         cp = self.cp
+        n = int(cp.count_nonzero(rare.slots))
+        if check_room is not None:
+            check_room(self.bytes_to_add(dense, n))
         if self.dense is None:
             self.dense = dense.astype(cp.float64)
         else:
             self.dense += dense
-        word, topic, count = _hybrid_table.entries(cp, rare.slots, rare.offsets, rare.n_dense)
+        word, topic, count = _hybrid_table.entries(cp, rare.slots, rare.offsets, rare.n_dense,
+                                                   n=n)
         self.keys, self.sums = _hybrid_table.add_entries(cp, self.n_topics, self.keys, self.sums,
                                                          word, topic, count)
 
@@ -116,13 +135,18 @@ class HybridSum:
                                          self.n_words)
 
 
+def check_storage(storage):
+    """``storage`` if it is one of :data:`STORAGES`, else ValueError."""
+    if storage not in STORAGES:
+        raise ValueError(f"word_topic_storage must be one of {STORAGES}, got {storage!r}")
+    return storage
+
+
 def resolve_storage(storage, integral, n_topics, dense_fits):
     """Whether a chain stores B hybrid: ``storage`` as asked ('dense', 'hybrid' or 'auto'), for
     a corpus of integer counts or not. 'auto' takes hybrid from
     :data:`AUTO_HYBRID_MIN_TOPICS` topics on, or where the dense table does not fit."""
-    if storage not in STORAGES:
-        raise ValueError(f"word_topic_storage must be one of {STORAGES}, got {storage!r}")
-    if storage == "dense":
+    if check_storage(storage) == "dense":
         return False
     if not integral:
         if storage == "hybrid":

@@ -119,8 +119,8 @@ class CudaMinibatchSampler(CudaSparseSampler):
         widest = int(np.diff(bounds).max(initial=0))
         return 2 * 4 * widest * self.n_topics, bounds
 
-    def estimate_bytes(self, corpus):
-        steady, peak = super().estimate_bytes(corpus)
+    def estimate_bytes(self, corpus, table_plan=None):
+        steady, peak = super().estimate_bytes(corpus, table_plan)
         topic_bytes = 2 if self.n_topics <= 65536 else 4
         extra = BatchLayout.nbytes(corpus.n_tokens, topic_bytes)
         extra += self._batch_scratch_bytes(corpus)[0]

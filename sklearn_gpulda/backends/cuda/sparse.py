@@ -58,9 +58,7 @@ class WordSide:
         return int(self.B.shape[0])
 
     def zero(self):
-        self.B.fill(0)
-        if self.rare is not None:
-            self.rare.slots.fill(0)
+        hybrid.zero(self.B, self.rare)
 
 
 class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
@@ -101,7 +99,7 @@ class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
     def __init__(self, n_topics, alpha, beta, seed, device, max_chunk_tokens=None, profile=False,
                  max_device_memory=None, word_topic_storage="dense", averaging="optional"):
         super().__init__(n_topics, alpha, beta, seed, device)
-        hybrid.resolve_storage(word_topic_storage, True, 1, True)  # the same check as at load
+        hybrid.check_storage(word_topic_storage)
         self.word_topic_storage = word_topic_storage
         self.averaging = sparse_memory.check_averaging(averaging)
         self.averaging_reserved = False
@@ -130,11 +128,14 @@ class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
             self.n_topics, self._index, self._n_sm, smem_sm, smem_block_max)
 
     # -- memory ---------------------------------------------------------------------------------
-    def estimate_bytes(self, corpus):
-        """Device bytes a chain on ``corpus`` holds, and the peak while building the layout."""
+    def estimate_bytes(self, corpus, table_plan=None):
+        """Device bytes a chain on ``corpus`` holds, and the peak while building the layout
+        (``table_plan``: :func:`.sparse_memory.table_plan`'s answer, when already made)."""
         k = self.n_topics
         layout, layout_peak = chunk_bytes(corpus, k, self.max_chunk_tokens)
-        table = sparse_memory.table_plan(self, corpus, layout)[3] + self._leaf_scratch_bytes()
+        if table_plan is None:
+            table_plan = sparse_memory.table_plan(self, corpus, layout)
+        table = table_plan[3] + self._leaf_scratch_bytes()
         # The table is allocated once the layout's build scratch is gone.
         return int(layout + table), int(max(layout_peak, layout + table))
 
@@ -324,15 +325,11 @@ class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
     def _word_major_device(self):
         """B, word-major: the dense array, or a :class:`~sklearn_gpulda._hybrid_table.
         HybridTable` over the dense rows and the rare ones."""
-        w = self.words
-        if not w.b_current:
-            self._count_b()
-        if w.rare is None:
-            return w.B
-        return hybrid.table(self._cp, w.B, w.rare, w.n_words)
+        dense, rare = self._hybrid_parts()
+        return dense if rare is None else hybrid.table(self._cp, dense, rare, self.words.n_words)
 
     def _hybrid_parts(self):
-        """The current B's dense rows and rare rows (hybrid storage)."""
+        """The current B's dense rows and rare rows (None when B is all dense)."""
         if not self.words.b_current:
             self._count_b()
         return self.words.B, self.words.rare
@@ -352,8 +349,7 @@ class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
 
     def word_topic_counts(self):
         self._require()
-        with self._dev():
-            self._shed_sweep_buffers()
+        with self._reading():
             return topic_major_to_host(self._cp, self._word_major_device(), self._host_rows())
 
     def log_likelihood(self):

@@ -46,8 +46,14 @@ def table_plan(sampler, corpus, layout_bytes=None):
             layout = chunk_bytes(corpus, sampler.n_topics, sampler.max_chunk_tokens)[0]
         return layout + dense_bytes <= sampler._memory_budget()
 
-    return hybrid.plan(sampler.word_topic_storage, corpus, sampler.n_topics,
+    plan = hybrid.plan(sampler.word_topic_storage, corpus, sampler.n_topics,
                        lambda: sampler._frequencies(corpus), dense_fits)
+    if plan[0] and sampler.word_frequencies is not None:
+        # A rare row is sized by its word's tokens; frequencies from elsewhere (a shard's
+        # whole corpus) could undercount the loaded corpus's, and a full row drops tokens.
+        raise ValueError("hybrid word-topic storage sizes its rows by the loaded corpus's own "
+                         "word frequencies; a chain given word_frequencies stores B dense")
+    return plan
 
 
 def load_plan(sampler, corpus):
@@ -60,8 +66,9 @@ def load_plan(sampler, corpus):
         When even streamed chunks do not fit (:func:`.streaming.streamed_chunk_tokens`).
     """
     k = sampler.n_topics
-    _, peak = sampler.estimate_bytes(corpus)
-    hybrid_b, n_dense, offsets, table_bytes = table_plan(sampler, corpus)
+    table = table_plan(sampler, corpus)
+    _, peak = sampler.estimate_bytes(corpus, table)
+    hybrid_b, n_dense, offsets, table_bytes = table
     budget = sampler._memory_budget()
     averaging = sampler.averaging
     sum_bytes = (hybrid.sum_bytes(n_dense, offsets, k) if hybrid_b

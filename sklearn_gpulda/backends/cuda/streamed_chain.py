@@ -8,7 +8,7 @@ A mixin of :class:`~.sparse.CudaSparseSampler`, which provides ``words`` (its Wo
 ``_b_next`` and the M-step's ``_topic_totals``.
 """
 
-from . import counts, sample_sparse
+from . import counts, hybrid, sample_sparse
 
 
 class StreamedChain:
@@ -41,7 +41,7 @@ class StreamedChain:
         if self._b_next is None:
             # The B this sweep counts into while its chunks sample from the other (made again
             # after a reader of the model had its memory: _shed_sweep_buffers).
-            self._b_next = (cp.zeros_like(w.B), None if w.rare is None else w.rare.twin(cp))
+            self._b_next = (cp.empty_like(w.B), None if w.rare is None else w.rare.twin(cp))
         b_next = self._b_next
 
         def iterate(ch):
@@ -53,9 +53,7 @@ class StreamedChain:
             counts.count_b(ch, k, b_next[0], n_sm, b_next[1])
 
         with self._dev():
-            b_next[0].fill(0)
-            if b_next[1] is not None:
-                b_next[1].slots.fill(0)
+            hybrid.zero(*b_next)
             self._stream.run(iterate)
             self._b_next = (w.B, w.rare)
             w.B, w.rare = b_next
