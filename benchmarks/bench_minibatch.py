@@ -19,7 +19,6 @@ Usage (corpora found as ``benchmarks/_peer_corpora.py`` looks for them)::
 """
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -33,7 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _peer_corpora import CorpusUnavailable, load_corpus  # noqa: E402
 
-from sklearn_gpulda import GPULatentDirichletAllocation, backends  # noqa: E402
+from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda.metrics import document_completion  # noqa: E402
 
 
@@ -47,18 +46,7 @@ def checkpoints(last):
     return marks
 
 
-def with_batch_tokens(batch_tokens):
-    """The registry with the CUDA minibatch entry's batch size set (the estimator has no
-    parameter for it yet)."""
-    out = []
-    for b in backends.BACKENDS:
-        if b.name == "cuda-minibatch":
-            b = dataclasses.replace(b, options={**b.options, "batch_tokens": int(batch_tokens)})
-        out.append(b)
-    return tuple(out)
-
-
-def run_system(X_train, X_test, k, algorithm, sweeps, device, seed):
+def run_system(X_train, X_test, k, algorithm, sweeps, device, seed, batch_tokens=None):
     import cupy as cp
 
     marks = set(checkpoints(sweeps))
@@ -76,7 +64,8 @@ def run_system(X_train, X_test, k, algorithm, sweeps, device, seed):
         state["eval"] += time.perf_counter() - tic
 
     model = GPULatentDirichletAllocation(n_components=k, algorithm=algorithm, max_iter=sweeps,
-                                         n_averaged_sweeps=0, random_state=seed, device=device)
+                                         n_averaged_sweeps=0, random_state=seed, device=device,
+                                         minibatch_tokens=batch_tokens)
     state["start"] = time.perf_counter()
     model.fit(X_train, callback=callback)
     return points
@@ -129,7 +118,6 @@ def main():
         GPULatentDirichletAllocation(n_components=8, algorithm=algorithm, max_iter=2,
                                      device=device).fit(warm)
     rows, summary = [], []
-    original = backends.BACKENDS
     for corpus in args.corpora:
         try:
             X_train, X_test, _ = load_corpus(corpus, max_test_docs=args.max_test_docs)
@@ -147,12 +135,8 @@ def main():
                 if time.perf_counter() - start > args.budget_s:
                     print(f"  budget spent: {label} at K={k} not run")
                     continue
-                backends.BACKENDS = original if bt is None else with_batch_tokens(bt)
-                try:
-                    points = run_system(X_train, X_test, k, algorithm, args.sweeps, device,
-                                        args.seed)
-                finally:
-                    backends.BACKENDS = original
+                points = run_system(X_train, X_test, k, algorithm, args.sweeps, device,
+                                    args.seed, batch_tokens=bt)
                 results[label] = points
                 flush(args, name, rows + [{"corpus": corpus, "n_topics": k, "system": label, **p}
                                           for p in points], summary)

@@ -33,5 +33,7 @@ constexpr int kInferBlock = 256;
 constexpr int kDenseMaxTopics = 1024;
 constexpr int kDenseBlock = 128;
 constexpr int kDenseBlockMax = 256;
+// Mini-batched sweeps (sample_minibatch.cu): threads per block of its three kernels.
+constexpr int kBatchBlock = 256;
 
 }  // namespace gpulda

@@ -14,8 +14,7 @@
 
 namespace gpulda {
 
-// Blocks of the three kernels (whole warps).
-constexpr int kBatchBlock = 256;
+// Blocks of the three kernels (kBatchBlock, constants.cuh) are whole warps.
 static_assert(kBatchBlock % kWarp == 0, "batch blocks are whole warps");
 
 // p_k of the rule, k != z: float32(dnt * float32(B + beta32)), no fused multiply-add.

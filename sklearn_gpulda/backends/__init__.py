@@ -71,14 +71,15 @@ class Backend:
 _DENSE_WHY = ("the dense kernels keep a document's K probabilities in per-thread arrays, and the "
               "CPU's dense rule follows them")
 
+_MINIBATCH_WHY = ("every token's draw walks all K topics (the rule of doc/algorithm.md, "
+                  "mini-batched sweeps), so past a few thousand topics 'sparse' is the algorithm")
+
 #: The registry, in the order ``algorithm='auto'`` reads it. The dense CUDA backend is never
 #: picked by 'auto': whole iterations measured by ``benchmarks/bench_algorithms.py`` on an H200
 #: (doc/performance.md, 2026-11-22) had the sparse backend faster at every K from 16 to 1,024 on
 #: the NYTimes-shaped corpus (3,701 against 2,344 Mtoken/s at K = 16) and on NIPS, because the
 #: dense backend's M-step and its thread per document cost more than its sampling kernel saves.
 #: On the CPU both rules cost the same, and 'auto' keeps the reference (sparse) rule.
-_MINIBATCH_WHY = ("every token's draw walks all K topics (the rule of doc/algorithm.md, "
-                  "mini-batched sweeps), so past a few thousand topics 'sparse' is the algorithm")
 
 BACKENDS = (
     Backend("cuda-dense", "dense", "cuda", ".cuda.dense:CudaDenseSampler", max_topics=1024,

@@ -11,11 +11,13 @@ of a sweep, the readers of the state, the likelihood) is the sparse backend's.
 
 import numpy as np
 
+from ..._corpus import _expand
 from ..._device import to_host
 from ..._layouts import DEFAULT_BATCH_TOKENS, batch_bounds, segmented_csr
 from ..._random import STREAM_SAMPLE
 from ..._stages import stage
 from . import counts, sample_minibatch
+from .layout import topic_dtype
 from .sparse import CudaSparseSampler
 
 #: Bytes of B rows (float32) in one vocabulary panel: a block's worth of shared memory, the
@@ -45,13 +47,14 @@ class BatchLayout:
     """
 
     def __init__(self, cp, corpus, new_of_old, n_topics, bounds, chunk):
-        tiles = segmented_csr(_HostTokens(corpus), new_of_old, bounds, panel_width(n_topics))
+        host = _HostTokens(corpus)
+        tiles = segmented_csr(host, new_of_old, bounds, panel_width(n_topics))
         token = tiles.token
         self.bounds = bounds
         self.positions = tiles.tile_ptr[::tiles.n_panels].astype(np.int64)
         self.tok = cp.asarray(token.astype(np.uint32))
-        self.doc = cp.asarray(to_host(corpus.doc)[token].astype(np.int32))
-        self.word = cp.asarray(new_of_old[to_host(corpus.word)[token]].astype(np.int32))
+        self.doc = cp.asarray(host.doc[token].astype(np.int32))
+        self.word = cp.asarray(new_of_old[host.word[token]].astype(np.int32))
         self.chunk = chunk
         self.topic_dtype = chunk.topic_dtype
         self.suffix = chunk.suffix
@@ -79,11 +82,17 @@ class BatchLayout:
 
 
 class _HostTokens:
-    """A corpus's document and word per token on the host, as ``segmented_csr`` reads them."""
+    """A corpus's document and word per token on the host, as ``segmented_csr`` reads them.
+    Counts on the device are expanded there and copied once, and not kept on the corpus (whose
+    device token arrays no memory plan counts)."""
 
     def __init__(self, corpus):
         self.n_docs, self.n_words = corpus.n_docs, corpus.n_words
-        self.doc, self.word = to_host(corpus.doc), to_host(corpus.word)
+        if corpus.on_device:
+            doc, word, _ = _expand(corpus)
+            self.doc, self.word = to_host(doc), to_host(word)
+        else:
+            self.doc, self.word = corpus.doc, corpus.word
 
 
 class CudaMinibatchSampler(CudaSparseSampler):
@@ -114,33 +123,37 @@ class CudaMinibatchSampler(CudaSparseSampler):
         self.alpha64 = None
         self._scratch = None
 
-    def _batch_scratch_bytes(self, corpus):
+    def _widest_batch(self, corpus):
+        """The batches' document bounds and the most documents one of them holds."""
         bounds = batch_bounds(corpus.doc_ptr, self.batch_tokens)
-        widest = int(np.diff(bounds).max(initial=0))
-        return 2 * 4 * widest * self.n_topics, bounds
+        return bounds, int(np.diff(bounds).max(initial=0))
 
     def estimate_bytes(self, corpus, table_plan=None):
         steady, peak = super().estimate_bytes(corpus, table_plan)
-        topic_bytes = 2 if self.n_topics <= 65536 else 4
+        topic_bytes = np.dtype(topic_dtype(self.n_topics)).itemsize
         extra = BatchLayout.nbytes(corpus.n_tokens, topic_bytes)
-        extra += self._batch_scratch_bytes(corpus)[0]
+        extra += 2 * 4 * self._widest_batch(corpus)[1] * self.n_topics  # A rows and dnt
         return steady + extra, peak + extra
+
+    def _load_plan(self, corpus):
+        # Refused before anything is allocated: the batches read one resident chunk.
+        why = ("algorithm='minibatch' keeps the whole corpus on the GPU in one piece, and this "
+               "corpus does not fit there; use algorithm='sparse', which streams it")
+        try:
+            plan = super()._load_plan(corpus)
+        except MemoryError as exc:
+            raise MemoryError(why) from exc
+        if plan.stream_tokens is not None:
+            raise MemoryError(why)
+        return plan
 
     def load(self, corpus):
         super().load(corpus)
-        if self.streamed or len(self.chunks) != 1:
-            self.release()
-            raise MemoryError(
-                "algorithm='minibatch' keeps the whole corpus on the GPU in one piece, and this "
-                "corpus does not fit there (or exceeds one chunk); use algorithm='sparse', which "
-                "streams it"
-            )
         cp = self._cp
-        scratch_bytes, bounds = self._batch_scratch_bytes(corpus)
+        bounds, widest = self._widest_batch(corpus)
         with self._dev(), stage("load: segmented CSR"):
             self.layout = BatchLayout(cp, corpus, self.new_of_old, self.n_topics, bounds,
                                       self.chunks[0])
-            widest = scratch_bytes // (8 * self.n_topics)
             self._scratch = (cp.empty((widest, self.n_topics), dtype=cp.float32),
                              cp.empty((widest, self.n_topics), dtype=cp.float32))
 

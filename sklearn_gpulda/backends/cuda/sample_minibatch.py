@@ -5,10 +5,10 @@ sweep (the batch's document side, its draws, and moving its changed tokens in B 
 import numpy as np
 
 from ... import _kernels
+from .constants import BATCH_BLOCK as BLOCK
+from .constants import WARP
 
 STEM = "sample_minibatch"
-#: Threads per block of the three kernels (``kBatchBlock`` of the .cu file).
-BLOCK = 256
 #: Warps per SM the draw kernel's grid provides; more tokens are grid-strided.
 DRAW_WARPS_PER_SM = 64
 
@@ -38,7 +38,7 @@ def draw(layout, chain, batch, a_batch, dnt, seed, iteration, stream, sweep, n_s
         return
     d0, _ = layout.batch_docs(batch)
     words = chain.words
-    warps_per_block = BLOCK // 32
+    warps_per_block = BLOCK // WARP
     grid = max(1, min(-(-(p1 - p0) // warps_per_block), n_sm * DRAW_WARPS_PER_SM // warps_per_block))
     _kernels.launch(
         STEM, f"draw_batch_{layout.suffix}", grid, BLOCK,

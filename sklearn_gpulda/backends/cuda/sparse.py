@@ -168,7 +168,7 @@ class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
             with stage("load: relabel"):
                 frequencies = self._frequencies(corpus)
                 self.new_of_old, self.old_of_new = frequency_relabel(frequencies)
-            plan = sparse_memory.load_plan(self, corpus)
+            plan = self._load_plan(corpus)
             self.averaging_reserved = plan.averaging_reserved
             hybrid_b, n_dense, offsets = plan.hybrid, plan.n_dense, plan.offsets
             with stage("load: layout"):
@@ -200,6 +200,10 @@ class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
             self.corpus = corpus
             self._corpus_frequencies = None
             self._priors_changed()
+
+    def _load_plan(self, corpus):
+        """How the chain lays itself out within its budget (:func:`.sparse_memory.load_plan`)."""
+        return sparse_memory.load_plan(self, corpus)
 
     def _priors_changed(self):
         if self.words is None:

@@ -9,7 +9,6 @@ from ..._device import CPU
 from ..._layouts import DEFAULT_BATCH_TOKENS, batch_bounds
 from ..._random import STREAM_SAMPLE
 from .minibatch_rule import batch_doc_side, draw_batch_range
-from .row_tasks import count_pairs
 from .sampler import NumpySampler
 
 
@@ -68,7 +67,8 @@ class NumpyMinibatchSampler(NumpySampler):
                 continue
             old = z[t0:t1]
             w = None if weight is None else weight[t0:t1]
-            a = count_pairs(doc[t0:t1] - d0, old, w, d1 - d0, k, np.float32)
+            # The batch's A rows as they start: the M-step's, since only this batch moves them.
+            a = self._a[d0:d1]
             dnt, denom = batch_doc_side(a, totals, corpus.n_words, alpha, self.beta)
             ranges = [(t0 + s, t0 + e) for s, e in team.token_ranges(t1 - t0)]
             team.run(draw_batch_range, ranges, doc=doc, word=word, topic=z, weight=weight, u=u,

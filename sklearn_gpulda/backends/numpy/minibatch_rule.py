@@ -9,11 +9,10 @@ for token; NumPy's ``add.accumulate`` is the sequential sum the kernel's loop ma
 
 import numpy as np
 
+from .threads import chunks
+
 #: Lanes of the warp whose order the draw follows.
 LANES = 32
-
-#: Float32 cells of the per-chunk table of terms (tokens x topics): about 16 MB.
-CHUNK_CELLS = 1 << 22
 
 
 def batch_doc_side(a, totals, n_words, alpha, beta):
@@ -82,9 +81,8 @@ def draw_batch(doc, word, topic, weight, u, a, b, denom, dnt, alpha, beta, out=N
     m = -(-k // LANES)
     out = np.empty(n, dtype=np.int32) if out is None else out
     beta32 = np.float32(beta)
-    step = max(1, CHUNK_CELLS // (m * LANES))
-    for s in range(0, n, step):
-        e = min(n, s + step)
+    for piece in chunks(0, n, m * LANES):
+        s, e = piece.start, piece.stop
         d, v, z = doc[s:e], word[s:e], topic[s:e].astype(np.int64)
         rows = np.arange(e - s)
         p = np.zeros((e - s, m * LANES), dtype=np.float32)

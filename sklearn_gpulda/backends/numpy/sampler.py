@@ -287,12 +287,13 @@ class NumpySampler(HostWordTopic, Sampler):
                       by_word=self._by_word)
         return a, b
 
-    def _word_topic(self, z, dtype=np.float64):
-        """B (V x K) in ``dtype``, its rows counted, and rounded, by word ranges on the team:
-        a V x K pass on one thread would cost a sweep as much as its draws."""
+    def _word_topic(self, z):
+        """B (V x K) in float64, its rows counted by word ranges on the team: a V x K pass on
+        one thread would cost a sweep as much as its draws."""
         c = self._require()
         _, word, weight, _ = self._loaded_tokens()
-        b = self.team.empty(f"b:{np.dtype(dtype).str}", (c.n_words, self.n_topics), dtype)
+        b = self.team.empty(f"b:{np.dtype(np.float64).str}", (c.n_words, self.n_topics),
+                            np.float64)
         self.team.run(count_rows, self.team.row_ranges(self._word_ptr), out=b, index=word,
                       topics=z, weight=weight, row_ptr=self._word_ptr, order=self._by_word)
         return b
