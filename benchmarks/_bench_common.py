@@ -116,11 +116,12 @@ class DevicePeak:
     """Peak bytes in use in CuPy's default memory pool while active (0 without CuPy).
 
     A memory hook sees every allocation, so the peak is exact; polling ``used_bytes`` between
-    calls would miss the temporaries of a single call. ``site`` names where the peak was
-    reached: the package's innermost calls at the allocation that set it.
+    calls would miss the temporaries of a single call. With ``site=True``, ``site`` names where
+    the peak was reached (the package's innermost calls at the allocation that set it): a
+    stack walk at every new peak, so not for timed runs that track their peak.
     """
 
-    def __init__(self, active=True):
+    def __init__(self, active=True, site=False):
         self.peak = 0
         self.site = ""
         self.hook = None
@@ -139,7 +140,8 @@ class DevicePeak:
                     used = pool.used_bytes()
                     if used > tracker.peak:
                         tracker.peak = used
-                        tracker.site = _package_calls()
+                        if site:
+                            tracker.site = _package_calls()
 
             self.hook = _Hook()
         except Exception:  # an old CuPy without hooks: report 0 rather than fail the run
@@ -163,6 +165,68 @@ def _package_calls(depth=4):
     calls = [f"{f.filename.rsplit('sklearn_gpulda/', 1)[1]}:{f.name}:{f.lineno}"
              for f in traceback.extract_stack() if "sklearn_gpulda/" in f.filename]
     return " > ".join(calls[-depth:])
+
+
+def budget_fit(X, n_components, sweeps, budget, on_load=None, site=False, **params):
+    """One GPU fit of ``sweeps`` sweeps within ``max_device_memory=budget`` (None: the GPU's
+    free memory), estimator defaults otherwise (``params`` override them), timed from outside
+    with the device drained at the end of each sweep.
+
+    ``on_load(sampler)`` is called once the sparse sampler has loaded the corpus. Returns the
+    fitted model and a dict: ``wall_s``; ``sweep_ms``, the median of sweeps 3 on (sweep 1
+    loads, sweep 2 may still grow the pool); ``setup_s``, the time before the first sweep less
+    one sweep; ``chunks``, streamed chunks (1 when resident); ``peak_gb`` and ``peak_site``
+    (:class:`DevicePeak`); ``stages``, seconds per stage of at least 0.05 s; ``warnings``, the
+    fit's warning messages.
+    """
+    import warnings
+
+    import cupy
+
+    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda._stages import recording
+    from sklearn_gpulda.backends.cuda import sparse, streaming
+
+    chunks, ends = [], []
+    real_load, real_stream = sparse.CudaSparseSampler.load, streaming.ChunkStream.__init__
+
+    def load(self, corpus):
+        real_load(self, corpus)
+        if on_load is not None:
+            on_load(self)
+
+    def stream(self, cp, chunk_list):
+        chunks.append(len(chunk_list))
+        real_stream(self, cp, chunk_list)
+
+    def sweep_end(iteration, info):
+        cupy.cuda.Device().synchronize()
+        ends.append(time.perf_counter())
+
+    settings = dict(n_components=n_components, max_iter=sweeps, random_state=0, device="cuda",
+                    max_device_memory=budget)
+    settings.update(params)
+    sparse.CudaSparseSampler.load, streaming.ChunkStream.__init__ = load, stream
+    cupy.get_default_memory_pool().free_all_blocks()
+    try:
+        lda = GPULatentDirichletAllocation(**settings)
+        sync = cupy.cuda.Device().synchronize
+        with DevicePeak(site=site) as peak, recording(sync) as log, \
+                warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tic = time.perf_counter()
+            lda.fit(X, callback=sweep_end)
+            wall = time.perf_counter() - tic
+    finally:
+        sparse.CudaSparseSampler.load, streaming.ChunkStream.__init__ = real_load, real_stream
+    steps = np.diff(ends)
+    per_sweep = float(np.median(steps[1:] if steps.size > 1 else steps)) if steps.size else 0.0
+    return lda, dict(wall_s=wall, sweep_ms=per_sweep * 1e3,
+                     setup_s=(ends[0] - tic - per_sweep) if ends else wall,
+                     chunks=chunks[0] if chunks else 1, peak_gb=peak.peak / 1e9,
+                     peak_site=peak.site,
+                     stages={k: round(v, 3) for k, v in log.seconds.items() if v >= 0.05},
+                     warnings=[str(w.message) for w in caught])
 
 
 def coarse_to_fine(n):

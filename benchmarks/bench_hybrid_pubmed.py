@@ -2,13 +2,14 @@
 
 Corpus: ``make_lda_corpus(shape='pubmed', scale=--scale)`` (8.2 M documents, V = 141,043,
 about 730 M tokens at scale 1); with ``--parts P`` > 1, P corpora of scale / P (seeds 0 .. P - 1,
-drawn in parallel processes) stacked, which has the same shape and is drawn P times sooner. One fit per K of ``--topics`` with the estimator's defaults
-(learned priors, averaging of the last half of the sweeps, ``word_topic_storage='auto'``),
-``--sweeps`` sweeps and ``max_device_memory=--budget``. Printed per fit: whether B was stored
-hybrid and the corpus streamed (chunks), B's device bytes dense and hybrid (the sampler's own
-plan), the peak of CuPy's memory pool over the whole fit, the median time of sweeps 3 onwards
+drawn in parallel processes) stacked, which has the same shape and is drawn P times sooner.
+One fit per K of ``--topics`` with the estimator's defaults (learned priors, averaging of the
+last half of the sweeps, ``word_topic_storage='auto'``), ``--sweeps`` sweeps and
+``max_device_memory=--budget``. Printed per fit: whether B was stored hybrid and the corpus
+streamed (chunks), B's device bytes dense and hybrid (the sampler's own plan), the peak of CuPy's
+memory pool over the whole fit and where it was reached, the median time of sweeps 3 onwards
 (device drained after each), the set-up before the first sweep and the wall time; then whether
-the same budget admits the dense storage (it is asked for, and refused or not before any sweep).
+the same budget admits the dense storage (the dense sampler's load plan, before any allocation).
 Also printed: whether the plan kept room for averaging's sum, and whether the fit went on without
 averaging (the estimator's default averaging, given up where its sum does not fit the budget).
 
@@ -21,7 +22,6 @@ import argparse
 import json
 import sys
 import time
-import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -34,64 +34,41 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]  # run from anywhere in a checkout
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._corpus import tokens
 from sklearn_gpulda._device import Device, parse_bytes
-from sklearn_gpulda.backends.cuda import sparse, sparse_memory, streaming
+from sklearn_gpulda.backends.cuda import sparse, sparse_memory
 from sklearn_gpulda.datasets import make_lda_corpus
 
-from _bench_common import DevicePeak
+from _bench_common import budget_fit
 
 
-def fit(X, k, sweeps, budget, storage="auto"):
-    import cupy
-
+def fit(X, k, sweeps, budget):
+    """A fit with the estimator's defaults within ``budget`` (``_bench_common.budget_fit``), and
+    what its sampler chose at load."""
     seen = {}
-    real_load, real_stream = sparse.CudaSparseSampler.load, streaming.ChunkStream.__init__
 
-    def load(self, corpus):
-        real_load(self, corpus)
-        seen.update(hybrid=self.hybrid, n_dense=self.words.n_dense,
-                    averaging_reserved=self.averaging_reserved)
+    def on_load(sampler):
+        seen.update(hybrid=sampler.hybrid, n_dense=sampler.words.n_dense,
+                    averaging_reserved=sampler.averaging_reserved)
 
-    def stream(self, cp, chunk_list):
-        seen["chunks"] = len(chunk_list)
-        real_stream(self, cp, chunk_list)
-
-    ends = []
-
-    def sweep_end(iteration, info):
-        cupy.cuda.Device().synchronize()
-        ends.append(time.perf_counter())
-
-    sparse.CudaSparseSampler.load, streaming.ChunkStream.__init__ = load, stream
-    cupy.get_default_memory_pool().free_all_blocks()
-    try:
-        lda = GPULatentDirichletAllocation(n_components=k, max_iter=sweeps, random_state=0,
-                                           device="cuda", max_device_memory=budget,
-                                           word_topic_storage=storage)
-        with DevicePeak() as peak, warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            tic = time.perf_counter()
-            lda.fit(X, callback=sweep_end)
-            wall = time.perf_counter() - tic
-    finally:
-        sparse.CudaSparseSampler.load, streaming.ChunkStream.__init__ = real_load, real_stream
-    steps = np.diff(ends)
-    return dict(wall_s=wall, setup_s=ends[0] - tic - (steps[0] if steps.size else 0),
-                sweep_ms=float(np.median(steps[2:] if steps.size > 3 else steps)) * 1e3,
-                peak_gb=peak.peak / 1e9, peak_site=peak.site, chunks=seen.get("chunks", 1),
-                hybrid=seen.get("hybrid"), n_dense=seen.get("n_dense"),
-                averaging_reserved=seen.get("averaging_reserved"),
-                averaging_dropped=any("without averaging" in str(w.message) for w in caught),
-                bound=float(lda.bound_), finite=bool(np.isfinite(lda.components_).all()))
+    lda, r = budget_fit(X, k, sweeps, budget, on_load=on_load, site=True)
+    r.update(seen, averaging_dropped=any("without averaging" in w for w in r.pop("warnings")),
+             bound=float(lda.bound_), finite=bool(np.isfinite(lda.components_).all()))
+    return r
 
 
-def table_plans(X, k):
-    """B's device bytes stored dense and stored hybrid, by the sampler's own plan."""
-    corpus = tokens(X)
+def table_plans(corpus, k, budget):
+    """B's device bytes stored dense and stored hybrid, by the sampler's own plan, and whether
+    the dense storage's load plan fits ``budget`` (answered before anything is allocated)."""
     plans = {}
     for storage in ("dense", "hybrid"):
         s = sparse.CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, Device("cuda", (0,)),
-                                     word_topic_storage=storage)
+                                     word_topic_storage=storage, max_device_memory=budget)
         plans[storage] = sparse_memory.table_plan(s, corpus)[3]
+        if storage == "dense":
+            try:
+                sparse_memory.load_plan(s, corpus)
+                plans["dense_refused"] = None
+            except MemoryError as exc:
+                plans["dense_refused"] = str(exc)
     return plans
 
 
@@ -124,23 +101,24 @@ def main(argv=None):
           f"tokens={int(X.sum()):,} nnz={X.nnz:,} ({time.perf_counter() - tic:.0f} s)")
     results = dict(args=vars(args), n_docs=X.shape[0], n_words=X.shape[1],
                    n_tokens=int(X.sum()), fits=[])
+    corpus = tokens(X)
+    # Kernels loaded (or compiled) before anything is timed.
+    GPULatentDirichletAllocation(n_components=8, max_iter=1, device="cuda").fit(X[:2000])
     for k in args.topics:
-        plans = table_plans(X, k)
+        plans = table_plans(corpus, k, budget)
         print(f"K={k}: B dense {plans['dense'] / 1e9:.2f} GB, hybrid {plans['hybrid'] / 1e9:.2f} GB")
         r = fit(X, k, args.sweeps, budget)
-        r.update(K=k, table_dense_gb=plans["dense"] / 1e9, table_hybrid_gb=plans["hybrid"] / 1e9)
+        r.update(K=k, table_dense_gb=plans["dense"] / 1e9, table_hybrid_gb=plans["hybrid"] / 1e9,
+                 dense_within_budget=plans["dense_refused"] is None)
         print(f"K={k}: hybrid={r['hybrid']} (dense rows {r['n_dense']:,}), chunks {r['chunks']}, "
               f"peak {r['peak_gb']:.2f} GB of a {budget / 1e9:.1f} GB budget, "
               f"{r['sweep_ms']:.1f} ms/sweep ({results['n_tokens'] / r['sweep_ms'] / 1e3:.0f} Mtoken/s), "
               f"set-up {r['setup_s']:.1f} s, wall {r['wall_s']:.1f} s, bound {r['bound']:.4f}, "
               f"finite {r['finite']}, averaging reserved {r['averaging_reserved']}, "
               f"dropped {r['averaging_dropped']}; peak at {r['peak_site']}")
-        try:
-            fit(X, k, 1, budget, storage="dense")
-            r["dense_within_budget"] = True
-        except MemoryError as exc:
-            r["dense_within_budget"] = False
-            print(f"K={k}: dense storage within {args.budget}: MemoryError: {str(exc)[:160]}")
+        if plans["dense_refused"] is not None:
+            print(f"K={k}: dense storage within {args.budget}: MemoryError: "
+                  f"{plans['dense_refused']}")
         results["fits"].append(r)
     if args.json:
         with open(args.json, "w") as fh:

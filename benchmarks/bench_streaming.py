@@ -27,46 +27,10 @@ import scipy.sparse as sp
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._corpus import tokens
 from sklearn_gpulda._device import resolve_device
-from sklearn_gpulda._stages import recording
-from sklearn_gpulda.backends.cuda import streaming
 from sklearn_gpulda.backends.cuda.sparse import CudaSparseSampler
 from sklearn_gpulda.datasets import make_lda_corpus
 
-from _bench_common import DevicePeak
-
-
-def fit(X, k, sweeps, budget):
-    import cupy
-
-    chunks = []
-    real = streaming.ChunkStream.__init__
-
-    def spy(self, cp, chunk_list):
-        chunks.append(len(chunk_list))
-        real(self, cp, chunk_list)
-
-    streaming.ChunkStream.__init__ = spy
-    ends = []
-
-    def sweep_end(iteration, info):
-        cupy.cuda.Device().synchronize()
-        ends.append(time.perf_counter())
-
-    cupy.get_default_memory_pool().free_all_blocks()
-    try:
-        lda = GPULatentDirichletAllocation(n_components=k, max_iter=sweeps, random_state=0,
-                                           device="cuda", max_device_memory=budget)
-        with DevicePeak() as peak, recording(cupy.cuda.Device().synchronize) as log:
-            tic = time.perf_counter()
-            lda.fit(X, callback=sweep_end)
-            wall = time.perf_counter() - tic
-    finally:
-        streaming.ChunkStream.__init__ = real
-    per_sweep = float(np.median(np.diff(ends[1:]))) if len(ends) > 2 else float("nan")
-    return lda, dict(wall_s=wall, before_first_sweep_s=ends[0] - tic - per_sweep,
-                     sweep_ms=per_sweep * 1e3, chunks=chunks[0] if chunks else 1,
-                     device_peak_gb=peak.peak / 1e9,
-                     stages={k: round(v, 3) for k, v in log.seconds.items() if v >= 0.05})
+from _bench_common import budget_fit
 
 
 def main(argv=None):
@@ -94,15 +58,15 @@ def main(argv=None):
         sampler = CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, resolve_device("cuda"))
         _, need = sampler.estimate_bytes(tokens(X))
         budget = int(need * args.fraction)
-        held, h = fit(X, k, args.sweeps, None)
+        held, h = budget_fit(X, k, args.sweeps, None)
         print(f"K={k}: held stages (s): {h['stages']}")
         print(f"K={k}: held     {h['sweep_ms']:8.1f} ms/sweep, wall {h['wall_s']:.1f} s, "
-              f"{h['before_first_sweep_s']:.1f} s before sweeping, peak {h['device_peak_gb']:.1f} "
+              f"{h['setup_s']:.1f} s before sweeping, peak {h['peak_gb']:.1f} "
               f"GB (need {need / 1e9:.1f} GB)", flush=True)
-        streamed, s = fit(X, k, args.sweeps, budget)
+        streamed, s = budget_fit(X, k, args.sweeps, budget)
         print(f"K={k}: streamed stages (s): {s['stages']}")
         print(f"K={k}: streamed {s['sweep_ms']:8.1f} ms/sweep, wall {s['wall_s']:.1f} s, "
-              f"{s['before_first_sweep_s']:.1f} s before sweeping, peak {s['device_peak_gb']:.1f} "
+              f"{s['setup_s']:.1f} s before sweeping, peak {s['peak_gb']:.1f} "
               f"GB (budget {budget / 1e9:.1f} GB), {s['chunks']} chunks", flush=True)
         # bound_ is summed chunk by chunk, so it may differ in its last bits; the model may not.
         same = (np.array_equal(streamed.components_, held.components_)

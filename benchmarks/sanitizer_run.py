@@ -42,10 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda._corpus import tokens  # noqa: E402
-from sklearn_gpulda._device import resolve_device  # noqa: E402
+from sklearn_gpulda._device import CPU, resolve_device  # noqa: E402
 from sklearn_gpulda.backends import choose_backend  # noqa: E402
-from sklearn_gpulda.backends.numpy import NumpySampler  # noqa: E402
-from sklearn_gpulda.backends.numpy.minibatch import NumpyMinibatchSampler  # noqa: E402
 
 SPARSE_TOPICS = (5, 32, 33, 70, 2100)
 DENSE_TOPICS = (5, 32, 33, 70)
@@ -167,10 +165,9 @@ def run_samplers(checks, device):
             tic = time.perf_counter()
             cuda = choose_backend(algorithm, k, device).make(k, alpha, BETA, SEED, device,
                                                              **options)
-            if algorithm == "minibatch":
-                cpu = NumpyMinibatchSampler(k, alpha, BETA, SEED, **options)
-            else:
-                cpu = NumpySampler(k, alpha, BETA, SEED, rule=algorithm)
+            # The same algorithm's CPU backend (the kernel variant is a CUDA option only).
+            cpu = choose_backend(algorithm, k, CPU).make(
+                k, alpha, BETA, SEED, CPU, **{o: v for o, v in options.items() if o != "variant"})
             label = f"{algorithm} {options.get('variant', '')} K={k} {kind}".replace("  ", " ")
             check_sampler(cuda, cpu, corpus, checks, label)
             print(f"    {label}: {time.perf_counter() - tic:.1f} s", flush=True)

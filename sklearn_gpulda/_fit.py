@@ -141,7 +141,7 @@ def plan_for(params, backend, device, seed, alpha_start=None, beta_start=None, b
         mean_change_tol=params.mean_change_tol, n_jobs=params.n_jobs,
         max_device_memory=parse_bytes(params.max_device_memory, "max_device_memory"),
         minibatch_tokens=params.minibatch_tokens,
-        word_topic_storage=getattr(params, "word_topic_storage", "auto"),
+        word_topic_storage=params.word_topic_storage,
         # Online learning's mini-batch chains average their second half of sweeps, and are
         # never streamed: their averaging is planned as the default's.
         averaging=("optional" if not batch or params.n_averaged_sweeps == "auto"

@@ -222,20 +222,70 @@ def test_two_dask_cuda_workers_sum_in_place(kjv, gpu_reference, monkeypatch):
 
 
 def test_errors_a_dying_worker_causes_are_told_apart():
+    from distributed import KilledWorker
+    from distributed.client import FutureCancelledError
+    from distributed.comm.core import CommClosedError
+
     from sklearn_gpulda.dask._sampler import _could_be_worker_loss
 
-    class FutureCancelledError(Exception):
-        pass
-
-    assert _could_be_worker_loss(FutureCancelledError("lost dependencies"))
+    assert _could_be_worker_loss(FutureCancelledError("shard-1", "lost dependencies"))
+    assert _could_be_worker_loss(CommClosedError("in <TCP>: Stream is closed"))
+    assert _could_be_worker_loss(KilledWorker("shard-1", "tcp://w", 3))
     assert _could_be_worker_loss(ConnectionResetError())
+    try:  # the error a shard call raised, from a closed connection
+        try:
+            raise ConnectionResetError()
+        except OSError as exc:
+            raise RuntimeError("call failed") from exc
+    except RuntimeError as exc:
+        assert _could_be_worker_loss(exc)
     assert not _could_be_worker_loss(ValueError("bad counts"))
 
 
-def test_hybrid_storage_is_refused_on_a_cluster(kjv):
+class _Alive:
+    """A stand-in for the cluster's liveness check: reports the loss from its ``lost_at``-th
+    call on (never, for None)."""
+
+    def __init__(self, lost_at):
+        self.lost_at, self.calls = lost_at, 0
+
+    def __call__(self):
+        from sklearn_gpulda.dask._sampler import WorkerLost
+
+        self.calls += 1
+        if self.lost_at is not None and self.calls >= self.lost_at:
+            raise WorkerLost("a worker holding a shard left")
+
+
+def test_a_loss_reported_late_is_still_told_as_worker_lost(monkeypatch):
+    # The scheduler may cancel a call before it drops the dead worker: after a cancelled call
+    # the check is repeated until the loss is reported (or the grace time ends); after any
+    # other error it is made once.
+    from distributed.client import FutureCancelledError
+
+    from sklearn_gpulda.dask import _sampler
+
+    monkeypatch.setattr(_sampler, "LOSS_GRACE_S", 2.0)
+    fake = type("Fake", (), {})()
+    fake.check_alive = _Alive(lost_at=3)
+    with pytest.raises(_sampler.WorkerLost):
+        _sampler.DaskSampler._check_alive_after(fake, FutureCancelledError("k", "lost"))
+    assert fake.check_alive.calls == 3
+    fake.check_alive = _Alive(lost_at=None)
+    _sampler.DaskSampler._check_alive_after(fake, ValueError("bad counts"))
+    assert fake.check_alive.calls == 1
+    monkeypatch.setattr(_sampler, "LOSS_GRACE_S", 0.3)
+    _sampler.DaskSampler._check_alive_after(fake, FutureCancelledError("k", "lost"))
+    assert fake.check_alive.calls > 2  # retried through the grace time, then passed on
+
+
+def test_hybrid_storage_is_refused_on_a_cluster_and_the_model_stays(kjv):
     cluster, client = _cluster(1)
     with cluster, client:
-        model = LatentDirichletAllocation(client=client, word_topic_storage="hybrid", **PARAMS)
+        model = LatentDirichletAllocation(client=client, **dict(PARAMS, max_iter=3))
+        model.fit(kjv[:50])
+        before = model.components_.copy()
+        model.set_params(word_topic_storage="hybrid", random_state=1)
         with pytest.raises(ValueError, match="does not run on a Dask cluster"):
             model.fit(kjv[:50])
-        assert not hasattr(model, "components_")
+        np.testing.assert_array_equal(model.components_, before)

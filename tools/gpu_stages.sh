@@ -132,8 +132,8 @@ boxed_for() {  # boxed_for SECS CMD...: at most SECS seconds, and never past the
   timeout -k 10 "$secs" "$@"
 }
 
-budget() {  # budget MARGIN: seconds a benchmark may plan for, MARGIN inside the box
-  local b=$(($(left) - $1))
+budget() {  # budget MARGIN [SECS]: seconds a benchmark may plan for, MARGIN inside the box (or SECS)
+  local b=$((${2:-$(left)} - $1))
   ((b < 30)) && b=30
   echo "$b"
 }
@@ -296,7 +296,7 @@ stage_bench_hybrid() {
     if [[ $storage == dense ]]; then half=$(($(left) / 2)); else half=$(left); fi
     # shellcheck disable=SC2086  # HYBRID_TOPICS is a list of K
     boxed_for "$half" python3 benchmarks/bench_end_to_end.py --topics $HYBRID_TOPICS \
-      --sweeps 2 22 --storage "$storage" --budget-s $((half - 40)) \
+      --sweeps 2 22 --storage "$storage" --budget-s "$(budget 40 "$half")" \
       --json "$DIR/hybrid_${storage}.json" || rc=$?
   done
   return "$rc"

@@ -15,6 +15,7 @@ too, and makes the dense V x K table only for what reads it (beta's histogram, t
 """
 
 import asyncio
+import concurrent.futures
 import time
 
 import numpy as np
@@ -31,11 +32,15 @@ LOSS_GRACE_S = 10.0
 
 
 def _could_be_worker_loss(exc):
-    """Whether a shard call's error is of the kinds a dying worker causes (a cancelled future,
-    a closed connection, a killed worker)."""
-    names = {type(e).__name__ for e in (exc, exc.__cause__, exc.__context__) if e is not None}
-    return bool(names & {"FutureCancelledError", "CancelledError", "CommClosedError",
-                         "KilledWorker", "StreamClosedError"}) or isinstance(exc, OSError)
+    """Whether a shard call's error, or the error it came from, is of the kinds a dying worker
+    causes: a cancelled future (distributed's FutureCancelledError is a concurrent.futures
+    one), a closed connection (an OSError, as distributed's and tornado's are), a killed
+    worker."""
+    from distributed import KilledWorker  # only a Dask fit, with distributed there, gets here
+
+    kinds = (concurrent.futures.CancelledError, asyncio.CancelledError, OSError, KilledWorker)
+    return any(isinstance(e, kinds) for e in (exc, exc.__cause__, exc.__context__)
+               if e is not None)
 
 
 class WorkerLost(RuntimeError):
