@@ -64,20 +64,16 @@ def nytimes_counts(scale):
     return X[:, np.flatnonzero(X.getnnz(axis=0))].tocsr()
 
 
-#: ``word_topic_storage`` of every fit (``--storage``).
-STORAGE = {"storage": "auto"}
-
-
-def make_estimator(n_topics, n_sweeps, device, alpha):
-    options = {} if alpha is None else {"doc_topic_prior": alpha}
+def make_estimator(n_topics, n_sweeps, device, options):
+    """An estimator of the benchmark's fits; ``options``: other estimator parameters (the
+    prior, ``word_topic_storage``)."""
     return GPULatentDirichletAllocation(n_components=n_topics, max_iter=n_sweeps, random_state=0,
-                                        device=device, word_topic_storage=STORAGE["storage"],
-                                        **options)
+                                        device=device, **options)
 
 
-def timed_fit(X, n_topics, n_sweeps, device, alpha, track_peak):
+def timed_fit(X, n_topics, n_sweeps, device, options, track_peak):
     """Wall seconds of one fit from the outside, its ``fit_time_``, and the device peak in bytes."""
-    lda = make_estimator(n_topics, n_sweeps, device, alpha)
+    lda = make_estimator(n_topics, n_sweeps, device, options)
     with DevicePeak(track_peak) as peak:
         tic = time.perf_counter()
         lda.fit(X)
@@ -85,7 +81,7 @@ def timed_fit(X, n_topics, n_sweeps, device, alpha, track_peak):
     return wall, lda.fit_time_, peak.peak
 
 
-def stage_log(X, n_topics, n_sweeps, device, alpha):
+def stage_log(X, n_topics, n_sweeps, device, options):
     """Seconds of each stage of one fit (``sklearn_gpulda._stages``), with the device drained at
     every stage boundary so that queued work is charged where it was queued, and the bytes in
     use in CuPy's pool at the end of each; a separate fit, as the draining slows it a little.
@@ -100,7 +96,7 @@ def stage_log(X, n_topics, n_sweeps, device, alpha):
 
         sync = cupy.cuda.Device(device.index).synchronize
         in_use = cupy.get_default_memory_pool().used_bytes
-    lda = make_estimator(n_topics, n_sweeps, str(device), alpha)
+    lda = make_estimator(n_topics, n_sweeps, str(device), options)
     tic = time.perf_counter()
     with recording(sync, in_use) as log:
         lda.fit(X)
@@ -113,18 +109,20 @@ def stage_log(X, n_topics, n_sweeps, device, alpha):
     return log.seconds, log.in_use
 
 
-def measure_point(X, n_tokens, n_topics, sweeps, device, alpha_spec, warmup_docs):
+def measure_point(X, n_tokens, n_topics, sweeps, device, alpha_spec, warmup_docs, storage):
     """One (corpus, K) point: a warm-up fit, then fits of the two sweep counts."""
-    alpha = None if alpha_spec is None else alpha_for(alpha_spec, n_topics)
+    options = {"word_topic_storage": storage}
+    if alpha_spec is not None:
+        options["doc_topic_prior"] = alpha_for(alpha_spec, n_topics)
     on_gpu = device.kind == "cuda"
     tic = time.perf_counter()
-    timed_fit(X[:warmup_docs], n_topics, 2, str(device), alpha, False)
+    timed_fit(X[:warmup_docs], n_topics, 2, str(device), options, False)
     warmup = time.perf_counter() - tic
     n1, n2 = sweeps
-    wall1, _, _ = timed_fit(X, n_topics, n1, str(device), alpha, False)
-    wall2, inside2, peak = timed_fit(X, n_topics, n2, str(device), alpha, on_gpu)
+    wall1, _, _ = timed_fit(X, n_topics, n1, str(device), options, False)
+    wall2, inside2, peak = timed_fit(X, n_topics, n2, str(device), options, on_gpu)
     per_sweep = (wall2 - wall1) / (n2 - n1)
-    stages, in_use = stage_log(X, n_topics, n2, device, alpha)
+    stages, in_use = stage_log(X, n_topics, n2, device, options)
     return dict(
         K=n_topics, n_tokens=n_tokens, alpha=alpha_spec or "default", warmup_s=warmup, sweeps=[n1, n2],
         wall_s=[wall1, wall2], fixed_s=wall1 - n1 * per_sweep, per_sweep_ms=per_sweep * 1e3,
@@ -199,7 +197,6 @@ def main(argv=None):
                     help="the estimator's word_topic_storage (default auto)")
     ap.add_argument("--json", default=None, help="write every point here")
     args = ap.parse_args(argv)
-    STORAGE["storage"] = args.storage
     n1, n2 = args.sweeps
     if not 0 < n1 < n2:
         ap.error("--sweeps needs 0 < N1 < N2")
@@ -229,7 +226,8 @@ def main(argv=None):
             # The process's first fit of this size pays once for what later fits reuse (host
             # pages, memory pool growth, pinned buffers): timed apart, not in the points.
             tic = time.perf_counter()
-            timed_fit(X, args.topics[0], n1, str(device), None, False)
+            timed_fit(X, args.topics[0], n1, str(device), {"word_topic_storage": args.storage},
+                      False)
             corpus["first_fit_s"] = time.perf_counter() - tic
             print(f"  first fit of this size (K={args.topics[0]}, {n1} sweeps, not a point): "
                   f"{corpus['first_fit_s']:.2f} s")
@@ -242,7 +240,7 @@ def main(argv=None):
             tic = time.perf_counter()
             try:
                 point = measure_point(X, n_tokens, k, args.sweeps, device, args.alpha,
-                                      args.warmup_docs)
+                                      args.warmup_docs, args.storage)
             except (MemoryError, ValueError) as exc:  # too large for this device, or K refused
                 print(f"  K={k}: {type(exc).__name__}: {exc}")
                 continue
