@@ -129,8 +129,10 @@ ESTIMATOR_DOC = """Latent Dirichlet Allocation trained by sparsity-aware ESCA sa
         for frequent words and a small hash table of (topic, count) for each word with few
         tokens (ezLDA's scheme), which makes large ``n_components`` fit in far less GPU memory;
         it needs integer counts. Both give the same model, bit for bit. 'auto' chooses 'hybrid'
-        for integer counts from 4,096 topics on, or where the dense rows would not fit beside
-        the corpus, and 'dense' otherwise. Only 'auto' and 'dense' are accepted elsewhere
+        for integer counts from 4,096 topics on; below that it keeps the rows dense unless the
+        hybrid ones let the corpus stay on the GPU where the dense ones would make it stream
+        (``max_device_memory``), or keep averaging's running sum where the dense ones leave
+        no room for it. Only 'auto' and 'dense' are accepted elsewhere
         (the CPU engine, several GPUs, other algorithms), where the rows are dense.
 
     Attributes

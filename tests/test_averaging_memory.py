@@ -98,6 +98,44 @@ def test_averaging_is_reserved_as_the_fit_asks(corpus, storage):
     assert both[0].stream_tokens == both[1].stream_tokens < both[2].stream_tokens
 
 
+def _outcome(corpus, k, budget, averaging, storage):
+    """``(resident, averaging reserved)`` of a plan, or None where it is refused."""
+    try:
+        plan = _plan(corpus, k, budget, averaging, storage)
+    except MemoryError:
+        return None
+    return plan.stream_tokens is None, plan.averaging_reserved
+
+
+@pytest.mark.parametrize("averaging", AVERAGING)
+@pytest.mark.parametrize("k", [200, 1000])
+def test_auto_storage_takes_the_better_plan_at_every_budget(corpus, k, averaging):
+    # Against the two plans the storages would make on their own, at budgets from 1 to 60 MiB
+    # (KJV's layout is 5 MB, its build peak 28 MB; at K = 1,000 the dense B is 13 MB and the
+    # hybrid one 1.6 MB). Ranked: resident with the sum, resident without it (unless the sum
+    # is required), streamed with it, streamed without it; a tie goes to dense.
+    seen = set()
+    for mib in range(1, 61):
+        budget = mib << 20
+        dense = _outcome(corpus, k, budget, averaging, "dense")
+        rows = _outcome(corpus, k, budget, averaging, "hybrid")
+        auto = _outcome(corpus, k, budget, averaging, "auto")
+        ranked = sorted(((o, s) for o, s in ((dense, "dense"), (rows, "hybrid"))
+                         if o is not None),
+                        key=lambda p: (not p[0][0], not p[0][1], p[1] != "dense"))
+        expect = ranked[0][1] if ranked else None
+        if expect is None:
+            assert auto is None, mib
+        else:
+            assert auto == (dense if expect == "dense" else rows), (mib, dense, rows, auto)
+            chosen = _plan(corpus, k, budget, averaging, "auto")
+            assert chosen.hybrid == (expect == "hybrid"), (mib, dense, rows)
+            seen.add((expect, auto))
+    # The sweep passes through both storages, resident and streamed.
+    assert {s for s, _ in seen} == {"dense", "hybrid"}
+    assert {o[0] for _, o in seen} == {True, False}
+
+
 def test_the_fit_says_what_averaging_it_needs():
     from sklearn_gpulda import _fit
     from sklearn_gpulda._device import resolve_device

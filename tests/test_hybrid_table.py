@@ -155,8 +155,8 @@ def test_plan_of_a_real_corpus(kjv):
     freq = np.asarray(kjv.sum(axis=0)).ravel()
     asked = []
 
-    def fits(nbytes):
-        asked.append(nbytes)
+    def fits(dense, rows):
+        asked.append((dense, rows))
         return True
 
     hybrid, n_dense, offsets, dense_bytes = plan("dense", corpus, 4096, lambda: freq, fits)
@@ -169,8 +169,13 @@ def test_plan_of_a_real_corpus(kjv):
     slots = np.where(f > 0, np.maximum((3 * f + 1) // 2, 2), 0)
     assert n_dense == np.count_nonzero(slots > 2048) > 0
     assert offsets[-1] == slots[n_dense:].sum()
-    # 'auto' below 4,096 topics: hybrid only where the dense table does not fit.
-    assert plan("auto", corpus, 100, lambda: freq, fits)[0] is False and asked
-    assert plan("auto", corpus, 100, lambda: freq, lambda b: False)[0] is True
+    # 'auto' below 4,096 topics: hybrid only where the memory plan does not prefer the dense
+    # table, which it decides from both plans (n_dense, offsets, bytes).
+    assert plan("auto", corpus, 100, lambda: freq, fits)[0] is False
+    (dense, rows), = asked
+    assert dense[:2] == (kjv.shape[1], None) and dense[2] > kjv.shape[1] * 100 * 4
+    assert rows[0] < kjv.shape[1] and rows[1][-1] > 0 and rows[2] < dense[2]
+    assert plan("auto", corpus, 100, lambda: freq, lambda d, r: False)[0] is True
+    assert plan("auto", corpus, 4096, lambda: freq, lambda d, r: False)[0] is True
     fractional = tokens(kjv * 0.5)
     assert plan("auto", fractional, 8192, lambda: freq, fits)[0] is False

@@ -142,10 +142,11 @@ def check_storage(storage):
     return storage
 
 
-def resolve_storage(storage, integral, n_topics, dense_fits):
+def resolve_storage(storage, integral, n_topics, dense_preferred):
     """Whether a chain stores B hybrid: ``storage`` as asked ('dense', 'hybrid' or 'auto'), for
     a corpus of integer counts or not. 'auto' takes hybrid from
-    :data:`AUTO_HYBRID_MIN_TOPICS` topics on, or where the dense table does not fit."""
+    :data:`AUTO_HYBRID_MIN_TOPICS` topics on, and below that wherever the memory plan does not
+    prefer the dense table (``dense_preferred``, a bool or a callable asked only then)."""
     if check_storage(storage) == "dense":
         return False
     if not integral:
@@ -153,28 +154,29 @@ def resolve_storage(storage, integral, n_topics, dense_fits):
             raise ValueError("word_topic_storage='hybrid' needs integer counts: a rare word's "
                              "row holds integer counts of its tokens")
         return False
-    if storage == "hybrid":
+    if storage == "hybrid" or n_topics >= AUTO_HYBRID_MIN_TOPICS:
         return True
-    return n_topics >= AUTO_HYBRID_MIN_TOPICS or not dense_fits
+    return not (dense_preferred() if callable(dense_preferred) else dense_preferred)
 
 
-def plan(storage, corpus, n_topics, frequencies, dense_fits):
+def plan(storage, corpus, n_topics, frequencies, prefer_dense):
     """How a chain stores B for ``corpus``: ``(hybrid, n_dense, offsets, bytes)``.
 
-    ``frequencies()`` gives the words' frequencies (any order) and ``dense_fits(bytes)`` whether
-    a dense B of that many bytes fits beside the corpus (asked only for 'auto'). ``offsets``
-    (host int64) lay out the rare words' rows (None when dense); ``bytes`` counts B with the
-    topic totals' scratch and the K-vectors.
+    ``frequencies()`` gives the words' frequencies (any order). ``prefer_dense(dense, hybrid)``
+    says whether 'auto' keeps B dense, given both plans as ``(n_dense, offsets, bytes)``
+    (asked only where :func:`resolve_storage` leaves the choice to memory). ``offsets`` (host
+    int64) lay out the rare words' rows (None when dense); ``bytes`` counts B with the topic
+    totals' scratch and the K-vectors.
     """
     k, v = n_topics, corpus.n_words
     vectors = 5 * k * 8
-    dense = v * k * 4 + (-(-v // ROWS_PER_SLICE)) * k * 8 + vectors
+    dense = (v, None, v * k * 4 + (-(-v // ROWS_PER_SLICE)) * k * 8 + vectors)
     if storage == "dense" or v == 0:
-        return False, v, None, dense
+        return (False,) + dense
     n_dense, offsets = _hybrid_table.split_rows(-np.sort(-np.asarray(frequencies())), k)
-    fits = dense_fits(dense) if storage == "auto" else True
-    if not resolve_storage(storage, corpus.integral, k, fits):
-        return False, v, None, dense
     slice_rows = -(-max(n_dense, 1) // ROWS_PER_SLICE)
     nbytes = _hybrid_table.rows_bytes(n_dense, offsets, k) + slice_rows * k * 8 + vectors
-    return True, n_dense, offsets, int(nbytes)
+    rows = (n_dense, offsets, int(nbytes))
+    if not resolve_storage(storage, corpus.integral, k, lambda: prefer_dense(dense, rows)):
+        return (False,) + dense
+    return (True,) + rows

@@ -79,7 +79,7 @@ class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
     word_topic_storage : {'dense', 'hybrid', 'auto'}, default='dense'
         How B is stored: a dense (V, K) array, or dense rows for frequent words and small hash
         tables for rare ones (:mod:`.hybrid`; integer counts only). The chain is the same bit for
-        bit; 'auto' decides at load (:func:`.hybrid.resolve_storage`).
+        bit; 'auto' decides at load (:func:`.sparse_memory.table_plan`).
     averaging : {'required', 'optional', 'none'}, default='optional'
         Whether the memory plan keeps room for averaging's running sum (:mod:`.sparse_memory`):
         always (a corpus that fits only without it is streamed), where it fits, or not at all.
@@ -132,9 +132,9 @@ class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
         """Device bytes a chain on ``corpus`` holds, and the peak while building the layout
         (``table_plan``: :func:`.sparse_memory.table_plan`'s answer, when already made)."""
         k = self.n_topics
-        layout, layout_peak = chunk_bytes(corpus, k, self.max_chunk_tokens)
+        layout, layout_peak = sizes = chunk_bytes(corpus, k, self.max_chunk_tokens)
         if table_plan is None:
-            table_plan = sparse_memory.table_plan(self, corpus, layout)
+            table_plan = sparse_memory.table_plan(self, corpus, sizes)
         table = table_plan[3] + self._leaf_scratch_bytes()
         # The table is allocated once the layout's build scratch is gone.
         return int(layout + table), int(max(layout_peak, layout + table))

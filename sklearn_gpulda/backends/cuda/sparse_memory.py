@@ -37,23 +37,81 @@ def check_averaging(averaging):
     return averaging
 
 
-def table_plan(sampler, corpus, layout_bytes=None):
-    """How B is stored for ``corpus`` (:func:`.hybrid.plan`): 'auto' takes the dense table
-    only where it fits the budget beside the layout."""
-    def dense_fits(dense_bytes):
-        layout = layout_bytes
-        if layout is None:
-            layout = chunk_bytes(corpus, sampler.n_topics, sampler.max_chunk_tokens)[0]
-        return layout + dense_bytes <= sampler._memory_budget()
+def table_plan(sampler, corpus, layout=None):
+    """How B is stored for ``corpus`` (:func:`.hybrid.plan`). Below
+    :data:`.hybrid.AUTO_HYBRID_MIN_TOPICS` topics 'auto' keeps B dense where the corpus then
+    stays on the device, or else where it streams either way and the dense table leaves room
+    for chunks and averaging's sum (:func:`dense_preferred`); the hash rows serve only where
+    they save the corpus its streaming, or the fit its averaging."""
+    def prefer_dense(dense, rows):
+        sizes = layout
+        if sizes is None:
+            sizes = chunk_bytes(corpus, sampler.n_topics, sampler.max_chunk_tokens)
+        return dense_preferred(sampler, corpus, sizes, dense, rows)
 
     plan = hybrid.plan(sampler.word_topic_storage, corpus, sampler.n_topics,
-                       lambda: sampler._frequencies(corpus), dense_fits)
+                       lambda: sampler._frequencies(corpus), prefer_dense)
     if plan[0] and sampler.word_frequencies is not None:
         # A rare row is sized by its word's tokens; frequencies from elsewhere (a shard's
         # whole corpus) could undercount the loaded corpus's, and a full row drops tokens.
         raise ValueError("hybrid word-topic storage sizes its rows by the loaded corpus's own "
                          "word frequencies; a chain given word_frequencies stores B dense")
     return plan
+
+
+def dense_preferred(sampler, corpus, layout, dense, rows):
+    """Whether 'auto' keeps B dense, given the dense and hybrid plans ``(n_dense, offsets,
+    bytes)`` and the resident layout's bytes and build peak (:func:`.layout.chunk_bytes`). In this order: the storage with which the corpus
+    stays on the device beside averaging's sum (where the fit averages), dense first; the one
+    with which it stays without the sum; and where both stream, dense unless it leaves no room
+    for chunks, or none for the sum where the hybrid table does. Chains given
+    ``word_frequencies`` keep it dense (hybrid rows need the loaded corpus's own)."""
+    if sampler.word_frequencies is not None:
+        return True
+    budget = sampler._memory_budget()
+    k = sampler.n_topics
+
+    def resident(plan, hybrid_b, with_sum):
+        # As estimate_bytes counts a chain's peak: the table comes after the build's scratch.
+        held = layout[0] + plan[2] + sampler._leaf_scratch_bytes()
+        extra = _sum_bytes(corpus, k, hybrid_b, *plan[:2]) if with_sum else 0
+        return max(layout[1], held) + extra <= budget
+
+    # A required sum must fit; an optional one is given up before the corpus's residence.
+    for with_sum in {"required": (True,), "optional": (True, False)}.get(sampler.averaging,
+                                                                          (False,)):
+        if resident(dense, False, with_sum):
+            return True
+        if resident(rows, True, with_sum):
+            return False
+    dense_stream = _streams(sampler, corpus, False, *dense)
+    if dense_stream is None:
+        return False
+    if dense_stream or sampler.averaging == "none":
+        return True
+    return not _streams(sampler, corpus, True, *rows)
+
+
+def _streams(sampler, corpus, hybrid_b, n_dense, offsets, table_bytes):
+    """Whether averaging's sum is reserved when ``corpus`` streams with this B (None where
+    chunks do not fit at all)."""
+    k = sampler.n_topics
+    try:
+        return plan_stream(
+            corpus, k, sampler._memory_budget(), sampler.averaging,
+            _sum_bytes(corpus, k, hybrid_b, n_dense, offsets),
+            max_chunk_tokens=sampler.max_chunk_tokens, gpu=sampler._index,
+            scratch_bytes=sampler._leaf_scratch_bytes(),
+            table_bytes=table_bytes if hybrid_b else None)[2]
+    except MemoryError:
+        return None
+
+
+def _sum_bytes(corpus, n_topics, hybrid_b, n_dense, offsets):
+    """Device bytes planned for averaging's running sum of a B stored this way."""
+    if hybrid_b:
+        return hybrid.sum_bytes(n_dense, offsets, n_topics)
+    return corpus.n_words * n_topics * 8
 
 
 def load_plan(sampler, corpus):
@@ -71,8 +129,7 @@ def load_plan(sampler, corpus):
     hybrid_b, n_dense, offsets, table_bytes = table
     budget = sampler._memory_budget()
     averaging = sampler.averaging
-    sum_bytes = (hybrid.sum_bytes(n_dense, offsets, k) if hybrid_b
-                 else corpus.n_words * k * 8)
+    sum_bytes = _sum_bytes(corpus, k, hybrid_b, n_dense, offsets)
     if peak + (sum_bytes if averaging == "required" else 0) <= budget:
         return LoadPlan(hybrid_b, n_dense, offsets, table_bytes, None, None,
                         averaging != "none" and peak + sum_bytes <= budget, peak)
