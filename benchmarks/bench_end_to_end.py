@@ -1,12 +1,14 @@
 """Whole ``fit`` calls as a user sees them: fixed cost, time per sweep, Mtoken/s, device peak.
 
 Corpus: ``datasets.make_lda_corpus(shape="nytimes", n_topics=100, random_state=0,
-scale=--scale)`` (300,000 documents and about 100 M tokens at scale 1), without the words no
-document uses (a vectoriser never emits those); with ``--stack 1 7`` also the same documents
+scale=--scale, alpha=--doc-alpha)`` (300,000 documents and about 100 M tokens at scale 1;
+documents of about 30 distinct topics at the default 0.1, about 8 at 0.015, which the printed
+expectation says), without the words no document uses (a vectoriser never emits those); with ``--stack 1 7`` also the same documents
 stacked 7 times (about 700 M tokens), to see what grows with the corpus. For each corpus and each
 K of ``--topics``, ``GPULatentDirichletAllocation(n_components=K, max_iter=n, random_state=0)``
 is fitted on host (SciPy) counts and timed from the outside with a wall clock, for the two sweep
-counts n1 < n2 of ``--sweeps``; every other parameter is the estimator's default. A warm-up fit
+counts n1 < n2 of ``--sweeps``, and for the default number of sweeps (the fit a user who sets
+only K waits for); every other parameter is the estimator's default. A warm-up fit
 at the same K on the first ``--warmup-docs`` documents comes first, so that loading (or NVRTC
 compiling) the kernels is not counted. Then::
 
@@ -52,16 +54,26 @@ from _bench_common import ALPHA_HELP, DevicePeak, alpha_for  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda._device import describe_device, resolve_device  # noqa: E402
+from sklearn_gpulda._fit import resolve_max_iter  # noqa: E402
 from sklearn_gpulda._stages import recording  # noqa: E402
 from sklearn_gpulda.datasets import make_lda_corpus  # noqa: E402
 
 DEFAULT_TOPICS = [100, 1000, 10000, 32768]
 
 
-def nytimes_counts(scale):
-    """The NYTimes-shaped counts, without the words no document uses."""
-    X = make_lda_corpus(shape="nytimes", n_topics=100, random_state=0, scale=scale).data.tocsr()
-    return X[:, np.flatnonzero(X.getnnz(axis=0))].tocsr()
+def nytimes_counts(scale, doc_alpha=0.1):
+    """The NYTimes-shaped counts, without the words no document uses, and the expected number
+    of distinct topics per document, ``sum_k 1 - (1 - theta_dk) ** N_d`` averaged over
+    documents (what sets the length of a row of A, and so the sampler's cost)."""
+    data = make_lda_corpus(shape="nytimes", n_topics=100, random_state=0, scale=scale,
+                           alpha=doc_alpha)
+    X = data.data.tocsr()
+    lengths = np.asarray(X.sum(axis=1), dtype=np.float64)
+    topics = 0.0
+    for lo in range(0, X.shape[0], 50_000):  # (block, 100) float64 at a time
+        theta = np.asarray(data.doc_topic[lo:lo + 50_000], dtype=np.float64)
+        topics += float((1.0 - (1.0 - theta) ** lengths[lo:lo + 50_000]).sum())
+    return X[:, np.flatnonzero(X.getnnz(axis=0))].tocsr(), topics / max(X.shape[0], 1)
 
 
 def make_estimator(n_topics, n_sweeps, device, options):
@@ -121,11 +133,14 @@ def measure_point(X, n_tokens, n_topics, sweeps, device, alpha_spec, warmup_docs
     n1, n2 = sweeps
     wall1, _, _ = timed_fit(X, n_topics, n1, str(device), options, False)
     wall2, inside2, peak = timed_fit(X, n_topics, n2, str(device), options, on_gpu)
+    # What a user who sets nothing but K waits for: the default number of sweeps.
+    wall_default, _, _ = timed_fit(X, n_topics, None, str(device), options, False)
     per_sweep = (wall2 - wall1) / (n2 - n1)
     stages, in_use = stage_log(X, n_topics, n2, device, options)
     return dict(
         K=n_topics, n_tokens=n_tokens, alpha=alpha_spec or "default", warmup_s=warmup, sweeps=[n1, n2],
-        wall_s=[wall1, wall2], fixed_s=wall1 - n1 * per_sweep, per_sweep_ms=per_sweep * 1e3,
+        wall_s=[wall1, wall2], default_fit_s=wall_default,
+        default_sweeps=resolve_max_iter(None, device.kind), fixed_s=wall1 - n1 * per_sweep, per_sweep_ms=per_sweep * 1e3,
         mtok_s=n_tokens / per_sweep / 1e6 if per_sweep > 0 else float("nan"),
         outside_fit_time_s=wall2 - inside2,
         peak_gb=peak / 1e9 if on_gpu else None,
@@ -142,7 +157,8 @@ def point_line(p):
         f"  K={p['K']:6d}: fixed {p['fixed_s']:6.2f} s, {p['per_sweep_ms']:8.2f} ms/sweep "
         f"({p['mtok_s']:8.1f} Mtoken/s), outside fit_time_ {p['outside_fit_time_s']:5.2f} s"
         f"{peak}; fits of {p['sweeps'][0]}/{p['sweeps'][1]} sweeps "
-        f"{p['wall_s'][0]:.2f}/{p['wall_s'][1]:.2f} s, warm-up {p['warmup_s']:.1f} s\n"
+        f"{p['wall_s'][0]:.2f}/{p['wall_s'][1]:.2f} s, warm-up {p['warmup_s']:.1f} s; "
+        f"a default fit ({p['default_sweeps']} sweeps) {p['default_fit_s']:.2f} s\n"
         + stage_lines(p["stages_s"], p["sweeps"][1], p["stage_in_use_bytes"], p["n_tokens"])
     )
 
@@ -186,6 +202,9 @@ def main(argv=None):
                     help="the two sweep counts (default 10 110)")
     ap.add_argument("--alpha", default=None,
                     help=ALPHA_HELP + " (default: the estimator's, 'auto')")
+    ap.add_argument("--doc-alpha", type=float, default=0.1,
+                    help="the generator's document-topic concentration per topic (default 0.1: "
+                         "about 30 distinct topics per document; 0.015: about 8)")
     ap.add_argument("--device", default="cuda", help="the estimator's device (default cuda)")
     ap.add_argument("--warmup-docs", type=int, default=2000,
                     help="documents of the warm-up fit (default 2000)")
@@ -211,9 +230,11 @@ def main(argv=None):
     results = dict(device=describe_device(device), args=vars(args), corpora=[])
 
     tic = time.perf_counter()
-    base = nytimes_counts(args.scale)
+    base, doc_topics = nytimes_counts(args.scale, args.doc_alpha)
+    results["expected_topics_per_doc"] = doc_topics
     print(f"corpus: make_lda_corpus(shape='nytimes', n_topics=100, random_state=0, "
-          f"scale={args.scale}), {time.perf_counter() - tic:.1f} s")
+          f"scale={args.scale}, alpha={args.doc_alpha}), {time.perf_counter() - tic:.1f} s, "
+          f"{doc_topics:.1f} distinct topics per document expected")
     last = 0.0  # duration of the last point: what the next one is expected to take at least
     for copies in args.stack:
         X = base if copies == 1 else sp.vstack([base] * copies, format="csr")
