@@ -5,7 +5,8 @@ Corpus: the NYTimes shape (``make_lda_corpus(shape='nytimes')``, about 100 M tok
 (learned priors, averaging) and ``--sweeps`` sweeps: one with no memory budget, held on the
 device, and one with ``max_device_memory`` set to ``--fraction`` of what the held fit needs (the
 sparse sampler's own estimate), which streams the chunks from pinned host memory. Printed per
-fit: the wall time, the seconds before the first sweep, the median time of sweeps 3 onwards
+fit: the word-topic storage 'auto' chose and the fit's warnings, the wall time, the seconds
+before the first sweep, the median time of sweeps 3 onwards
 (each timed with the device drained), the chunks streamed, the peak of CuPy's memory pool (the
 pinned host memory is not in it); then the
 streamed/held throughput ratio and whether ``components_``, the priors and ``bound_`` are
@@ -58,12 +59,22 @@ def main(argv=None):
         sampler = CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, resolve_device("cuda"))
         _, need = sampler.estimate_bytes(tokens(X))
         budget = int(need * args.fraction)
-        held, h = budget_fit(X, k, args.sweeps, None)
+        storage = {}
+
+        def seen(name):
+            def on_load(sampler):
+                storage[name] = "hybrid" if sampler.hybrid else "dense"
+            return on_load
+
+        held, h = budget_fit(X, k, args.sweeps, None, on_load=seen("held"))
         print(f"K={k}: held stages (s): {h['stages']}")
         print(f"K={k}: held     {h['sweep_ms']:8.1f} ms/sweep, wall {h['wall_s']:.1f} s, "
               f"{h['setup_s']:.1f} s before sweeping, peak {h['peak_gb']:.1f} "
               f"GB (need {need / 1e9:.1f} GB)", flush=True)
-        streamed, s = budget_fit(X, k, args.sweeps, budget)
+        streamed, s = budget_fit(X, k, args.sweeps, budget, on_load=seen("streamed"))
+        print(f"K={k}: word-topic storage held {storage.get('held')}, streamed "
+              f"{storage.get('streamed')}; warnings held {h['warnings']}, streamed "
+              f"{s['warnings']}", flush=True)
         print(f"K={k}: streamed stages (s): {s['stages']}")
         print(f"K={k}: streamed {s['sweep_ms']:8.1f} ms/sweep, wall {s['wall_s']:.1f} s, "
               f"{s['setup_s']:.1f} s before sweeping, peak {s['peak_gb']:.1f} "
@@ -80,7 +91,8 @@ def main(argv=None):
         ratio = h["sweep_ms"] / s["sweep_ms"]
         print(f"K={k}: streamed throughput {ratio:.0%} of held; same model: {same}", flush=True)
         points.append(dict(k=k, n_tokens=n_tokens, need_bytes=need, budget_bytes=budget,
-                           held=h, streamed=s, ratio=ratio, same_model=bool(same)))
+                           held=h, streamed=s, ratio=ratio, same_model=bool(same),
+                           storage=storage))
         del streamed, held
     if args.json:
         with open(args.json, "w") as f:
