@@ -11,6 +11,7 @@
 
 #include "entry.cuh"
 #include "rare_rows.cuh"
+#include "tree.cuh"
 #include "warp.cuh"
 
 namespace gpulda {
@@ -462,6 +463,19 @@ extern "C" __global__ void prior_row(const double* __restrict__ denom, double be
                                      float* __restrict__ prior) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k < n_topics) prior[k] = static_cast<float>(__ddiv_rn(__dadd_rn(0.0, beta), denom[k]));
+}
+
+// ---------------------------------------------------------------------------------------------
+// prior_levels: the first levels of the prior row's tree over alpha_k * prior[k] (tree.cuh,
+// reference_levels), which the hybrid sampler patches for each rare word instead of building
+// its tree over all K leaves: tile totals, their group-local running sums, group totals.
+// Launch: one block of a multiple of 32 threads (1,024). [in] prior (K float32), alpha (K
+// float32); [out] levels (2 tree_tiles(K) + tree_groups(K) float32), in that order.
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void prior_levels(const float* __restrict__ prior, const float* __restrict__ alpha,
+                                        int n_topics, float* __restrict__ levels) {
+  const int n_tiles = gpulda::tree_tiles(n_topics);
+  gpulda::reference_levels(prior, alpha, n_topics, levels, levels + n_tiles, levels + 2 * n_tiles);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -60,12 +60,37 @@ struct ChunkTokens {
   long long t0;          // canonical index of the chunk's first token
 };
 
+// A rare word's occupied topics (hybrid storage) written into a leaf row that holds the prior's
+// values (restore = false), or the prior's values written back (restore = true); the tiles
+// written are flagged in `touched` (bit t % 32 of word t / 32). Whole block, no barrier.
+__device__ __forceinline__ void rare_leaves(float* leaf, const BhatSource& src, int v, unsigned* touched,
+                                            bool restore) {
+  const long long o0 = src.rare_off[v - src.n_dense], o1 = src.rare_off[v - src.n_dense + 1];
+  for (long long i = o0 + threadIdx.x; i < o1; i += blockDim.x) {
+    const unsigned s = src.rare[i];
+    if (s == 0u) continue;
+    const int k = static_cast<int>(rare_slot_topic(s));
+    if (restore) {
+      leaf[k] = src.prior[k];
+    } else {
+      leaf[k] = static_cast<float>(__ddiv_rn(static_cast<double>(rare_slot_count(s)) + src.beta, src.denom[k]));
+      atomicOr(touched + k / (kWarp * kWarp), 1u << ((k / kWarp) % kWarp));
+    }
+  }
+}
+
 // Persistent-block loop over work items. `Body(item, tree, leaf)` handles one item's tokens.
 // kLargeK: the word's Bhat row (K floats: 256 KB at K = 65,536, more than a block's shared memory)
 // goes to the block's own row of `leaf_scratch` (gridDim.x x K floats in global memory), where
 // the per-token gathers find it in L1 or L2; levels 1-2 of the tree stay in shared memory, and
 // level 1 may span several windows of 32 groups. Never read through the non-coherent path: the
 // row is rewritten for every item.
+// kHybrid: a rare word's row is the prior's row but for its few occupied topics, so the block
+// keeps the prior's row between rare items and patches it: the occupied cells written, the tree
+// redone only over their tiles from the prior's levels (patch_tree, the same floats as a full
+// build), and the cells written back after the item. A rare item then costs about its slots
+// and K / 32 tiles instead of K leaves (ezLDA's rare words are most of a large vocabulary);
+// dense items, which come first (decreasing frequency), overwrite the row.
 template <bool kLargeK, bool kHybrid, typename Body>
 __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, int n_items, int* counter,
                                               const BhatSource& src, const float* __restrict__ alpha,
@@ -75,16 +100,47 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
   float* l2 = kLargeK ? smem : leaf + n_topics;
   float* l1 = l2 + tree_tiles(n_topics);
   __shared__ int s_item;
+  __shared__ unsigned touched[kHybrid ? kMaxTopics / (kWarp * kWarp) : 1];
+  __shared__ bool s_leaf_is_prior;  // the row holds the prior's values (kept in shared memory:
+                                    // no register stays live across the token loop for it)
+  if (kHybrid) {
+    for (int i = threadIdx.x; i < tree_groups(n_topics); i += blockDim.x) touched[i] = 0u;
+    if (threadIdx.x == 0) s_leaf_is_prior = false;
+  }
   for (;;) {
     if (threadIdx.x == 0) s_item = atomicAdd(counter, 1);
     __syncthreads();
     const int it = s_item;
     if (it >= n_items) break;
     const Item item = items[it];
-    load_bhat_row<kHybrid>(leaf, src, item.word, n_topics);
-    __syncthreads();
-    const auto tree = build_tree<kLargeK>(leaf, l2, l1, alpha, n_topics);
+    WordTreeT<kLargeK> tree;
+    if (kHybrid && src.fixed == nullptr && item.word >= src.n_dense) {
+      if (!s_leaf_is_prior) {
+        for (int k = threadIdx.x; k < n_topics; k += blockDim.x) leaf[k] = src.prior[k];
+        __syncthreads();
+        if (threadIdx.x == 0) s_leaf_is_prior = true;
+      }
+      rare_leaves(leaf, src, item.word, touched, false);
+      __syncthreads();
+      const float* ref = src.prior + n_topics;
+      const int n_tiles = tree_tiles(n_topics);
+      tree = patch_tree<kLargeK>(leaf, l2, l1, alpha, n_topics, touched, ref, ref + n_tiles, ref + 2 * n_tiles);
+    } else {
+      load_bhat_row<kHybrid>(leaf, src, item.word, n_topics);
+      if (kHybrid && threadIdx.x == 0) s_leaf_is_prior = false;
+      __syncthreads();
+      tree = build_tree<kLargeK>(leaf, l2, l1, alpha, n_topics);
+    }
     body(item, tree, leaf);
+    if (kHybrid && src.fixed == nullptr) {
+      // The word again from memory rather than kept in a register through the token loop.
+      const int v = items[s_item].word;
+      if (v >= src.n_dense) {
+        __syncthreads();
+        rare_leaves(leaf, src, v, touched, true);
+        for (int i = threadIdx.x; i < tree_groups(n_topics); i += blockDim.x) touched[i] = 0u;
+      }
+    }
     __syncthreads();  // the next item overwrites the table and s_item
   }
 }
@@ -149,8 +205,9 @@ using gpulda::Item;
 //       (K float64) in training, or bhat (V x K float32) with topics fixed (B = nullptr);
 //       alpha (K float32), the per-topic document-topic prior. Hybrid storage (rare_rows.cuh):
 //       B holds the first n_dense words' rows, rare (uint32 slots) and rare_off (V - n_dense + 1
-//       int64) the others', prior (K float32) = beta / denom (counts.cu, prior_row); with all
-//       words dense, n_dense = V and the three are nullptr.
+//       int64) the others', prior = beta / denom (K float32, counts.cu prior_row) followed by
+//       its tree's first levels (2 tree_tiles(K) + tree_groups(K) float32, counts.cu
+//       prior_levels); with all words dense, n_dense = V and the three are nullptr.
 // sample_tokens_*_large (K > 32,768, or a table too large for shared memory): the same, with
 //       dynamic shared memory tree_upper_floats(K) * 4 bytes and leaf_scratch (gridDim.x x K
 //       float32, contents ignored) holding each block's Bhat row; the others take nullptr.
@@ -181,11 +238,14 @@ using gpulda::Item;
 #else
 #define GPULDA_SAMPLE_LARGE_REGS(PACKED) GPULDA_SAMPLE_REGS(PACKED)
 #endif
-// The hybrid-storage samplers (a rare word's own count found by probing its row) take 40 on sm_80
-// and sm_90 (36 spills on sm_90); on sm_86 and sm_89 the packed ones 40 and the wide ones 48; the
-// large-K caps elsewhere.
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900 || __CUDA_ARCH__ == 800)
-#define GPULDA_SAMPLE_HYBRID_REGS(PACKED) 40
+// The hybrid-storage samplers (a rare word's own count found by probing its row, its tree patched
+// from the prior's) take 40 for packed rows on sm_80 and sm_90 (36 spills on sm_90); wide rows
+// (documents of 65,536 tokens or more, rare) take 48 on sm_80, sm_86 and sm_89 and 56 on sm_90
+// (48 spills there); the large-K caps on older GPUs.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define GPULDA_SAMPLE_HYBRID_REGS(PACKED) ((PACKED) ? 40 : 56)
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
+#define GPULDA_SAMPLE_HYBRID_REGS(PACKED) ((PACKED) ? 40 : 48)
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ > 800
 #define GPULDA_SAMPLE_HYBRID_REGS(PACKED) ((PACKED) ? 40 : 48)
 #else

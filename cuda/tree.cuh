@@ -79,34 +79,34 @@ struct WordTreeT {
 };
 using WordTree = WordTreeT<false>;
 
-// Builds levels 1-2 over leaves already written (shared memory, or the block's global row, made
-// visible by the caller's __syncthreads). Whole block; ends with __syncthreads. `l2` receives
-// level 2 (tree_tiles(K) floats), `l1` level 1 (tree_level1(K) floats); `alpha` is K floats.
-template <bool kWide = false>
-__device__ __forceinline__ WordTreeT<kWide> build_tree(const float* leaf, float* l2, float* l1,
-                                               const float* __restrict__ alpha, int n_topics) {
+// Warp: tile j's total, the scan of its terms that the query repeats (every lane gets it).
+__device__ __forceinline__ float tile_total(const float* leaf, const float* __restrict__ alpha, int n_topics,
+                                            int j) {
+  const int k = j * kWarp + lane_id();
+  const float s = warp_inclusive_scan(k < n_topics ? prior_term(alpha, leaf, k) : 0.0f);
+  return __shfl_sync(kFullMask, s, kWarp - 1);
+}
+
+// Warp: group g's running sums of the tile totals in `tiles`, written to `local` (which may be
+// `tiles`); returns the group's total (every lane).
+__device__ __forceinline__ float group_scan(const float* tiles, float* local, int n_tiles, int g) {
+  const int j = g * kWarp + lane_id();
+  const float s = warp_inclusive_scan(j < n_tiles ? tiles[j] : 0.0f);
+  __syncwarp();
+  if (j < n_tiles) local[j] = s;
+  return __shfl_sync(kFullMask, s, kWarp - 1);
+}
+
+// Levels 1-2 from the group-local running sums in l2 and the group totals in l1 (made visible
+// by the caller's __syncthreads): level 1 scanned, level 2 offset by the groups before. Whole
+// block; ends with __syncthreads.
+template <bool kWide>
+__device__ __forceinline__ WordTreeT<kWide> finish_tree(const float* leaf, float* l2, float* l1,
+                                                const float* __restrict__ alpha, int n_topics) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
-  const int n_warps = blockDim.x / kWarp;
   const int n_tiles = tree_tiles(n_topics);
   const int n_groups = tree_groups(n_topics);
-  // Tile totals: the same scan the query repeats, so a tile's total is the query's last run value
-  // relative to its base.
-  for (int j = warp; j < n_tiles; j += n_warps) {
-    const int k = j * kWarp + lane;
-    const float s = warp_inclusive_scan(k < n_topics ? prior_term(alpha, leaf, k) : 0.0f);
-    if (lane == kWarp - 1) l2[j] = s;
-  }
-  __syncthreads();
-  // Group-local running sums of tile totals; group totals into level 1.
-  for (int g = warp; g < n_groups; g += n_warps) {
-    const int j = g * kWarp + lane;
-    const float s = warp_inclusive_scan(j < n_tiles ? l2[j] : 0.0f);
-    __syncwarp();
-    if (j < n_tiles) l2[j] = s;
-    if (lane == kWarp - 1) l1[g] = s;
-  }
-  __syncthreads();
   if (warp == 0) {
     // Window by window, the previous windows' total carried in; the narrow tree has one window.
     float carry = 0.0f;
@@ -126,6 +126,94 @@ __device__ __forceinline__ WordTreeT<kWide> build_tree(const float* leaf, float*
   }
   __syncthreads();
   return WordTreeT<kWide>{leaf, l2, l1, alpha, n_topics};
+}
+
+// Builds levels 1-2 over leaves already written (shared memory, or the block's global row, made
+// visible by the caller's __syncthreads). Whole block; ends with __syncthreads. `l2` receives
+// level 2 (tree_tiles(K) floats), `l1` level 1 (tree_level1(K) floats); `alpha` is K floats.
+template <bool kWide = false>
+__device__ __forceinline__ WordTreeT<kWide> build_tree(const float* leaf, float* l2, float* l1,
+                                               const float* __restrict__ alpha, int n_topics) {
+  const int lane = lane_id();
+  const int warp = threadIdx.x / kWarp;
+  const int n_warps = blockDim.x / kWarp;
+  const int n_tiles = tree_tiles(n_topics);
+  const int n_groups = tree_groups(n_topics);
+  for (int j = warp; j < n_tiles; j += n_warps) {
+    const float t = tile_total(leaf, alpha, n_topics, j);
+    if (lane == 0) l2[j] = t;
+  }
+  __syncthreads();
+  for (int g = warp; g < n_groups; g += n_warps) {
+    const float t = group_scan(l2, l2, n_tiles, g);
+    if (lane == 0) l1[g] = t;
+  }
+  __syncthreads();
+  return finish_tree<kWide>(leaf, l2, l1, alpha, n_topics);
+}
+
+// The first two levels of a reference row's tree (the prior's, beta / denom, which a rare word's
+// row equals outside its occupied topics): tile totals, group-local running sums of them and
+// group totals, each as build_tree computes it. Whole block; ends with __syncthreads.
+__device__ __forceinline__ void reference_levels(const float* leaf, const float* __restrict__ alpha,
+                                                 int n_topics, float* tiles, float* local, float* groups) {
+  const int lane = lane_id();
+  const int warp = threadIdx.x / kWarp;
+  const int n_warps = blockDim.x / kWarp;
+  const int n_tiles = tree_tiles(n_topics);
+  for (int j = warp; j < n_tiles; j += n_warps) {
+    const float t = tile_total(leaf, alpha, n_topics, j);
+    if (lane == 0) tiles[j] = t;
+  }
+  __syncthreads();
+  for (int g = warp; g < tree_groups(n_topics); g += n_warps) {
+    const float t = group_scan(tiles, local, n_tiles, g);
+    if (lane == 0) groups[g] = t;
+  }
+  __syncthreads();
+}
+
+// build_tree's result, bit for bit, over leaves that equal the reference row's (whose levels
+// reference_levels gave) except in the tiles flagged in `touched` (bit t % 32 of word t / 32,
+// so word g flags group g's tiles): only the flagged tiles are scanned again and only their
+// groups' running sums redone; the other groups' are copied. Same floats, same order: every
+// value is computed from the same inputs by the same code as in build_tree. Whole block;
+// `touched` visible (the caller's __syncthreads); ends with __syncthreads.
+template <bool kWide = false>
+__device__ __forceinline__ WordTreeT<kWide> patch_tree(const float* leaf, float* l2, float* l1,
+                                               const float* __restrict__ alpha, int n_topics,
+                                               const unsigned* touched, const float* __restrict__ ref_tiles,
+                                               const float* __restrict__ ref_local,
+                                               const float* __restrict__ ref_groups) {
+  const int lane = lane_id();
+  const int warp = threadIdx.x / kWarp;
+  const int n_warps = blockDim.x / kWarp;
+  const int n_tiles = tree_tiles(n_topics);
+  const int n_groups = tree_groups(n_topics);
+  // Tile totals of the touched groups only (the others' running sums are copied below).
+  for (int j = warp; j < n_tiles; j += n_warps) {
+    const unsigned flags = touched[j / kWarp];
+    if (flags == 0u) continue;  // warp-uniform
+    if ((flags >> (j % kWarp)) & 1u) {
+      const float t = tile_total(leaf, alpha, n_topics, j);
+      if (lane == 0) l2[j] = t;
+    } else if (lane == 0) {
+      l2[j] = ref_tiles[j];
+    }
+  }
+  __syncthreads();
+  for (int g = warp; g < n_groups; g += n_warps) {
+    if (touched[g] != 0u) {
+      const float t = group_scan(l2, l2, n_tiles, g);
+      if (lane == 0) l1[g] = t;
+    } else {
+      const int j = g * kWarp + lane;
+      if (j < n_tiles) l2[j] = ref_local[j];
+      if (lane == 0) l1[g] = ref_groups[g];
+    }
+  }
+  __syncthreads();
+  return finish_tree<kWide>(leaf, l2, l1, alpha, n_topics);
 }
 
 }  // namespace gpulda

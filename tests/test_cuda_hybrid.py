@@ -208,3 +208,47 @@ def test_hybrid_is_refused_where_it_does_not_apply():
     with pytest.raises(ValueError, match="one GPU"):
         GPULatentDirichletAllocation(n_components=8, max_iter=2, device="cuda",
                                      algorithm="minibatch", word_topic_storage="hybrid").fit(X)
+
+
+def _warp_scans(values):
+    """Inclusive scans of rows of 32 float32 values in the order of ``cuda/warp.cuh``'s
+    warp_inclusive_scan (Hillis-Steele: offsets 1, 2, 4, 8, 16, each add rounded on its own)."""
+    v = values.astype(np.float32).copy()
+    off = 1
+    while off < 32:
+        shifted = np.zeros_like(v)
+        shifted[:, off:] = v[:, :-off]
+        v = np.where(np.arange(32) >= off, v + shifted, v).astype(np.float32)
+        off *= 2
+    return v
+
+
+@pytest.mark.parametrize("n_topics", [1000, 40_000])
+def test_prior_tables_are_the_trees_first_levels(n_topics):
+    # The levels the sampler patches each rare word's tree from (counts.cu prior_levels) must
+    # be build_tree's over the prior row, float for float: tile totals, their running sums
+    # within each group of 32 tiles, group totals.
+    import cupy as cp
+
+    from sklearn_gpulda.backends.cuda import hybrid
+
+    rng = np.random.default_rng(0)
+    k = n_topics
+    denom = cp.asarray(rng.uniform(50.0, 5e4, k))
+    alpha = rng.uniform(0.01, 0.5, k).astype(np.float32)
+    out = cp.full(hybrid.prior_floats(k), np.nan, dtype=cp.float32)
+    hybrid.prior_tables(denom, 0.01, cp.asarray(alpha), out)
+    got = out.get()
+    row = (0.01 / denom.get()).astype(np.float32)
+    np.testing.assert_array_equal(got[:k], row)
+    tiles = -(-k // 32)
+    groups = -(-tiles // 32)
+    terms = np.zeros(tiles * 32, dtype=np.float32)
+    terms[:k] = alpha * row  # one rounding, as prior_term's __fmul_rn
+    tile_totals = _warp_scans(terms.reshape(tiles, 32))[:, -1]
+    padded = np.zeros(groups * 32, dtype=np.float32)
+    padded[:tiles] = tile_totals
+    local = _warp_scans(padded.reshape(groups, 32))
+    np.testing.assert_array_equal(got[k:k + tiles], tile_totals)
+    np.testing.assert_array_equal(got[k + tiles:k + 2 * tiles], local.ravel()[:tiles])
+    np.testing.assert_array_equal(got[k + 2 * tiles:], local[:, -1])

@@ -79,12 +79,24 @@ def add_rare_totals(rare, totals, n_sm):
     totals += extra.astype(cp.float64)
 
 
-def prior_row(denom, beta, out):
-    """``out[k] = beta / denom[k]`` in float32 (the Bhat of a count of 0; ``cuda/counts.cu``)."""
+def prior_floats(n_topics):
+    """Floats of the prior's tables (:func:`prior_tables`): the row, then its tree's tile totals,
+    their group-local running sums and the group totals (``cuda/tree.cuh``)."""
+    tiles = -(-int(n_topics) // 32)
+    return int(n_topics) + 2 * tiles + -(-tiles // 32)
+
+
+def prior_tables(denom, beta, alpha, out):
+    """``out[:K] = beta / denom`` in float32 (the Bhat of a count of 0), then the first levels
+    of that row's tree over ``alpha * row``, from which the sampler patches each rare word's
+    tree (``cuda/counts.cu``, ``prior_row`` and ``prior_levels``). ``out`` holds
+    :func:`prior_floats` floats."""
     k = int(denom.shape[0])
     if k:
         _kernels.launch(STEM, "prior_row", -(-k // 256), 256,
                         [(denom, np.float64), (beta, "f64"), (k, "i32"), (out, np.float32)])
+        _kernels.launch(STEM, "prior_levels", 1, 1024,
+                        [(out, np.float32), (alpha, np.float32), (k, "i32"), (out[k:], np.float32)])
 
 
 def table(cp, dense, rare, n_words):

@@ -23,6 +23,10 @@ def tree_floats(n_topics, leaves=True):
     return (n_topics if leaves else 0) + tiles + level1
 
 
+#: Static shared bytes the samplers may declare beside the table (the hybrid ones' flags of the
+#: tiles a rare word touched take 272 on every architecture, ``tools/build_kernels.py``'s report).
+SAMPLER_STATIC_SHARED = 512
+
 #: Threads per block of the large-K sampler: one 1,024-thread block per SM leaves one Bhat row
 #: per SM to compete for its L1 (and 132 rows, 34 MB at K = 65,536, for an H200's 50 MB L2);
 #: ``benchmarks/bench_large_k.py`` measured 160 ms per sweep at K = 65,536 on the NYTimes shape
@@ -60,11 +64,11 @@ def launch_shape(n_topics, device_index, n_sm, smem_sm, smem_block_max):
     lives in a global scratch row per resident block (the ``*_large`` kernels).
     """
     smem = tree_floats(n_topics) * 4
-    if n_topics > SHARED_MAX_TOPICS or smem > smem_block_max:
+    if n_topics > SHARED_MAX_TOPICS or smem + SAMPLER_STATIC_SHARED > smem_block_max:
         regs = sampler_registers(device_index)
         return True, large_k_shape(tree_floats(n_topics, leaves=False) * 4, regs, LARGE_K_BLOCK,
                                    n_sm)
-    block, per_sm = sample_shape(smem, smem_sm)
+    block, per_sm = sample_shape(smem + SAMPLER_STATIC_SHARED, smem_sm)
     return False, (n_sm * per_sm, block, smem)
 
 

@@ -51,7 +51,7 @@ class WordSide:
     leaf_scratch: object = None  # (grid, K) float32: the large-K sampler's Bhat rows, or None
     b_current: bool = True     # whether B counts the current topics
     rare: object = None        # hybrid.RareRows of words n_dense .. V - 1, or None (all dense)
-    prior: object = None       # (K,) float32 beta / denom, read by the rare rows
+    prior: object = None       # float32 beta / denom (K) and its tree's levels, for the rare rows
 
     @property
     def n_dense(self):
@@ -195,7 +195,8 @@ class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
                 counter=cp.zeros(1, dtype=cp.int32), alpha=None, beta=self.beta,
                 leaf_scratch=(cp.empty((self._shape[0], k), dtype=cp.float32)
                               if self.large_k else None),
-                rare=rare, prior=cp.empty(k, dtype=cp.float32) if hybrid_b else None,
+                rare=rare,
+                prior=cp.empty(hybrid.prior_floats(k), dtype=cp.float32) if hybrid_b else None,
             )
             self.corpus = corpus
             self._corpus_frequencies = None
@@ -309,12 +310,12 @@ class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
         self._denominators()
 
     def _denominators(self):
-        """n[k] + V beta, and the rare rows' Bhat of a zero count, after the totals or beta
-        changed."""
+        """n[k] + V beta, and the rare rows' Bhat of a zero count with its tree's levels, after
+        the totals or a prior changed."""
         w = self.words
         w.denom[...] = w.totals + w.n_words * w.beta
         if w.rare is not None:
-            hybrid.prior_row(w.denom, w.beta, w.prior)
+            hybrid.prior_tables(w.denom, w.beta, w.alpha, w.prior)
 
     def _count_b(self):
         w = self.words
