@@ -117,8 +117,9 @@ def load_corpus(path):
 
 
 # -- one point ----------------------------------------------------------------------------------
-def sparse_sampler(n_topics, alpha, seed):
-    """The imported package's sparse CUDA sampler, profiled, and which API it has.
+def sparse_sampler(n_topics, alpha, seed, storage=None):
+    """The imported package's sparse CUDA sampler, profiled (with ``word_topic_storage=storage``
+    unless None), and which API it has.
 
     A checkout older than the sampler protocol has no ``backends`` package; its engine is
     ``_engines.cuda_engine.CudaEngine``, which takes the current GPU when given no device.
@@ -127,7 +128,9 @@ def sparse_sampler(n_topics, alpha, seed):
         from sklearn_gpulda._engines.cuda_engine import CudaEngine
 
         return CudaEngine(n_topics, alpha, BETA, seed, profile=True), "_engines.CudaEngine"
-    return cuda_sampler("sparse", n_topics, alpha, BETA, seed), "backends.CudaSparseSampler"
+    options = {} if storage is None else {"word_topic_storage": storage}
+    return (cuda_sampler("sparse", n_topics, alpha, BETA, seed, **options),
+            "backends.CudaSparseSampler")
 
 
 def chunk_layout(sampler):
@@ -146,12 +149,12 @@ def mean_row_nnz(chunks, n_tokens):
     return total / max(n_tokens, 1)
 
 
-def bench_one(cp, corpus, n_topics, alpha_spec, iters, seed=0):
+def bench_one(cp, corpus, n_topics, alpha_spec, iters, seed=0, storage=None):
     """Start a chain at K = ``n_topics``, time ``iters`` sweeps; the per-sweep figures and the
     memory pool's peaks (after initialisation, and during the sweeps)."""
     pool = cp.get_default_memory_pool()
     pool.free_all_blocks()
-    sampler, api = sparse_sampler(n_topics, alpha_for(alpha_spec, n_topics), seed)
+    sampler, api = sparse_sampler(n_topics, alpha_for(alpha_spec, n_topics), seed, storage)
     mem = dict(init_peak=None, peak=0)
 
     def before_sweep(s):
@@ -232,7 +235,7 @@ def measure(args, t_begin):
             if time.perf_counter() - t_begin > args.budget_s:
                 print(f"budget of {args.budget_s:.0f} s spent: alpha={spec} K={k} not run")
                 continue
-            res = bench_one(cp, corpus, k, spec, args.iters)
+            res = bench_one(cp, corpus, k, spec, args.iters, storage=args.storage)
             results["runs"].append(res)
             print(point_line(res, gbs), flush=True)
             if args.json:
@@ -251,19 +254,19 @@ def worker(args):
     if package not in where.parents:
         raise SystemExit(f"imported {where}, not the package of {package}")
     corpus = load_corpus(args.corpus)
-    res = bench_one(cp, corpus, args.topics[0], args.alpha[0], args.iters)
+    res = bench_one(cp, corpus, args.topics[0], args.alpha[0], args.iters, storage=args.storage)
     res.update(package=str(where.parent), device=device_name(cp))
     del res["iterations"]  # the parent keeps the summaries
     print(RESULT + json.dumps(res), flush=True)
 
 
-def run_worker(package, corpus_path, k, spec, iters, timeout):
+def run_worker(package, corpus_path, k, spec, iters, timeout, storage=None):
     """Run :func:`worker` in a subprocess importing ``package``; its result, or why none."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package), env.get("PYTHONPATH")]))
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", "--package",
                str(package), "--corpus", str(corpus_path), "--topics", str(k), "--alpha", spec,
-               "--iters", str(iters)]
+               "--iters", str(iters)] + ([] if storage is None else ["--storage", storage])
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -334,7 +337,7 @@ def compare(args, t_begin):
                                   f"{max(left, 0):.0f} s of the budget left")
                             continue
                         res = run_worker(packages[version], corpus_path, k, spec, args.iters,
-                                         left)
+                                         left, args.storage)
                         res.update(version=version, alpha=spec, K=k, round=rnd)
                         results["runs"].append(res)
                         what = point_line(res) if res["status"] == "ok" else res["status"]
@@ -361,6 +364,8 @@ def main(argv=None):
                     help="fraction of NYTimes' 300,000 documents (default 1)")
     ap.add_argument("--budget-s", type=float, default=480.0,
                     help="seconds after which no new point starts (default 480)")
+    ap.add_argument("--storage", choices=["dense", "hybrid", "auto"], default=None,
+                    help="the sampler's word_topic_storage (default: the sampler's own, dense)")
     ap.add_argument("--json", default=None, help="write every point here (this checkout alone)")
     ap.add_argument("--compare-with", metavar="DIR",
                     help="another checkout of the repository to time against this one")
