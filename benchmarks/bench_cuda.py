@@ -96,24 +96,21 @@ def make_corpus(scale):
 
 
 def save_corpus(corpus, path):
-    """Write the token arrays both versions read. Integer counts: no weights to save."""
-    np.savez(path, n_docs=corpus.n_docs, n_words=corpus.n_words, doc_ptr=corpus.doc_ptr,
-             word=corpus.word)
+    """Write the canonical counts both versions read. Integer counts: each non-zero's count is
+    its number of tokens."""
+    np.savez(path, n_docs=corpus.n_docs, n_words=corpus.n_words, indptr=corpus.indptr,
+             indices=corpus.indices, counts=np.diff(corpus.nz_ptr))
 
 
 def load_corpus(path):
-    """A TokenCorpus of the imported package's own class from :func:`save_corpus`'s file.
-
-    The class has had the same fields since before the sampler protocol, so either version can
-    build it.
-    """
+    """A TokenCorpus of the imported package's own class from :func:`save_corpus`'s file
+    (the counts' CSR arrays: the constructor since the corpus became its counts)."""
     from sklearn_gpulda._corpus import TokenCorpus
 
     with np.load(path) as f:
         n_docs, n_words = int(f["n_docs"]), int(f["n_words"])
-        doc_ptr, word = f["doc_ptr"], f["word"]
-    doc = np.repeat(np.arange(n_docs, dtype=np.int32), np.diff(doc_ptr))
-    return TokenCorpus(n_docs, n_words, doc_ptr, doc, word, None)
+        indptr, indices, counts = f["indptr"], f["indices"], f["counts"]
+    return TokenCorpus(n_docs, n_words, indptr, indices, counts)
 
 
 # -- one point ----------------------------------------------------------------------------------

@@ -101,24 +101,26 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
   float* l1 = l2 + tree_tiles(n_topics);
   __shared__ int s_item;
   __shared__ unsigned touched[kHybrid ? kMaxTopics / (kWarp * kWarp) : 1];
-  __shared__ bool s_leaf_is_prior;  // the row holds the prior's values (kept in shared memory:
-                                    // no register stays live across the token loop for it)
+  // Whether the row holds the prior's values. Every thread keeps its own copy, updated alike
+  // (the block walks the same items): a flag one thread writes in shared memory could be read
+  // by lanes of its own warp that independent thread scheduling has left behind a barrier.
+  bool leaf_is_prior = false;
   if (kHybrid) {
     for (int i = threadIdx.x; i < tree_groups(n_topics); i += blockDim.x) touched[i] = 0u;
-    if (threadIdx.x == 0) s_leaf_is_prior = false;
   }
   for (;;) {
     if (threadIdx.x == 0) s_item = atomicAdd(counter, 1);
+    __syncwarp();  // warp 0 whole again before the barrier, so s_item is written when it opens
     __syncthreads();
     const int it = s_item;
     if (it >= n_items) break;
     const Item item = items[it];
     WordTreeT<kLargeK> tree;
     if (kHybrid && src.fixed == nullptr && item.word >= src.n_dense) {
-      if (!s_leaf_is_prior) {
+      if (!leaf_is_prior) {
         for (int k = threadIdx.x; k < n_topics; k += blockDim.x) leaf[k] = src.prior[k];
         __syncthreads();
-        if (threadIdx.x == 0) s_leaf_is_prior = true;
+        leaf_is_prior = true;
       }
       rare_leaves(leaf, src, item.word, touched, false);
       __syncthreads();
@@ -127,7 +129,7 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
       tree = patch_tree<kLargeK>(leaf, l2, l1, alpha, n_topics, touched, ref, ref + n_tiles, ref + 2 * n_tiles);
     } else {
       load_bhat_row<kHybrid>(leaf, src, item.word, n_topics);
-      if (kHybrid && threadIdx.x == 0) s_leaf_is_prior = false;
+      leaf_is_prior = false;
       __syncthreads();
       tree = build_tree<kLargeK>(leaf, l2, l1, alpha, n_topics);
     }
@@ -239,15 +241,15 @@ using gpulda::Item;
 #define GPULDA_SAMPLE_LARGE_REGS(PACKED) GPULDA_SAMPLE_REGS(PACKED)
 #endif
 // The hybrid-storage samplers (a rare word's own count found by probing its row, its tree patched
-// from the prior's) take 40 for packed rows on sm_80 and sm_90 (36 spills on sm_90); wide rows
-// (documents of 65,536 tokens or more, rare) take 48 on sm_80, sm_86 and sm_89 and 56 on sm_90
-// (48 spills there); the large-K caps on older GPUs.
+// from the prior's) take 40 for packed rows on sm_80 and sm_90 (36 spills on sm_90) and 48 on
+// sm_86 and sm_89 (40 spills there); wide rows (documents of 65,536 tokens or more, rare) take
+// 48 on sm_80, sm_86 and sm_89 and 56 on sm_90 (48 spills there); the large-K caps on older GPUs.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define GPULDA_SAMPLE_HYBRID_REGS(PACKED) ((PACKED) ? 40 : 56)
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 800
 #define GPULDA_SAMPLE_HYBRID_REGS(PACKED) ((PACKED) ? 40 : 48)
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ > 800
-#define GPULDA_SAMPLE_HYBRID_REGS(PACKED) ((PACKED) ? 40 : 48)
+#define GPULDA_SAMPLE_HYBRID_REGS(PACKED) 48
 #else
 #define GPULDA_SAMPLE_HYBRID_REGS(PACKED) GPULDA_SAMPLE_LARGE_REGS(PACKED)
 #endif
