@@ -279,7 +279,7 @@ class GPULatentDirichletAllocation(
         5
         """
         with transaction(self):
-            first = not hasattr(self, "components_")
+            first = not self._has_components()
             device = self._fit_device().lead if first else self._inference_device()
             X = check_counts(self, X, reset=first,
                              whom="GPULatentDirichletAllocation.partial_fit", device=device)
@@ -291,7 +291,8 @@ class GPULatentDirichletAllocation(
             else:
                 plan = self._plan(device, self.algorithm_, self._seed, self.doc_topic_prior_,
                                   self.topic_word_prior_, batch=False)
-                components, alpha = self.components_, self.doc_topic_prior_
+                components = self._components_to_continue(device)
+                alpha = self.doc_topic_prior_
                 n_batch_iter, n_iter = self.n_batch_iter_, self.n_iter_
             start = time.perf_counter()
             sampler = plan.sampler(alpha=alpha)
@@ -307,8 +308,8 @@ class GPULatentDirichletAllocation(
             finally:
                 sampler.release()
             state = _fit.FittedState(
-                # Kept on the GPU between mini-batches; copied to the host once per call.
-                components=to_host(components),
+                # Kept on the GPU between mini-batches and calls; copied to the host when read.
+                components=components,
                 doc_topic_prior=_fit.public_prior(alpha, plan.alpha),
                 topic_word_prior=float(plan.beta.value), n_iter=n_iter,
                 n_batch_iter=n_batch_iter, bound=_fit.perplexity(loglik, n_tokens),
@@ -443,4 +444,4 @@ class GPULatentDirichletAllocation(
     @property
     def _n_features_out(self):
         """Number of transformed output features."""
-        return self.components_.shape[0]
+        return self._n_topics_fitted()

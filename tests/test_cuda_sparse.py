@@ -542,6 +542,47 @@ def test_online_steps_keep_the_model_on_the_device():
     gpu.release()
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.float32])
+def test_partial_fit_leaves_the_model_on_the_gpu_until_it_is_read(monkeypatch, dtype):
+    # A loop of partial_fit calls copies nothing of size K x V to the host: the model stays on
+    # the GPU between calls and reaches the host when components_ is read (once per change).
+    # Reading it between calls does not change the model, and a pickle holds the host array.
+    import pickle
+
+    import cupy as cp
+
+    from sklearn_gpulda import GPULatentDirichletAllocation, _fitted
+
+    X = _lda_counts(240, 300, 6, 60, seed=5).tocsr().astype(dtype)
+    copies = []
+    real = _fitted.to_host
+
+    def counted(array):
+        copies.append(array.shape)
+        return real(array)
+
+    monkeypatch.setattr(_fitted, "to_host", counted)
+    kw = dict(n_components=7, total_samples=240, random_state=2, device="cuda", batch_size=40)
+    quiet = GPULatentDirichletAllocation(**kw)
+    for start in range(0, 240, 80):
+        quiet.partial_fit(X[start:start + 80])
+        assert "_components_host" not in vars(quiet)
+        assert isinstance(vars(quiet)["_components_device"][0], cp.ndarray)
+    assert copies == [] and quiet.n_batch_iter_ == 7
+    model = quiet.components_
+    assert copies == [(7, 300)] and model.dtype == np.dtype(np.float64 if dtype == np.int64
+                                                            else np.float32)
+    assert quiet.components_ is model and len(copies) == 1
+    read = GPULatentDirichletAllocation(**kw)
+    for start in range(0, 240, 80):
+        read.partial_fit(X[start:start + 80])
+        read.components_  # a user looking in between
+    np.testing.assert_array_equal(read.components_, model)
+    again = pickle.loads(pickle.dumps(GPULatentDirichletAllocation(**kw).partial_fit(X[:80])))
+    assert not {"_components_device"} & set(vars(again))
+    assert isinstance(again.components_, np.ndarray) and again.components_.shape == (7, 300)
+
+
 # -- streamed chunks ---------------------------------------------------------------------------
 def _streamed(monkeypatch, n_topics, max_chunk_tokens, **kw):
     """A sampler made to stream (its in-memory need reported as too large) in chunks of at most

@@ -116,6 +116,30 @@ def test_exp_dirichlet_component_is_derived_on_demand(kjv):
     np.testing.assert_array_equal(loaded.exp_dirichlet_component_, m.exp_dirichlet_component_)
 
 
+def test_components_pickle_under_their_public_name(small_model):
+    # components_ is a property over private slots (the host array, or a model still on the
+    # GPU after partial_fit); the pickle keeps the public name and a host array, so that pickles
+    # of earlier versions load, and a model pickled on a GPU loads without one.
+    state = small_model.__getstate__()
+    assert "components_" in state
+    assert not {"_components_host", "_components_device"} & set(state)
+    np.testing.assert_array_equal(state["components_"], small_model.components_)
+    old_style = dict(state)  # what a pickle of an earlier version holds
+    loaded = GPULatentDirichletAllocation.__new__(GPULatentDirichletAllocation)
+    loaded.__setstate__(old_style)
+    np.testing.assert_array_equal(loaded.components_, small_model.components_)
+    assert loaded._n_topics_fitted() == 8
+    unfitted = _lda(n_components=4)
+    assert not hasattr(unfitted, "components_")
+    with pytest.raises(AttributeError, match="components_"):
+        del unfitted.components_
+    assigned = _lda(n_components=4)
+    assigned.components_ = np.ones((4, 3))
+    assert assigned.components_.shape == (4, 3) and "components_" in assigned.__getstate__()
+    del assigned.components_
+    assert not hasattr(assigned, "components_")
+
+
 def test_transform_rows_are_distributions(small_model, kjv):
     theta = small_model.transform(kjv.data[300:340])
     assert theta.shape == (40, 8)

@@ -272,8 +272,7 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
         (same parameters, same fitted attributes), which pickles and transforms without Dask."""
         params = {k: v for k, v in self.get_params(deep=False).items() if k != "client"}
         local = GPULatentDirichletAllocation(**params)
-        local.__dict__.update({k: v for k, v in self.__dict__.items() if k.endswith("_")
-                               or k == "_seed"})
+        local.__dict__.update(self._fitted_items())
         return local
 
     def transform(self, X, *, normalize=True):
