@@ -3,8 +3,9 @@
 Corpus: ``datasets.make_lda_corpus(shape="nytimes", n_topics=100, random_state=0,
 scale=--scale, alpha=--doc-alpha)`` (300,000 documents and about 100 M tokens at scale 1;
 documents of about 30 distinct topics at the default 0.1, about 8 at 0.015, which the printed
-expectation says), without the words no document uses (a vectoriser never emits those); with ``--stack 1 7`` also the same documents
-stacked 7 times (about 700 M tokens), to see what grows with the corpus. For each corpus and each
+expectation says), without the words no document uses (a vectoriser never emits those); with
+``--stack 1 7`` also the same documents stacked 7 times (about 700 M tokens), to see what grows
+with the corpus. For each corpus and each
 K of ``--topics``, ``GPULatentDirichletAllocation(n_components=K, max_iter=n, random_state=0)``
 is fitted on host (SciPy) counts and timed from the outside with a wall clock, for the two sweep
 counts n1 < n2 of ``--sweeps``, and for the default number of sweeps (the fit a user who sets
@@ -140,7 +141,8 @@ def measure_point(X, n_tokens, n_topics, sweeps, device, alpha_spec, warmup_docs
     return dict(
         K=n_topics, n_tokens=n_tokens, alpha=alpha_spec or "default", warmup_s=warmup, sweeps=[n1, n2],
         wall_s=[wall1, wall2], default_fit_s=wall_default,
-        default_sweeps=resolve_max_iter(None, device.kind), fixed_s=wall1 - n1 * per_sweep, per_sweep_ms=per_sweep * 1e3,
+        default_sweeps=resolve_max_iter(None, device.kind), fixed_s=wall1 - n1 * per_sweep,
+        per_sweep_ms=per_sweep * 1e3,
         mtok_s=n_tokens / per_sweep / 1e6 if per_sweep > 0 else float("nan"),
         outside_fit_time_s=wall2 - inside2,
         peak_gb=peak / 1e9 if on_gpu else None,

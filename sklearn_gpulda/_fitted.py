@@ -53,8 +53,8 @@ class FittedStateMixin:
         self._seed = seed
 
     # components_ lives in one of two private slots: the host array (set by batch fits and by
-    # users, or copied from the device when first read), or, after partial_fit on a GPU, the
-    # device array with the dtype it takes on the host. A loop of partial_fit calls then copies
+    # users, or copied from the device when first read, which drops the device array), or,
+    # after partial_fit on a GPU, the device array with the dtype it takes on the host. A loop of partial_fit calls then copies
     # nothing of size K x V to the host unless it reads components_.
     @property
     def components_(self):
@@ -66,6 +66,9 @@ class FittedStateMixin:
                     f"'{type(self).__name__}' object has no attribute 'components_'")
             array, dtype = pending
             host = self.__dict__["_components_host"] = np.asarray(to_host(array), dtype=dtype)
+            # The next partial_fit continues from the copy read (it may be edited in place):
+            # the device array is no longer needed, and its GPU memory goes back now.
+            del self.__dict__["_components_device"]
         return host
 
     @components_.setter
@@ -92,7 +95,7 @@ class FittedStateMixin:
     def _n_topics_fitted(self):
         """Rows of components_, without copying a model that is still on the GPU."""
         pending = self.__dict__.get("_components_device")
-        if pending is not None and "_components_host" not in self.__dict__:
+        if pending is not None:
             return int(pending[0].shape[0])
         return self.components_.shape[0]
 
@@ -102,7 +105,7 @@ class FittedStateMixin:
         the host array. Either way in the host array's dtype, so that reading components_
         between calls does not change the model (float32 input keeps a float32 model)."""
         pending = self.__dict__.get("_components_device")
-        if pending is not None and "_components_host" not in self.__dict__:
+        if pending is not None:
             array, dtype = pending
             if device.kind == "cuda" and array.device.id == device.lead.index:
                 return array.astype(dtype, copy=False)

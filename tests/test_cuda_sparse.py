@@ -570,6 +570,7 @@ def test_partial_fit_leaves_the_model_on_the_gpu_until_it_is_read(monkeypatch, d
         assert isinstance(vars(quiet)["_components_device"][0], cp.ndarray)
     assert copies == [] and quiet.n_batch_iter_ == 7
     model = quiet.components_
+    assert "_components_device" not in vars(quiet)  # its GPU memory back once read
     assert copies == [(7, 300)] and model.dtype == np.dtype(np.float64 if dtype == np.int64
                                                             else np.float32)
     assert quiet.components_ is model and len(copies) == 1

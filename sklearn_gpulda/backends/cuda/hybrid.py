@@ -11,6 +11,7 @@ averaging sum (:class:`HybridSum`), which keeps the rare rows as sorted (word, t
 import numpy as np
 
 from ... import _hybrid_table, _kernels
+from .constants import WARP
 from .counts import ROWS_PER_SLICE
 
 STEM = "counts"
@@ -82,8 +83,8 @@ def add_rare_totals(rare, totals, n_sm):
 def prior_floats(n_topics):
     """Floats of the prior's tables (:func:`prior_tables`): the row, then its tree's tile totals,
     their group-local running sums and the group totals (``cuda/tree.cuh``)."""
-    tiles = -(-int(n_topics) // 32)
-    return int(n_topics) + 2 * tiles + -(-tiles // 32)
+    tiles = -(-int(n_topics) // WARP)
+    return int(n_topics) + 2 * tiles + -(-tiles // WARP)
 
 
 def prior_tables(denom, beta, alpha, out):

@@ -61,11 +61,14 @@ def table_plan(sampler, corpus, layout=None):
 
 def dense_preferred(sampler, corpus, layout, dense, rows):
     """Whether 'auto' keeps B dense, given the dense and hybrid plans ``(n_dense, offsets,
-    bytes)`` and the resident layout's bytes and build peak (:func:`.layout.chunk_bytes`). In this order: the storage with which the corpus
-    stays on the device beside averaging's sum (where the fit averages), dense first; the one
-    with which it stays without the sum; and where both stream, dense unless it leaves no room
-    for chunks, or none for the sum where the hybrid table does. Chains given
-    ``word_frequencies`` keep it dense (hybrid rows need the loaded corpus's own)."""
+    bytes)`` and the resident layout's bytes and build peak (:func:`.layout.chunk_bytes`).
+
+    In this order: the storage with which the corpus stays on the device beside averaging's sum
+    (where the fit averages), dense first; the one with which it stays without the sum (unless
+    the sum is required); and where both stream, dense unless it leaves no room for chunks, or
+    none for the sum where the hybrid table does. Chains given ``word_frequencies`` keep it
+    dense (hybrid rows need the loaded corpus's own).
+    """
     if sampler.word_frequencies is not None:
         return True
     budget = sampler._memory_budget()
