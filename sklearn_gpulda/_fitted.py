@@ -58,6 +58,8 @@ class FittedStateMixin:
     # nothing of size K x V to the host unless it reads components_.
     @property
     def components_(self):
+        """Topic-word pseudo-counts, ``(n_components, n_features)``, on the host (see the class
+        docstring); after ``partial_fit`` on a GPU, copied from the device on first access."""
         host = self.__dict__.get("_components_host")
         if host is None:
             pending = self.__dict__.get("_components_device")
@@ -85,7 +87,7 @@ class FittedStateMixin:
 
     def _fitted_items(self):
         """The instance entries that make up the fitted state (public ``*_`` attributes, the
-        seed and the slots of components_), for copying it to another instance."""
+        seed and the slots of ``components_``), for copying it to another instance."""
         private = ("_seed", "_components_host", "_components_device")
         return {k: v for k, v in self.__dict__.items() if k.endswith("_") or k in private}
 
@@ -93,7 +95,7 @@ class FittedStateMixin:
         return "_components_host" in self.__dict__ or "_components_device" in self.__dict__
 
     def _n_topics_fitted(self):
-        """Rows of components_, without copying a model that is still on the GPU."""
+        """Rows of ``components_``, without copying a model that is still on the GPU."""
         pending = self.__dict__.get("_components_device")
         if pending is not None:
             return int(pending[0].shape[0])
@@ -102,7 +104,7 @@ class FittedStateMixin:
     def _components_to_continue(self, device):
         """The model the next ``partial_fit`` step starts from: the device array where it is
         still on ``device`` and was not read (a read copy may have been edited in place), else
-        the host array. Either way in the host array's dtype, so that reading components_
+        the host array. Either way in the host array's dtype, so that reading ``components_``
         between calls does not change the model (float32 input keeps a float32 model)."""
         pending = self.__dict__.get("_components_device")
         if pending is not None:
