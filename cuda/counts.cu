@@ -467,7 +467,7 @@ extern "C" __global__ void prior_row(const double* __restrict__ denom, double be
 
 // ---------------------------------------------------------------------------------------------
 // prior_levels: the first levels of the prior row's tree over alpha_k * prior[k] (tree.cuh,
-// reference_levels), which the hybrid sampler patches for each rare word instead of building
+// first_levels), which the hybrid sampler patches for each rare word instead of building
 // its tree over all K leaves: tile totals, their group-local running sums, group totals.
 // Launch: one block of a multiple of 32 threads (1,024). [in] prior (K float32), alpha (K
 // float32); [out] levels (2 tree_tiles(K) + tree_groups(K) float32), in that order.
@@ -475,7 +475,7 @@ extern "C" __global__ void prior_row(const double* __restrict__ denom, double be
 extern "C" __global__ void prior_levels(const float* __restrict__ prior, const float* __restrict__ alpha,
                                         int n_topics, float* __restrict__ levels) {
   const int n_tiles = gpulda::tree_tiles(n_topics);
-  gpulda::reference_levels(prior, alpha, n_topics, levels, levels + n_tiles, levels + 2 * n_tiles);
+  gpulda::first_levels(prior, alpha, n_topics, levels, levels + n_tiles, levels + 2 * n_tiles);
 }
 
 // ---------------------------------------------------------------------------------------------

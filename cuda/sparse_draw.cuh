@@ -81,7 +81,7 @@ struct BhatSource {
   const unsigned* rare;        // rare rows' slots, or nullptr (all dense)
   const long long* rare_off;   // first slot of each rare word's row, and the total
   const float* prior;          // beta / denom in float32 (K), for the rare rows, then its tree's
-                               // levels (reference_levels: tiles, tiles, groups floats)
+                               // levels (first_levels: tiles, tiles, groups floats)
   int n_dense;                 // first rare word (V when all dense)
 };
 

@@ -128,34 +128,12 @@ __device__ __forceinline__ WordTreeT<kWide> finish_tree(const float* leaf, float
   return WordTreeT<kWide>{leaf, l2, l1, alpha, n_topics};
 }
 
-// Builds levels 1-2 over leaves already written (shared memory, or the block's global row, made
-// visible by the caller's __syncthreads). Whole block; ends with __syncthreads. `l2` receives
-// level 2 (tree_tiles(K) floats), `l1` level 1 (tree_level1(K) floats); `alpha` is K floats.
-template <bool kWide = false>
-__device__ __forceinline__ WordTreeT<kWide> build_tree(const float* leaf, float* l2, float* l1,
-                                               const float* __restrict__ alpha, int n_topics) {
-  const int lane = lane_id();
-  const int warp = threadIdx.x / kWarp;
-  const int n_warps = blockDim.x / kWarp;
-  const int n_tiles = tree_tiles(n_topics);
-  const int n_groups = tree_groups(n_topics);
-  for (int j = warp; j < n_tiles; j += n_warps) {
-    const float t = tile_total(leaf, alpha, n_topics, j);
-    if (lane == 0) l2[j] = t;
-  }
-  __syncthreads();
-  for (int g = warp; g < n_groups; g += n_warps) {
-    const float t = group_scan(l2, l2, n_tiles, g);
-    if (lane == 0) l1[g] = t;
-  }
-  __syncthreads();
-  return finish_tree<kWide>(leaf, l2, l1, alpha, n_topics);
-}
-
-// The first two levels of a reference row's tree (the prior's, beta / denom, which a rare word's
-// row equals outside its occupied topics): tile totals, group-local running sums of them and
-// group totals, each as build_tree computes it. Whole block; ends with __syncthreads.
-__device__ __forceinline__ void reference_levels(const float* leaf, const float* __restrict__ alpha,
+// The first two levels of a row's tree: tile totals into `tiles`, their running sums within
+// each group of 32 tiles into `local` (which may be `tiles`), group totals into `groups`. Whole
+// block; leaves made visible by the caller's __syncthreads; ends with __syncthreads. The
+// sampler's build_tree writes them in place; counts.cu's prior_levels keeps the prior row's
+// apart, for patch_tree.
+__device__ __forceinline__ void first_levels(const float* leaf, const float* __restrict__ alpha,
                                                  int n_topics, float* tiles, float* local, float* groups) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
@@ -173,8 +151,18 @@ __device__ __forceinline__ void reference_levels(const float* leaf, const float*
   __syncthreads();
 }
 
+// Builds levels 1-2 over leaves already written (shared memory, or the block's global row, made
+// visible by the caller's __syncthreads). Whole block; ends with __syncthreads. `l2` receives
+// level 2 (tree_tiles(K) floats), `l1` level 1 (tree_level1(K) floats); `alpha` is K floats.
+template <bool kWide = false>
+__device__ __forceinline__ WordTreeT<kWide> build_tree(const float* leaf, float* l2, float* l1,
+                                               const float* __restrict__ alpha, int n_topics) {
+  first_levels(leaf, alpha, n_topics, l2, l2, l1);
+  return finish_tree<kWide>(leaf, l2, l1, alpha, n_topics);
+}
+
 // build_tree's result, bit for bit, over leaves that equal the reference row's (whose levels
-// reference_levels gave) except in the tiles flagged in `touched` (bit t % 32 of word t / 32,
+// first_levels gave) except in the tiles flagged in `touched` (bit t % 32 of word t / 32,
 // so word g flags group g's tiles): only the flagged tiles are scanned again and only their
 // groups' running sums redone; the other groups' are copied. Same floats, same order: every
 // value is computed from the same inputs by the same code as in build_tree. Whole block;
