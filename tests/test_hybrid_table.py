@@ -135,16 +135,19 @@ class _Rows:
 
 
 def test_storage_choice():
-    assert resolve_storage("dense", True, 10**5, False) is False
-    assert resolve_storage("hybrid", True, 8, True) is True
-    assert resolve_storage("auto", True, 4096, True) is True
-    assert resolve_storage("auto", True, 1000, True) is False
-    assert resolve_storage("auto", True, 1000, False) is True
-    assert resolve_storage("auto", False, 10**5, False) is False
+    def never_asked():
+        raise AssertionError("the memory plan was asked where the rule decides alone")
+
+    assert resolve_storage("dense", True, 10**5, never_asked) is False
+    assert resolve_storage("hybrid", True, 8, never_asked) is True
+    assert resolve_storage("auto", True, 4096, never_asked) is True
+    assert resolve_storage("auto", True, 1000, lambda: True) is False
+    assert resolve_storage("auto", True, 1000, lambda: False) is True
+    assert resolve_storage("auto", False, 10**5, never_asked) is False
     with pytest.raises(ValueError, match="integer counts"):
-        resolve_storage("hybrid", False, 1000, True)
+        resolve_storage("hybrid", False, 1000, never_asked)
     with pytest.raises(ValueError, match="word_topic_storage"):
-        resolve_storage("sparse", True, 1000, True)
+        resolve_storage("sparse", True, 1000, never_asked)
 
 
 def test_plan_of_a_real_corpus(kjv):

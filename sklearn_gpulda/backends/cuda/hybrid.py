@@ -159,7 +159,7 @@ def resolve_storage(storage, integral, n_topics, dense_preferred):
     """Whether a chain stores B hybrid: ``storage`` as asked ('dense', 'hybrid' or 'auto'), for
     a corpus of integer counts or not. 'auto' takes hybrid from
     :data:`AUTO_HYBRID_MIN_TOPICS` topics on, and below that wherever the memory plan does not
-    prefer the dense table (``dense_preferred``, a bool or a callable asked only then)."""
+    prefer the dense table (``dense_preferred()``, asked only then)."""
     if check_storage(storage) == "dense":
         return False
     if not integral:
@@ -169,7 +169,7 @@ def resolve_storage(storage, integral, n_topics, dense_preferred):
         return False
     if storage == "hybrid" or n_topics >= AUTO_HYBRID_MIN_TOPICS:
         return True
-    return not (dense_preferred() if callable(dense_preferred) else dense_preferred)
+    return not dense_preferred()
 
 
 def plan(storage, corpus, n_topics, frequencies, prefer_dense):

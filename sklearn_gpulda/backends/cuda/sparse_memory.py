@@ -98,16 +98,22 @@ def dense_preferred(sampler, corpus, layout, dense, rows):
 def _streams(sampler, corpus, hybrid_b, n_dense, offsets, table_bytes):
     """Whether averaging's sum is reserved when ``corpus`` streams with this B (None where
     chunks do not fit at all)."""
-    k = sampler.n_topics
     try:
-        return plan_stream(
-            corpus, k, sampler._memory_budget(), sampler.averaging,
-            _sum_bytes(corpus, k, hybrid_b, n_dense, offsets),
-            max_chunk_tokens=sampler.max_chunk_tokens, gpu=sampler._index,
-            scratch_bytes=sampler._leaf_scratch_bytes(),
-            table_bytes=table_bytes if hybrid_b else None)[2]
+        return _stream_plan(sampler, corpus, hybrid_b, n_dense, offsets, table_bytes)[2]
     except MemoryError:
         return None
+
+
+def _stream_plan(sampler, corpus, hybrid_b, n_dense, offsets, table_bytes):
+    """:func:`.streaming.plan_stream` of ``corpus`` on ``sampler`` with this B: ``(tokens,
+    piece_tokens, reserved)``; MemoryError where chunks do not fit."""
+    k = sampler.n_topics
+    return plan_stream(
+        corpus, k, sampler._memory_budget(), sampler.averaging,
+        _sum_bytes(corpus, k, hybrid_b, n_dense, offsets),
+        max_chunk_tokens=sampler.max_chunk_tokens, gpu=sampler._index,
+        scratch_bytes=sampler._leaf_scratch_bytes(),
+        table_bytes=table_bytes if hybrid_b else None)
 
 
 def _sum_bytes(corpus, n_topics, hybrid_b, n_dense, offsets):
@@ -136,8 +142,6 @@ def load_plan(sampler, corpus):
     if peak + (sum_bytes if averaging == "required" else 0) <= budget:
         return LoadPlan(hybrid_b, n_dense, offsets, table_bytes, None, None,
                         averaging != "none" and peak + sum_bytes <= budget, peak)
-    tokens, piece, reserved = plan_stream(
-        corpus, k, budget, averaging, sum_bytes, max_chunk_tokens=sampler.max_chunk_tokens,
-        gpu=sampler._index, scratch_bytes=sampler._leaf_scratch_bytes(),
-        table_bytes=table_bytes if hybrid_b else None)
+    tokens, piece, reserved = _stream_plan(sampler, corpus, hybrid_b, n_dense, offsets,
+                                           table_bytes)
     return LoadPlan(hybrid_b, n_dense, offsets, table_bytes, tokens, piece, reserved, peak)
