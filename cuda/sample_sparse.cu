@@ -26,28 +26,15 @@ struct Item {
 static_assert(sizeof(Item) == 16, "Item must match the host's (n_items, 4) int32 array");
 
 // Fills the leaves with Bhat[v, :]: Eq. (2) of SaberLDA divided in float64 and rounded once, as
-// the oracle does, or copied from a fixed table.
-// A rare word's row (hybrid storage) starts as the prior's values and takes its occupied slots'
-// cells after a barrier: the same floats as its dense row, for K reads of an L2-resident vector
-// and one division per occupied slot instead of K reads of B and K divisions.
-template <bool kHybrid>
+// the oracle does, or copied from a fixed table. A dense row of B: a rare word's row (hybrid
+// storage) is patched into the prior's row by for_each_item instead.
 __device__ __forceinline__ void load_bhat_row(float* leaf, const BhatSource& src, int v, int n_topics) {
   const size_t row = static_cast<size_t>(v) * n_topics;
   if (src.fixed != nullptr) {
     for (int k = threadIdx.x; k < n_topics; k += blockDim.x) leaf[k] = src.fixed[row + k];
-  } else if (!kHybrid || v < src.n_dense) {
+  } else {
     for (int k = threadIdx.x; k < n_topics; k += blockDim.x)
       leaf[k] = static_cast<float>(__ddiv_rn(static_cast<double>(src.counts[row + k]) + src.beta, src.denom[k]));
-  } else {
-    for (int k = threadIdx.x; k < n_topics; k += blockDim.x) leaf[k] = src.prior[k];
-    const long long o0 = src.rare_off[v - src.n_dense], o1 = src.rare_off[v - src.n_dense + 1];
-    __syncthreads();
-    for (long long i = o0 + threadIdx.x; i < o1; i += blockDim.x) {
-      const unsigned s = src.rare[i];
-      if (s == 0u) continue;
-      const int k = static_cast<int>(rare_slot_topic(s));
-      leaf[k] = static_cast<float>(__ddiv_rn(static_cast<double>(rare_slot_count(s)) + src.beta, src.denom[k]));
-    }
   }
 }
 
@@ -90,7 +77,8 @@ __device__ __forceinline__ void rare_leaves(float* leaf, const BhatSource& src, 
 // redone only over their tiles from the prior's levels (patch_tree, the same floats as a full
 // build), and the cells written back after the item. A rare item then costs about its slots
 // and K / 32 tiles instead of K leaves (ezLDA's rare words are most of a large vocabulary);
-// dense items, which come first (decreasing frequency), overwrite the row.
+// dense items, which come first (decreasing frequency), overwrite the row. The hybrid kernels
+// read B, never a fixed Bhat (the host launches the dense ones for that: sample_sparse.py).
 template <bool kLargeK, bool kHybrid, typename Body>
 __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, int n_items, int* counter,
                                               const BhatSource& src, const float* __restrict__ alpha,
@@ -116,7 +104,7 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
     if (it >= n_items) break;
     const Item item = items[it];
     WordTreeT<kLargeK> tree;
-    if (kHybrid && src.fixed == nullptr && item.word >= src.n_dense) {
+    if (kHybrid && item.word >= src.n_dense) {
       if (!leaf_is_prior) {
         for (int k = threadIdx.x; k < n_topics; k += blockDim.x) leaf[k] = src.prior[k];
         __syncthreads();
@@ -128,12 +116,14 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
       const int n_tiles = tree_tiles(n_topics);
       tree = patch_tree<kLargeK>(leaf, l2, l1, alpha, n_topics, touched, ref, ref + n_tiles, ref + 2 * n_tiles);
     } else {
-      load_bhat_row<kHybrid>(leaf, src, item.word, n_topics);
+      load_bhat_row(leaf, src, item.word, n_topics);
       leaf_is_prior = false;
       __syncthreads();
       tree = build_tree<kLargeK>(leaf, l2, l1, alpha, n_topics);
     }
     body(item, tree, leaf);
+    // (src.fixed is always null here, see above; testing it anyway is what lets ptxas fit the
+    // packed sampler in 40 registers on sm_90 without a spill.)
     if (kHybrid && src.fixed == nullptr) {
       // The word again from memory rather than kept in a register through the token loop.
       const int v = items[s_item].word;
