@@ -154,6 +154,29 @@ class TokenCorpus(Corpus):
                                shape=(self.n_docs, self.n_words), copy=False)
         return np.asarray(counts.sum(axis=0), dtype=np.float64).ravel()
 
+    def over_used_words(self):
+        """This corpus with its vocabulary cut to the words it holds, and those words.
+
+        Returns
+        -------
+        corpus : TokenCorpus
+            The same tokens in the same canonical order, with word ``j`` standing for the
+            input's column ``used[j]``.
+        used : ndarray of int64, on the host
+            The columns with a stored count (explicit zeros included), increasing, so that
+            the words keep their relative order.
+        """
+        if self.nz_ptr is None:
+            raise RuntimeError("the corpus's counts were released before it was cut")
+        xp = array_module(self.indices)
+        used = xp.unique(self.indices)
+        part = TokenCorpus.__new__(TokenCorpus)
+        part.__dict__.update(self.__dict__)
+        part._tokens = None
+        part.n_words = int(used.shape[0])
+        part.indices = xp.searchsorted(used, self.indices).astype(xp.int32)
+        return part, to_host(used).astype(np.int64)
+
     def doc_range(self, d0, d1, move=None):
         """Documents ``d0:d1`` as a corpus of their own, tokens numbered from 0 (a sampler
         holding it sets its ``token_offset`` to ``doc_ptr[d0]``).

@@ -298,11 +298,15 @@ class GPULatentDirichletAllocation(
             sampler = plan.sampler(alpha=alpha)
             loglik, n_tokens = float("nan"), 0.0
             try:
-                for batch in gen_batches(X.shape[0], self.batch_size):
+                batches = list(gen_batches(X.shape[0], self.batch_size))
+                for i, batch in enumerate(batches):
+                    # bound_ is the last batch's perplexity: only its log-likelihood is needed.
+                    last = i == len(batches) - 1
                     components, alpha, loglik = _fit_online.online_step(
                         plan, X[batch], components, alpha, n_batch_iter, self.total_samples,
-                        sampler=sampler, want_loglik=True)
-                    n_tokens = float(X[batch].sum())
+                        sampler=sampler, want_loglik=last)
+                    if last:
+                        n_tokens = float(X[batch].sum())
                     n_batch_iter += 1
                 sampler.synchronize()
             finally:

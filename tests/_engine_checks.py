@@ -118,3 +118,34 @@ def check_two_word_conditional(make_engine, n_topics, alpha, beta, n_each=60_000
         result = merged_chisquare(np.bincount(new[group], minlength=n_topics),
                                   p / p.sum() * group.sum())
         assert result.pvalue > 1e-4, (v, result)
+
+
+def check_online_step_over_the_batch_words(plan, sampler, X, batches, total_samples):
+    """Online learning's steps over ``batches`` of ``X`` (each after the first runs its chain
+    over the words the batch holds only) equal, bit for bit, the steps whose chains run over
+    every column of the model. Each batch must leave some column unused, or the check would
+    not see the cut."""
+    from sklearn_gpulda import _fit_online
+    from sklearn_gpulda._device import to_host
+
+    components, alpha = None, plan.alpha.value
+    for it, batch in enumerate(batches, start=1):
+        part = X[batch]
+        before = components
+        components, alpha, _ = _fit_online.online_step(plan, part, components, alpha, it,
+                                                       total_samples, sampler=sampler)
+        if before is None:
+            continue
+        unused = np.flatnonzero(np.asarray(sp.csr_matrix(part).sum(axis=0)).ravel() == 0)
+        assert unused.size > 0
+        # The whole-vocabulary step, written out: the chain over every column, then the blend.
+        stats, _ = _fit_online._batch_statistics(plan, sampler, tokens(part), before, it, False)
+        rho = (plan.learning_offset + it) ** (-plan.learning_decay)
+        target = plan.beta.value + (total_samples / part.shape[0]) * to_host(stats)
+        want = (1.0 - rho) * to_host(before) + rho * target
+        got = to_host(components)
+        np.testing.assert_array_equal(got, want)
+        # Unused words moved towards beta alone; used ones by their statistics.
+        np.testing.assert_array_equal(got[:, unused],
+                                      (1.0 - rho) * to_host(before)[:, unused]
+                                      + rho * plan.beta.value)

@@ -12,8 +12,8 @@ import pytest
 import scipy.sparse as sp
 from sklearn.utils._param_validation import InvalidParameterError
 from _engine_checks import (
-    check_counts_every_sweep, check_same_seed_same_model, check_two_word_conditional,
-    check_weighted_counts, initialised)
+    check_counts_every_sweep, check_online_step_over_the_batch_words, check_same_seed_same_model,
+    check_two_word_conditional, check_weighted_counts, initialised)
 
 from sklearn_gpulda import GPULatentDirichletAllocation, _fit, _fit_online, _random
 from sklearn_gpulda._corpus import tokens
@@ -419,3 +419,13 @@ def test_gpu_estimator_dense_same_seed_same_model(learning_method):
     # partial_fit and transform keep going through the dense engine's methods.
     a.partial_fit(X[:50])
     assert np.isfinite(a.components_).all() and a.algorithm_ == "dense"
+
+
+@pytest.mark.gpu
+def test_gpu_dense_online_step_over_the_batch_words_is_the_whole_vocabulary_step():
+    X = _kjv()
+    plan = _fit.Plan(backend=None, device=None, n_topics=24, seed=SEED,
+                     alpha=Prior(ALPHA, False), beta=Prior(BETA, False), n_batch_sweeps=4)
+    batches = [slice(0, 30), slice(30, 45), slice(200, 230), slice(30, 45)]
+    check_online_step_over_the_batch_words(plan, _dense_engine(24), X, batches,
+                                           float(X.shape[0]))

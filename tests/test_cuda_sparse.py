@@ -15,7 +15,8 @@ from sklearn_gpulda.backends.numpy.sparse_rule import draw_topics
 from sklearn_gpulda.backends.numpy.tables import WordTables
 
 from _engine_checks import (
-    check_counts_every_sweep, check_same_seed_same_model, check_weighted_counts, initialised)
+    check_counts_every_sweep, check_online_step_over_the_batch_words, check_same_seed_same_model,
+    check_weighted_counts, initialised)
 from _stats import merged_chisquare
 
 pytestmark = pytest.mark.gpu
@@ -535,11 +536,19 @@ def test_online_steps_keep_the_model_on_the_device():
                                                        1000.0, sampler=gpu)
         assert isinstance(components, cp.ndarray)
         if before is not None:
-            stats = gpu.mean_word_topic()
+            # The batch's chain ran over the words the batch holds.
+            stats = np.zeros_like(before)
+            stats[:, np.unique(X[batch].indices)] = gpu.mean_word_topic()
             rho = (plan.learning_offset + it) ** (-plan.learning_decay)
             want = (1 - rho) * before + rho * (BETA + (1000.0 / 60) * stats)
             np.testing.assert_allclose(components.get(), want, rtol=1e-12)
     gpu.release()
+
+
+def test_online_step_over_the_batch_words_is_the_whole_vocabulary_step():
+    X = _lda_counts(200, 1500, 8, 60, seed=9).tocsr()
+    batches = [slice(0, 40), slice(40, 60), slice(100, 130), slice(40, 60)]
+    check_online_step_over_the_batch_words(_plan(10), _engine(10), X, batches, 1000.0)
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.float32])

@@ -13,7 +13,7 @@ from sklearn_gpulda.backends.numpy.sparse_rule import draw_topics
 from sklearn_gpulda.backends.numpy.tables import WordTables
 from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
 
-from _engine_checks import check_counts_every_sweep
+from _engine_checks import check_counts_every_sweep, check_online_step_over_the_batch_words
 from _stats import merged_chisquare
 
 
@@ -327,3 +327,16 @@ def test_small_k_chain_is_the_same_with_row_cumsums(kjv, monkeypatch, weighted):
         chain.release()
     np.testing.assert_array_equal(states[0][0], states[1][0])
     assert states[0][1] == states[1][1]
+
+
+def test_online_step_over_the_batch_words_is_the_whole_vocabulary_step(kjv):
+    # A mini-batch's chain runs over the words the batch holds; the model it gives is the one
+    # from a chain over the whole vocabulary, bit for bit.
+    from sklearn_gpulda import _fit
+    from sklearn_gpulda._priors import Prior
+
+    plan = _fit.Plan(backend=None, device=None, n_topics=8, seed=5, alpha=Prior(0.1, False),
+                     beta=Prior(0.01, False), n_batch_sweeps=4)
+    batches = [slice(0, 30), slice(30, 45), slice(200, 230), slice(30, 45)]
+    check_online_step_over_the_batch_words(plan, _sampler(8, 0.1, 0.01, 5), kjv, batches,
+                                           float(kjv.shape[0]))

@@ -101,10 +101,14 @@ class Sampler(abc.ABC):
         then the M-step."""
 
     @abc.abstractmethod
-    def fix_topic_word(self, components):
+    def fix_topic_word(self, components, row_sums=None):
         """Hold ``Bhat`` at the normalised rows of ``components`` (K x V, on the host or, for a
         GPU chain, on its device) from now on; the M-step then rebuilds the document-topic
-        counts only. Call after :meth:`load`."""
+        counts only. Call after :meth:`load`.
+
+        ``row_sums`` (K,), where given, is what each row is divided by instead of its own sum:
+        a caller that passes only the columns of the words a corpus uses passes the whole
+        model's sums, so that ``Bhat`` holds the same numbers as from the whole model."""
 
     def set_priors(self, alpha=None, beta=None):
         """Change the priors of the chain; the next E-step uses them. None keeps a prior."""

@@ -181,7 +181,7 @@ class DaskSampler(HostWordTopic, Sampler):
             raise NotImplementedError("a sharded chain runs batch sweeps only")
         self._reduce(self.call_all("sweep", int(iteration)))
 
-    def fix_topic_word(self, components):
+    def fix_topic_word(self, components, row_sums=None):
         raise NotImplementedError("online learning does not run on a Dask cluster")
 
     def _priors_changed(self):

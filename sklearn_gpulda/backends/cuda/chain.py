@@ -144,13 +144,16 @@ class CudaChain:
                 table = table[rows]
             return cp.ascontiguousarray(table.T)
 
-    def _fixed_bhat(self, components, rows=None):
+    def _fixed_bhat(self, components, rows=None, row_sums=None):
         """Device float32 ``Bhat`` (V' x K) of ``components`` (K x V, host or device): rows
-        normalised in float64 on the device, transposed, words in device order (``rows[r]`` is
-        the caller's word at device row r, or None for the identity)."""
+        normalised in float64 on the device (by ``row_sums`` where given, else their own sums),
+        transposed, words in device order (``rows[r]`` is the caller's word at device row r, or
+        None for the identity)."""
         cp = self._cp
         comp = cp.asarray(components, dtype=cp.float64)
-        bhat = (comp / comp.sum(axis=1, keepdims=True)).T
+        sums = (comp.sum(axis=1, keepdims=True) if row_sums is None
+                else cp.asarray(row_sums, dtype=cp.float64).reshape(-1, 1))
+        bhat = (comp / sums).T
         if rows is not None:
             bhat = bhat[cp.asarray(rows)]
         return cp.ascontiguousarray(bhat, dtype=cp.float32)

@@ -148,10 +148,10 @@ class CudaDenseSampler(CudaChain, Sampler):
             self._st.z[...] = self._cp.asarray(topics)
             self._mstep()
 
-    def fix_topic_word(self, components):
+    def fix_topic_word(self, components, row_sums=None):
         st = self._require_state()
         with self._dev():
-            st.bhat[...] = self._fixed_bhat(components)
+            st.bhat[...] = self._fixed_bhat(components, row_sums=row_sums)
             st.fixed = True
             st.b_current = False
 

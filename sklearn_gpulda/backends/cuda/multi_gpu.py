@@ -187,7 +187,7 @@ class MultiGpuSampler(Sampler):
         self._each(lambda s: s.sweep(iteration, stream, sub))
         self._reduce()
 
-    def fix_topic_word(self, components):
+    def fix_topic_word(self, components, row_sums=None):
         raise NotImplementedError("online learning runs on one GPU (the first one named)")
 
     def _priors_changed(self):

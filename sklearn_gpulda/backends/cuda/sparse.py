@@ -246,13 +246,13 @@ class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
                 ch.z[...] = cp.asarray(topics[ch.t0 : ch.t1].astype(ch.z.dtype))[ch.tok]
             self._mstep()
 
-    def fix_topic_word(self, components):
+    def fix_topic_word(self, components, row_sums=None):
         self._require()
         if self.streamed:
             raise NotImplementedError("a streamed chain learns its topic-word side; online "
                                       "learning's mini-batches are never streamed")
         with self._dev():
-            self.words.bhat_fixed = self._fixed_bhat(components, self.old_of_new)
+            self.words.bhat_fixed = self._fixed_bhat(components, self.old_of_new, row_sums)
             self.words.b_current = False
 
     def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):

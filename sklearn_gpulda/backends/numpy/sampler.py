@@ -200,11 +200,13 @@ class NumpySampler(HostWordTopic, Sampler):
     def set_topics(self, topics):
         self._set(self._checked_topics(topics))
 
-    def fix_topic_word(self, components):
+    def fix_topic_word(self, components, row_sums=None):
         self._require()
         comp = np.asarray(components, dtype=np.float64)
+        sums = (comp.sum(axis=1, keepdims=True) if row_sums is None
+                else np.asarray(row_sums, dtype=np.float64).reshape(-1, 1))
         self._fixed_bhat = self.team.share("fixed_bhat", np.ascontiguousarray(
-            (comp / comp.sum(axis=1, keepdims=True)).T, dtype=np.float32))
+            (comp / sums).T, dtype=np.float32))
         self._tables = WordTables(self._fixed_bhat, self.alpha, team=self.team)
 
     def sweep(self, iteration, stream=_random.STREAM_SAMPLE, sub=0):
