@@ -10,11 +10,11 @@ fit from scratch; tomotopy 25, 50, ... 6,400 iterations; scikit-learn and gensim
 passes) and scored at every checkpoint; scoring is not timed.
 
 Systems: ``gpulda-cuda`` and ``gpulda-cpu`` (this package's two engines; ``gpulda-cuda-online``,
-its online learning on the GPU, runs when named), ``sklearn-batch`` and
-``sklearn-online`` (``n_jobs`` = cores), ``gensim`` (``LdaMulticore``, cores - 1 workers, as its
-documentation advises) and ``tomotopy`` (``LDAModel``, ``workers`` = cores). A system that
-cannot run here (no GPU, library not installed) is skipped with a message; the peers come with
-the ``bench`` extra.
+its online learning on the GPU, runs when named), ``sklearn-batch`` (``n_jobs`` = cores) and
+``sklearn-online`` (one job, its faster setting for mini-batches), ``gensim``
+(``LdaMulticore``, cores - 1 workers, as its documentation advises) and ``tomotopy``
+(``LDAModel``, ``workers`` = cores). A system that cannot run here (no GPU, library not
+installed) is skipped with a message; the peers come with the ``bench`` extra.
 
 Priors (``--priors``): ``own`` (the default) runs every system as a new user gets it: our
 estimator with no prior arguments, scikit-learn's and gensim's defaults (1 / K), tomotopy's
