@@ -79,12 +79,18 @@ def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler
         # for a batch of 128 documents): no per-batch work of the vocabulary's size but the
         # blend. The first batch learns B, whose denominators count the whole vocabulary.
         corpus, used = corpus.over_used_words()
-        # float64 before the row sums are taken, as the samplers take them from a whole model.
-        components = array_module(components).asarray(components, dtype=np.float64)
+        # float64 before the row sums are taken, as the samplers take them from a whole model;
+        # the columns go where the model is, once for the chain and the blend.
+        xp = array_module(components)
+        components = xp.asarray(components, dtype=np.float64)
+        used = xp.asarray(used)
     own = sampler is None
     sampler = plan.sampler(alpha=alpha) if own else sampler
     try:
-        sampler.set_priors(alpha=alpha)
+        # Online learning holds its prior: a sampler reused across batches has it already
+        # (setting it again recomputes the previous batch's tables for nothing).
+        if not np.array_equal(sampler.alpha, np.broadcast_to(alpha, sampler.alpha.shape)):
+            sampler.set_priors(alpha=alpha)
         stats, loglik = _batch_statistics(plan, sampler, corpus, components, n_batch_iter,
                                           want_loglik, used)
     finally:
@@ -100,7 +106,7 @@ def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler
     # A word the batch does not hold has no statistics: its target is beta alone. Each cell is
     # the same IEEE expression as blending the whole (K, V) target.
     new = (1.0 - rho) * components + rho * beta
-    columns = xp.asarray(used)
+    columns = xp.asarray(used)  # where the statistics are: the model's device, or the host
     new[:, columns] = (1.0 - rho) * components[:, columns] + rho * target
     return new, alpha, loglik
 
