@@ -191,7 +191,10 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
         cuts = np.searchsorted(X.indptr, np.linspace(0, X.indptr[-1], n_workers + 1)[1:-1])
         cuts = np.unique(np.concatenate(([0], cuts, [X.shape[0]])))
         parts = [X[r0:r1] for r0, r1 in zip(cuts[:-1], cuts[1:])] or [X]
-        return client.scatter(parts), X.dtype
+        # Keys of their own (hash=False): scattered by content, a refit on the same counts got
+        # the keys of the previous fit's blocks, whose cancel at the end of that fit reaches
+        # the scheduler late and could cancel the new blocks ("lost dependencies", seen in CI).
+        return client.scatter(parts, hash=False), X.dtype
 
     # -- fitting -------------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
