@@ -19,16 +19,15 @@ from .backends import fold_in
 
 def _batch_statistics(plan, sampler, corpus, components, iteration, want_loglik, used=None):
     """Word-topic statistics of one mini-batch (``doc/algorithm.md``, mini-batch learning), and
-    the training log-likelihood of the batch's last state when asked (else NaN). Where ``used``
-    is given, ``corpus`` holds only those columns of ``components`` (the statistics too)."""
+    the training log-likelihood of the batch's last state when asked (else NaN).
+    ``components`` is float64; where ``used`` (an array where ``components`` lies) is given,
+    ``corpus`` holds only those columns of it (the statistics too)."""
     first = components is None
     sampler.load(corpus)
-    if not first and used is None:
-        sampler.fix_topic_word(components)
-    elif not first:
+    if not first:
         # Bhat of the batch's words from the whole model's row sums: the numbers the whole
         # model's Bhat holds for them.
-        columns = array_module(components).asarray(used)
+        columns = slice(None) if used is None else used
         sampler.fix_topic_word(components[:, columns], row_sums=components.sum(axis=1))
     sampler.init_topics(iteration, STREAM_BATCH_INIT)
     keep_from = plan.n_batch_sweeps - (plan.n_batch_sweeps + 1) // 2
@@ -87,10 +86,7 @@ def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler
     own = sampler is None
     sampler = plan.sampler(alpha=alpha) if own else sampler
     try:
-        # Online learning holds its prior: a sampler reused across batches has it already
-        # (setting it again recomputes the previous batch's tables for nothing).
-        if not np.array_equal(sampler.alpha, np.broadcast_to(alpha, sampler.alpha.shape)):
-            sampler.set_priors(alpha=alpha)
+        sampler.set_priors(alpha=alpha)
         stats, loglik = _batch_statistics(plan, sampler, corpus, components, n_batch_iter,
                                           want_loglik, used)
     finally:
@@ -109,6 +105,34 @@ def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler
     columns = xp.asarray(used)  # where the statistics are: the model's device, or the host
     new[:, columns] = (1.0 - rho) * components[:, columns] + rho * target
     return new, alpha, loglik
+
+
+def online_pass(plan, X, components, alpha, n_batch_iter, total_samples, sampler,
+                want_loglik=False):
+    """One pass of :func:`online_step` over ``X`` in mini-batches of ``plan.batch_size``
+    documents.
+
+    Returns
+    -------
+    components, alpha
+        As :func:`online_step` leaves them after the last batch.
+    n_batch_iter : int
+        The number the next batch takes.
+    loglik, n_tokens : float
+        The last batch's training log-likelihood (NaN unless ``want_loglik``; only that batch's
+        is computed) and its tokens; NaN and 0 for an empty ``X``.
+    """
+    batches = list(gen_batches(X.shape[0], plan.batch_size))
+    loglik, n_tokens = float("nan"), 0.0
+    for i, batch in enumerate(batches):
+        last = i == len(batches) - 1
+        components, alpha, loglik = online_step(plan, X[batch], components, alpha, n_batch_iter,
+                                                total_samples, sampler=sampler,
+                                                want_loglik=want_loglik and last)
+        if last:
+            n_tokens = float(X[batch].sum())
+        n_batch_iter += 1
+    return components, alpha, n_batch_iter, loglik, n_tokens
 
 
 def held_out_perplexity(plan, X, components, alpha):
@@ -136,10 +160,8 @@ def fit_online(plan, X):
     cadence = Cadence()
     try:
         for i in range(plan.max_iter):
-            for batch in gen_batches(n_samples, plan.batch_size):
-                components, alpha, _ = online_step(plan, X[batch], components, alpha,
-                                                   n_batch_iter, n_samples, sampler=sampler)
-                n_batch_iter += 1
+            components, alpha, n_batch_iter, _, _ = online_pass(
+                plan, X, components, alpha, n_batch_iter, n_samples, sampler)
             n_iter = i + 1
             evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
             bound = None

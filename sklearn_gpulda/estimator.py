@@ -16,7 +16,7 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.utils import check_random_state, gen_batches
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -296,18 +296,11 @@ class GPULatentDirichletAllocation(
                 n_batch_iter, n_iter = self.n_batch_iter_, self.n_iter_
             start = time.perf_counter()
             sampler = plan.sampler(alpha=alpha)
-            loglik, n_tokens = float("nan"), 0.0
             try:
-                batches = list(gen_batches(X.shape[0], self.batch_size))
-                for i, batch in enumerate(batches):
-                    # bound_ is the last batch's perplexity: only its log-likelihood is needed.
-                    last = i == len(batches) - 1
-                    components, alpha, loglik = _fit_online.online_step(
-                        plan, X[batch], components, alpha, n_batch_iter, self.total_samples,
-                        sampler=sampler, want_loglik=last)
-                    if last:
-                        n_tokens = float(X[batch].sum())
-                    n_batch_iter += 1
+                # bound_ is the last batch's perplexity.
+                components, alpha, n_batch_iter, loglik, n_tokens = _fit_online.online_pass(
+                    plan, X, components, alpha, n_batch_iter, self.total_samples, sampler,
+                    want_loglik=True)
                 sampler.synchronize()
             finally:
                 sampler.release()

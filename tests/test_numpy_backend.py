@@ -340,3 +340,26 @@ def test_online_step_over_the_batch_words_is_the_whole_vocabulary_step(kjv):
     batches = [slice(0, 30), slice(30, 45), slice(200, 230), slice(30, 45)]
     check_online_step_over_the_batch_words(plan, _sampler(8, 0.1, 0.01, 5), kjv, batches,
                                            float(kjv.shape[0]))
+
+
+def test_set_priors_rebuilds_only_on_a_new_value(kjv, monkeypatch):
+    # Online learning sets its held prior before every mini-batch: an equal value (a number or
+    # the same K numbers) leaves the tables alone; a new value, or a new beta, rebuilds them,
+    # and a bad one is still refused.
+    engine = _loaded(tokens(kjv[:40]), 5, alpha=0.2, beta=0.01)
+    rebuilt = []
+    real = engine._priors_changed
+    monkeypatch.setattr(engine, "_priors_changed", lambda: (rebuilt.append(1), real()))
+    engine.set_priors(alpha=0.2)
+    engine.set_priors(alpha=np.full(5, 0.2), beta=0.01)
+    assert rebuilt == []
+    engine.set_priors(alpha=0.3)
+    engine.set_priors(beta=0.02)
+    engine.set_priors(alpha=np.linspace(0.1, 0.5, 5))
+    assert len(rebuilt) == 3
+    np.testing.assert_array_equal(engine.alpha, np.linspace(0.1, 0.5, 5))
+    assert engine.beta == 0.02
+    with pytest.raises(ValueError):
+        engine.set_priors(alpha=np.full(4, 0.2))
+    with pytest.raises(ValueError):
+        engine.set_priors(alpha=-1.0)

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..._device import free_device_bytes
 from ..._hybrid_table import HybridTable
+from ..base import normalised_rows
 from . import counts
 from .transfer import topic_major_to_host
 
@@ -150,10 +151,7 @@ class CudaChain:
         transposed, words in device order (``rows[r]`` is the caller's word at device row r, or
         None for the identity)."""
         cp = self._cp
-        comp = cp.asarray(components, dtype=cp.float64)
-        sums = (comp.sum(axis=1, keepdims=True) if row_sums is None
-                else cp.asarray(row_sums, dtype=cp.float64).reshape(-1, 1))
-        bhat = (comp / sums).T
+        bhat = normalised_rows(cp, components, row_sums).T
         if rows is not None:
             bhat = bhat[cp.asarray(rows)]
         return cp.ascontiguousarray(bhat, dtype=cp.float32)

@@ -11,7 +11,7 @@ import numpy as np
 from ... import _random
 from ..._device import CPU
 from ..._layouts import _stable_counting_sort
-from ..base import Sampler
+from ..base import Sampler, normalised_rows
 from .dense_rule import draw_topics_dense
 from .processes import make_team
 from .row_tasks import (UniformKey, add_rows, count_doc_and_word_rows, count_rows,
@@ -202,11 +202,8 @@ class NumpySampler(HostWordTopic, Sampler):
 
     def fix_topic_word(self, components, row_sums=None):
         self._require()
-        comp = np.asarray(components, dtype=np.float64)
-        sums = (comp.sum(axis=1, keepdims=True) if row_sums is None
-                else np.asarray(row_sums, dtype=np.float64).reshape(-1, 1))
         self._fixed_bhat = self.team.share("fixed_bhat", np.ascontiguousarray(
-            (comp / sums).T, dtype=np.float32))
+            normalised_rows(np, components, row_sums).T, dtype=np.float32))
         self._tables = WordTables(self._fixed_bhat, self.alpha, team=self.team)
 
     def sweep(self, iteration, stream=_random.STREAM_SAMPLE, sub=0):
