@@ -54,8 +54,9 @@ class FittedStateMixin:
 
     # components_ lives in one of two private slots: the host array (set by batch fits and by
     # users, or copied from the device when first read, which drops the device array), or,
-    # after partial_fit on a GPU, the device array with the dtype it takes on the host. A loop of partial_fit calls then copies
-    # nothing of size K x V to the host unless it reads components_.
+    # after partial_fit on a GPU, the device array with the dtype it takes on the host. A loop
+    # of partial_fit calls then copies nothing of size K x V to the host unless it reads
+    # components_.
     @property
     def components_(self):
         """Topic-word pseudo-counts, ``(n_components, n_features)``, on the host (see the class
