@@ -202,7 +202,11 @@ class TokenCorpus(Corpus):
         if self.nz_ptr is None:
             raise RuntimeError("the corpus's counts were released before it was split")
         move = move or (lambda a: a)
-        j0, j1 = int(self.indptr[d0]), int(self.indptr[d1])
+        # From a host copy of the offsets: reading a device array's element would wait for the
+        # device (online learning takes a part per mini-batch while the last one runs).
+        if getattr(self, "_host_indptr", None) is None:
+            self._host_indptr = to_host(self.indptr)
+        j0, j1 = int(self._host_indptr[d0]), int(self._host_indptr[d1])
         t0 = int(self.doc_ptr[d0])
         part = TokenCorpus.__new__(TokenCorpus)
         part.n_docs, part.n_words = int(d1 - d0), self.n_words

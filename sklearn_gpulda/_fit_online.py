@@ -17,18 +17,22 @@ from ._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE
 from .backends import fold_in
 
 
-def _batch_statistics(plan, sampler, corpus, components, iteration, want_loglik, used=None):
+def _batch_statistics(plan, sampler, corpus, components, iteration, want_loglik, columns=None):
     """Word-topic statistics of one mini-batch (``doc/algorithm.md``, mini-batch learning), and
     the training log-likelihood of the batch's last state when asked (else NaN).
-    ``components`` is float64; where ``used`` (an array where ``components`` lies) is given,
-    ``corpus`` holds only those columns of it (the statistics too)."""
+
+    ``corpus`` is loaded first where given (else the sampler holds the batch already).
+    ``components`` is float64, or None for the very first batch; where ``columns`` (an index
+    array where ``components`` lies) is given, the loaded batch holds only those columns of it
+    (the statistics too)."""
     first = components is None
-    sampler.load(corpus)
+    if corpus is not None:
+        sampler.load(corpus)
     if not first:
         # Bhat of the batch's words from the whole model's row sums: the numbers the whole
         # model's Bhat holds for them.
-        columns = slice(None) if used is None else used
-        sampler.fix_topic_word(components[:, columns], row_sums=components.sum(axis=1))
+        cols = slice(None) if columns is None else columns
+        sampler.fix_topic_word(components[:, cols], row_sums=components.sum(axis=1))
     sampler.init_topics(iteration, STREAM_BATCH_INIT)
     keep_from = plan.n_batch_sweeps - (plan.n_batch_sweeps + 1) // 2
     for s in range(plan.n_batch_sweeps):
@@ -41,98 +45,155 @@ def _batch_statistics(plan, sampler, corpus, components, iteration, want_loglik,
     return stats, loglik
 
 
-def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler=None,
-                want_loglik=False):
-    """One mini-batch of online learning.
-
-    Parameters
-    ----------
-    plan : Plan
-    X : validated counts of the batch
-    components : array of shape (n_topics, n_words) or None
-        The model so far (on the host, or on the sampler's GPU); None for the very first
-        batch.
-    alpha : float or ndarray
-        The document-topic prior (held as it is: online learning learns no prior).
-    n_batch_iter : int
-        Number of this batch (keys its random numbers, sets its learning rate).
-    total_samples : float
-        Documents the corpus is assumed to hold.
-    sampler : Sampler, optional
-        Reused across batches (each batch is loaded anew); made and released here if None.
-    want_loglik : bool, default=False
-        Also compute the training log-likelihood of the batch's last state.
-
-    Returns
-    -------
-    components : array of float64
-        On the sampler's device: a GPU chain's model stays there between batches.
-    alpha : float or ndarray
-    loglik : float
-        NaN unless ``want_loglik``.
-    """
-    corpus, used = tokens(X), None
-    if components is not None:
-        # With the topic-word side fixed, the batch's chain reads only its own words' columns
-        # of the model, so it runs over those alone (a few thousand of a vocabulary of 100,000
-        # for a batch of 128 documents): no per-batch work of the vocabulary's size but the
-        # blend. The first batch learns B, whose denominators count the whole vocabulary.
-        corpus, used = corpus.over_used_words()
-        # float64 before the row sums are taken, as the samplers take them from a whole model;
-        # the columns go where the model is, once for the chain and the blend.
-        xp = array_module(components)
-        components = xp.asarray(components, dtype=np.float64)
-        used = xp.asarray(used)
-    own = sampler is None
-    sampler = plan.sampler(alpha=alpha) if own else sampler
-    try:
-        sampler.set_priors(alpha=alpha)
-        stats, loglik = _batch_statistics(plan, sampler, corpus, components, n_batch_iter,
-                                          want_loglik, used)
-    finally:
-        if own:
-            sampler.release()
+def _blend(plan, components, stats, columns, n_docs, n_batch_iter, total_samples):
+    """The model after a mini-batch of ``n_docs`` documents whose statistics over ``columns``
+    of it (all where None) are ``stats``; the target itself after the very first batch."""
     beta = plan.beta.value
     rho = (plan.learning_offset + n_batch_iter) ** (-plan.learning_decay)
-    target = beta + (total_samples / max(X.shape[0], 1)) * stats
+    target = beta + (total_samples / max(n_docs, 1)) * stats
     if components is None:
-        return target, alpha, loglik
+        return target
     xp = array_module(stats)
     components = xp.asarray(components)
     # A word the batch does not hold has no statistics: its target is beta alone. Each cell is
     # the same IEEE expression as blending the whole (K, V) target.
     new = (1.0 - rho) * components + rho * beta
-    columns = xp.asarray(used)  # where the statistics are: the model's device, or the host
+    columns = slice(None) if columns is None else xp.asarray(columns)
     new[:, columns] = (1.0 - rho) * components[:, columns] + rho * target
-    return new, alpha, loglik
+    return new
+
+
+class HeldBatches:
+    """The mini-batches of one count matrix, held by a sampler (:meth:`~sklearn_gpulda.
+    backends.base.Sampler.load_batches`) over the words the matrix holds."""
+
+    def __init__(self, sampler, X, ranges):
+        corpus, self.used = tokens(X).over_used_words()
+        sampler.load_batches(corpus, ranges)
+        self.sampler, self.ranges = sampler, ranges
+        self._used_on = {}
+
+    def select(self, i, xp):
+        """Load batch ``i`` into the sampler; the model's columns it holds, on ``xp``."""
+        columns = self.sampler.select_batch(i)
+        used = self._used_on.get(xp)
+        if used is None:
+            used = self._used_on[xp] = xp.asarray(self.used)
+        return used[xp.asarray(columns)]
+
+
+def online_steps(plan, X, ranges, components, alpha, n_batch_iter, total_samples, sampler,
+                 want_loglik=False, held=None):
+    """Online learning's steps over the mini-batches ``ranges`` (document ranges) of ``X``.
+
+    Parameters
+    ----------
+    plan : Plan
+    X : validated counts
+    ranges : list of (int, int)
+    components : array of shape (n_topics, n_words) or None
+        The model so far (on the host, or on the sampler's GPU); None before the very first
+        batch.
+    alpha : float or ndarray
+        The document-topic prior (held as it is: online learning learns no prior).
+    n_batch_iter : int
+        Number of the first batch (keys its random numbers, sets its learning rate).
+    total_samples : float
+        Documents the corpus is assumed to hold.
+    sampler : Sampler
+    want_loglik : bool, default=False
+        Also compute the training log-likelihood of the last batch's last state.
+    held : HeldBatches, optional
+        ``X``'s batches ``ranges``, already held by ``sampler`` (an earlier pass's).
+
+    Returns
+    -------
+    components : array of float64
+        On the sampler's device: a GPU chain's model stays there between batches.
+    n_batch_iter : int
+        The number the next batch takes.
+    loglik : float
+        NaN unless ``want_loglik``.
+    held : HeldBatches or None
+        What the sampler holds, for a next pass over the same batches.
+    """
+    loglik = float("nan")
+    sampler.set_priors(alpha=alpha)
+    for i, (d0, d1) in enumerate(ranges):
+        want = want_loglik and i == len(ranges) - 1
+        corpus = columns = None
+        if components is None:
+            # The first batch learns B, whose denominators count the whole vocabulary: its
+            # chain runs over every column.
+            corpus = tokens(X[d0:d1])
+        else:
+            # With the topic-word side fixed, a batch's chain reads only its own words' columns
+            # of the model. The sampler holds every batch at once, over the words X holds
+            # (laid out together where its engine can), and selects one at a time.
+            xp = array_module(components)
+            components = xp.asarray(components, dtype=np.float64)
+            if held is None:
+                held = HeldBatches(sampler, X, ranges)
+            columns = held.select(i, xp)
+        stats, loglik = _batch_statistics(plan, sampler, corpus, components, n_batch_iter,
+                                          want, columns)
+        components = _blend(plan, components, stats, columns, d1 - d0, n_batch_iter,
+                            total_samples)
+        n_batch_iter += 1
+    return components, n_batch_iter, loglik, held
+
+
+def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler=None,
+                want_loglik=False):
+    """One mini-batch of online learning: :func:`online_steps` over ``X`` whole (with a
+    sampler of its own where none is given).
+
+    Returns
+    -------
+    components, alpha, loglik
+    """
+    own = sampler is None
+    sampler = plan.sampler(alpha=alpha) if own else sampler
+    try:
+        components, _, loglik, _ = online_steps(plan, X, [(0, X.shape[0])], components, alpha,
+                                                n_batch_iter, total_samples, sampler,
+                                                want_loglik)
+    finally:
+        if own:
+            sampler.release()
+    return components, alpha, loglik
+
+
+def batch_ranges(n_docs, batch_size):
+    """Document ranges of the mini-batches of a pass."""
+    return [(b.start, b.stop) for b in gen_batches(n_docs, batch_size)]
 
 
 def online_pass(plan, X, components, alpha, n_batch_iter, total_samples, sampler,
-                want_loglik=False):
-    """One pass of :func:`online_step` over ``X`` in mini-batches of ``plan.batch_size``
+                want_loglik=False, held=None):
+    """One pass of :func:`online_steps` over ``X`` in mini-batches of ``plan.batch_size``
     documents.
 
     Returns
     -------
     components, alpha
-        As :func:`online_step` leaves them after the last batch.
+        As the steps leave them after the last batch.
     n_batch_iter : int
         The number the next batch takes.
     loglik, n_tokens : float
         The last batch's training log-likelihood (NaN unless ``want_loglik``; only that batch's
         is computed) and its tokens; NaN and 0 for an empty ``X``.
+    held : HeldBatches or None
+        Pass it to the next pass over the same ``X`` with the same sampler.
     """
-    batches = list(gen_batches(X.shape[0], plan.batch_size))
-    loglik, n_tokens = float("nan"), 0.0
-    for i, batch in enumerate(batches):
-        last = i == len(batches) - 1
-        components, alpha, loglik = online_step(plan, X[batch], components, alpha, n_batch_iter,
-                                                total_samples, sampler=sampler,
-                                                want_loglik=want_loglik and last)
-        if last:
-            n_tokens = float(X[batch].sum())
-        n_batch_iter += 1
-    return components, alpha, n_batch_iter, loglik, n_tokens
+    ranges = batch_ranges(X.shape[0], plan.batch_size)
+    if not ranges:
+        return components, alpha, n_batch_iter, float("nan"), 0.0, held
+    components, n_batch_iter, loglik, held = online_steps(
+        plan, X, ranges, components, alpha, n_batch_iter, total_samples, sampler, want_loglik,
+        held)
+    d0, d1 = ranges[-1]
+    return components, alpha, n_batch_iter, loglik, float(X[d0:d1].sum()), held
 
 
 def held_out_perplexity(plan, X, components, alpha):
@@ -155,13 +216,14 @@ def fit_online(plan, X):
     history = _History()
     history.stop_reason = f"max_iter={plan.max_iter} passes done"
     components, alpha, n_batch_iter = None, plan.alpha.value, 1
-    n_iter, bound = 0, None
+    n_iter, bound, held = 0, None, None
     sampler = plan.sampler()
     cadence = Cadence()
     try:
         for i in range(plan.max_iter):
-            components, alpha, n_batch_iter, _, _ = online_pass(
-                plan, X, components, alpha, n_batch_iter, n_samples, sampler)
+            # The sampler holds the pass's batches from the first pass on.
+            components, alpha, n_batch_iter, _, _, held = online_pass(
+                plan, X, components, alpha, n_batch_iter, n_samples, sampler, held=held)
             n_iter = i + 1
             evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
             bound = None

@@ -281,8 +281,10 @@ class GPULatentDirichletAllocation(
         with transaction(self):
             first = not self._has_components()
             device = self._fit_device().lead if first else self._inference_device()
+            # Counts for a GPU go up once, as CSR: the sampler lays every mini-batch out there.
             X = check_counts(self, X, reset=first,
-                             whom="GPULatentDirichletAllocation.partial_fit", device=device)
+                             whom="GPULatentDirichletAllocation.partial_fit", device=device,
+                             upload=True)
             total = float(X.sum())
             self._warn_if_empty(total, "partial_fit")
             if first:
@@ -298,7 +300,7 @@ class GPULatentDirichletAllocation(
             sampler = plan.sampler(alpha=alpha)
             try:
                 # bound_ is the last batch's perplexity.
-                components, alpha, n_batch_iter, loglik, n_tokens = _fit_online.online_pass(
+                components, alpha, n_batch_iter, loglik, n_tokens, _ = _fit_online.online_pass(
                     plan, X, components, alpha, n_batch_iter, self.total_samples, sampler,
                     want_loglik=True)
                 sampler.synchronize()

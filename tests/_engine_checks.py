@@ -149,3 +149,37 @@ def check_online_step_over_the_batch_words(plan, sampler, X, batches, total_samp
         np.testing.assert_array_equal(got[:, unused],
                                       (1.0 - rho) * to_host(before)[:, unused]
                                       + rho * plan.beta.value)
+
+
+def check_held_batches_are_the_batches_loaded_alone(plan, sampler, reference, X, ranges,
+                                                    total_samples, passes=2):
+    """Online learning's passes over ``ranges`` of ``X`` with ``sampler`` holding the batches
+    (``Sampler.load_batches``, reused from pass to pass) give, bit for bit, the model and the
+    last batch's log-likelihood of the steps written out with ``reference`` loading each batch
+    alone, cut to its own words (what a step did before batches were held). The batches must
+    not all hold the same words, or the check would not see a cut."""
+    from sklearn_gpulda import _fit_online
+    from sklearn_gpulda._device import to_host
+
+    got, held, it = None, None, 1
+    want = None
+    for _ in range(passes):
+        got, it_next, got_ll, held = _fit_online.online_steps(
+            plan, X, ranges, got, plan.alpha.value, it, total_samples, sampler,
+            want_loglik=True, held=held)
+        for i, (d0, d1) in enumerate(ranges):
+            corpus, used = tokens(X[d0:d1]), None
+            if want is not None:
+                corpus, used = corpus.over_used_words()
+                want = to_host(want)
+            stats, want_ll = _fit_online._batch_statistics(plan, reference, corpus, want, it + i,
+                                                           i == len(ranges) - 1, used)
+            want = _fit_online._blend(plan, want, to_host(stats), used, d1 - d0, it + i,
+                                      total_samples)
+        assert it_next == it + len(ranges)
+        it = it_next
+        np.testing.assert_array_equal(to_host(got), to_host(want))
+        # The same terms; a GPU chain that holds the batches together orders its words (and
+        # so its partial sums) by their frequency in X rather than in the batch.
+        assert got_ll == pytest.approx(want_ll, rel=1e-12)
+    assert held is not None and held.sampler is sampler

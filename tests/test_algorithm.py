@@ -12,7 +12,8 @@ import pytest
 import scipy.sparse as sp
 from sklearn.utils._param_validation import InvalidParameterError
 from _engine_checks import (
-    check_counts_every_sweep, check_online_step_over_the_batch_words, check_same_seed_same_model,
+    check_counts_every_sweep, check_held_batches_are_the_batches_loaded_alone,
+    check_online_step_over_the_batch_words, check_same_seed_same_model,
     check_two_word_conditional, check_weighted_counts, initialised)
 
 from sklearn_gpulda import GPULatentDirichletAllocation, _fit, _fit_online, _random
@@ -429,3 +430,13 @@ def test_gpu_dense_online_step_over_the_batch_words_is_the_whole_vocabulary_step
     batches = [slice(0, 30), slice(30, 45), slice(200, 230), slice(30, 45)]
     check_online_step_over_the_batch_words(plan, _dense_engine(24), X, batches,
                                            float(X.shape[0]))
+
+
+@pytest.mark.gpu
+def test_gpu_dense_held_batches_are_the_batches_loaded_alone():
+    X = _kjv()
+    plan = _fit.Plan(backend=None, device=None, n_topics=24, seed=SEED,
+                     alpha=Prior(ALPHA, False), beta=Prior(BETA, False), n_batch_sweeps=4)
+    check_held_batches_are_the_batches_loaded_alone(
+        plan, _dense_engine(24), _dense_engine(24), X, [(0, 30), (30, 45), (45, 90)],
+        float(X.shape[0]))

@@ -15,7 +15,8 @@ from sklearn_gpulda.backends.numpy.sparse_rule import draw_topics
 from sklearn_gpulda.backends.numpy.tables import WordTables
 
 from _engine_checks import (
-    check_counts_every_sweep, check_online_step_over_the_batch_words, check_same_seed_same_model,
+    check_counts_every_sweep, check_held_batches_are_the_batches_loaded_alone,
+    check_online_step_over_the_batch_words, check_same_seed_same_model,
     check_weighted_counts, initialised)
 from _stats import merged_chisquare
 
@@ -536,12 +537,38 @@ def test_online_steps_keep_the_model_on_the_device():
                                                        1000.0, sampler=gpu)
         assert isinstance(components, cp.ndarray)
         if before is not None:
-            # The batch's chain ran over the words the batch holds.
+            # The batch's chain ran over the words the batch holds, in the order that selecting
+            # the batch again names (selecting discards the running sum: read it first).
+            mean = gpu.mean_word_topic()
+            columns = np.unique(X[batch].indices)[gpu.select_batch(0)]
             stats = np.zeros_like(before)
-            stats[:, np.unique(X[batch].indices)] = gpu.mean_word_topic()
+            stats[:, columns] = mean
             rho = (plan.learning_offset + it) ** (-plan.learning_decay)
             want = (1 - rho) * before + rho * (BETA + (1000.0 / 60) * stats)
             np.testing.assert_allclose(components.get(), want, rtol=1e-12)
+    gpu.release()
+
+
+@pytest.mark.parametrize("way", ["together", "not fitting", "hybrid"])
+def test_held_batches_are_the_batches_loaded_alone(way, monkeypatch):
+    # The sparse engine lays a pass's mini-batches out together, a chunk each; where they would
+    # not fit as chunks (forced here), or B is stored hybrid, it loads each when selected.
+    # Either way two passes give the model of loading each batch alone.
+    from sklearn_gpulda.backends.cuda import sparse
+
+    if way == "not fitting":
+        monkeypatch.setattr(sparse, "fits_one_chunk", lambda corpus, ranges: False)
+    storage = "hybrid" if way == "hybrid" else "dense"
+    X = _lda_counts(200, 1500, 8, 60, seed=9).tocsr()
+    ranges = [(0, 40), (40, 60), (60, 130), (130, 131), (131, 200)]
+    gpu = _engine(10, word_topic_storage=storage)
+    check_held_batches_are_the_batches_loaded_alone(
+        _plan(10), gpu, _engine(10, word_topic_storage=storage), X, ranges, 1000.0)
+    held = gpu._batches
+    if way == "together":
+        assert held is not None and len(held[2]) == len(ranges)
+    else:
+        assert held is None and gpu.hybrid == (way == "hybrid")
     gpu.release()
 
 

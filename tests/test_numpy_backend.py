@@ -13,7 +13,9 @@ from sklearn_gpulda.backends.numpy.sparse_rule import draw_topics
 from sklearn_gpulda.backends.numpy.tables import WordTables
 from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
 
-from _engine_checks import check_counts_every_sweep, check_online_step_over_the_batch_words
+from _engine_checks import (
+    check_counts_every_sweep, check_held_batches_are_the_batches_loaded_alone,
+    check_online_step_over_the_batch_words)
 from _stats import merged_chisquare
 
 
@@ -340,6 +342,25 @@ def test_online_step_over_the_batch_words_is_the_whole_vocabulary_step(kjv):
     batches = [slice(0, 30), slice(30, 45), slice(200, 230), slice(30, 45)]
     check_online_step_over_the_batch_words(plan, _sampler(8, 0.1, 0.01, 5), kjv, batches,
                                            float(kjv.shape[0]))
+
+
+def test_held_batches_are_the_batches_loaded_alone(kjv):
+    # Online learning's sampler holds a pass's mini-batches (here each is cut and laid out when
+    # selected, the base class's way); two passes give the model of loading each batch alone.
+    from sklearn_gpulda import _fit
+    from sklearn_gpulda._priors import Prior
+
+    plan = _fit.Plan(backend=None, device=None, n_topics=8, seed=5, alpha=Prior(0.1, False),
+                     beta=Prior(0.01, False), n_batch_sweeps=4)
+    ranges = [(0, 30), (30, 45), (45, 100), (100, 101)]
+    check_held_batches_are_the_batches_loaded_alone(
+        plan, _sampler(8, 0.1, 0.01, 5), _sampler(8, 0.1, 0.01, 5), kjv, ranges,
+        float(kjv.shape[0]))
+
+
+def test_select_batch_needs_held_batches():
+    with pytest.raises(RuntimeError, match="load_batches"):
+        _sampler(4, 0.1, 0.01, 5).select_batch(0)
 
 
 def test_set_priors_rebuilds_only_on_a_new_value(kjv, monkeypatch):

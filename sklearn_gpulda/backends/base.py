@@ -97,6 +97,39 @@ class Sampler(abc.ABC):
         """Lay out a :class:`~sklearn_gpulda._corpus.TokenCorpus`; raise MemoryError, before
         allocating, where it would not fit. Drops any earlier corpus."""
 
+    def load_batches(self, corpus, ranges):
+        """Hold the mini-batches of ``corpus`` (document ranges ``(d0, d1)``) for
+        :meth:`select_batch`; drops any earlier corpus.
+
+        Online learning runs one short chain per mini-batch: a call that holds all of them at
+        once lets a backend lay them out together instead of one by one. Here they stay on the
+        host, and each is laid out (:meth:`load`) when selected.
+        """
+        self.release()
+        self._held_batches = (corpus, [(int(d0), int(d1)) for d0, d1 in ranges])
+
+    def select_batch(self, i):
+        """Make mini-batch ``i`` of :meth:`load_batches` the loaded corpus: its documents
+        numbered from 0 and its tokens too (so that they draw the numbers they draw loaded on
+        their own), no topics yet, nothing accumulated.
+
+        Returns
+        -------
+        columns : ndarray of int64
+            The held corpus's words the loaded corpus holds, each once: its word ``j`` is
+            ``columns[j]``. Here they are the batch's words in increasing order; a backend may
+            order them as it likes.
+        """
+        held = getattr(self, "_held_batches", None)
+        if held is None:
+            raise RuntimeError("the sampler holds no mini-batches; call load_batches first")
+        corpus, ranges = held
+        # The batch's chain reads only its own words' columns of a fixed topic-word side.
+        part, columns = corpus.doc_range(*ranges[i]).over_used_words()
+        self.load(part)  # which releases what the sampler held, the batches too
+        self._held_batches = held
+        return columns
+
     @abc.abstractmethod
     def init_topics(self, iteration=0, stream=STREAM_INIT):
         """Draw every token's topic uniformly (``_random.token_topic``), then the M-step."""
@@ -290,3 +323,4 @@ class Sampler(abc.ABC):
         """Free whatever the chain holds on its device; the sampler can then be loaded again."""
         self.corpus = None
         self.n_accumulated = 0
+        self._held_batches = None

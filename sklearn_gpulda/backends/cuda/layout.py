@@ -55,6 +55,15 @@ def chunk_ranges(corpus, max_chunk_tokens):
     return ranges
 
 
+def fits_one_chunk(corpus, ranges):
+    """Whether consecutive document ranges ``(d0, d1)`` (each starting where the one before
+    ends) can be a chunk each (its A storage indexed by int32)."""
+    doc_ptr = corpus.doc_ptr
+    return (all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+            and all(doc_ptr[d1] - doc_ptr[d0] + ROW_PAD * (d1 - d0) <= MAX_CHUNK_SLOTS
+                    for d0, d1 in ranges))
+
+
 #: Tokens laid out at a time while building a chunk: the build's scratch (about 80 bytes per
 #: token of a piece: offsets, keys, the sort's buffers) is bounded by this, not by the corpus.
 BUILD_PIECE_TOKENS = 1 << 23
@@ -108,29 +117,57 @@ class Chunk:
     def __init__(self, cp, corpus, d0, d1, counts, n_topics, piece_tokens=BUILD_PIECE_TOKENS):
         self.d0, self.d1 = int(d0), int(d1)
         self.t0, self.t1 = int(corpus.doc_ptr[d0]), int(corpus.doc_ptr[d1])
-        n = self.n_tokens = self.t1 - self.t0
+        self.n_tokens = self.t1 - self.t0
         self.n_docs = self.d1 - self.d0
         doc_ptr = corpus.doc_ptr[self.d0 : self.d1 + 1] - self.t0
         word_count = self._lay_out(cp, corpus, counts, doc_ptr, piece_tokens)
         doc_len = np.diff(doc_ptr).astype(np.int32)
-        self.doc_off = cp.asarray(doc_ptr[:-1].astype(np.int32))
-        # A row's slots: the document's tokens plus the lane-segment layout's padding (entry.cuh).
         row_off = doc_ptr[:-1] + ROW_PAD * np.arange(self.n_docs, dtype=np.int64)
-        self.n_slots = n + ROW_PAD * self.n_docs  # at most MAX_CHUNK_SLOTS (chunk_ranges)
-        self.row_off = cp.asarray(row_off.astype(np.int32))
-        self.doc_len = cp.asarray(doc_len)
-        self.short_docs = cp.asarray(np.flatnonzero(doc_len <= SHORT_DOC_MAX).astype(np.int32))
-        self.long_docs = cp.asarray(np.flatnonzero(doc_len > SHORT_DOC_MAX).astype(np.int32))
-        self.all_docs = cp.arange(self.n_docs, dtype=cp.int32)
-        #: N_d (weighted lengths); doc_norm = N_d + sum(alpha) is set by the sampler.
-        self.doc_weight = cp.asarray(corpus.doc_lengths()[self.d0 : self.d1])
-        self.doc_norm = None
+        self._set_documents(
+            doc_off=cp.asarray(doc_ptr[:-1].astype(np.int32)),
+            row_off=cp.asarray(row_off.astype(np.int32)), doc_len=cp.asarray(doc_len),
+            short_docs=cp.asarray(np.flatnonzero(doc_len <= SHORT_DOC_MAX).astype(np.int32)),
+            long_docs=cp.asarray(np.flatnonzero(doc_len > SHORT_DOC_MAX).astype(np.int32)),
+            all_docs=cp.arange(self.n_docs, dtype=cp.int32),
+            doc_weight=cp.asarray(corpus.doc_lengths()[self.d0 : self.d1]))
         self.items, self.n_batches = self._items(cp, word_count)
+        self._set_format(n_topics, int(doc_len.max(initial=0)))
+
+    @classmethod
+    def assembled(cls, frame, tok, doc, weight, documents, items, n_batches, n_topics,
+                  longest):
+        """A chunk of arrays laid out elsewhere (:mod:`.batch_layout`): ``frame`` is
+        ``(d0, d1, t0, t1)``, ``documents`` the keywords of :meth:`_set_documents`, ``longest``
+        the tokens of its longest document."""
+        self = cls.__new__(cls)
+        self.d0, self.d1, self.t0, self.t1 = (int(x) for x in frame)
+        self.n_tokens, self.n_docs = self.t1 - self.t0, self.d1 - self.d0
+        self.tok, self.doc, self.weight = tok, doc, weight
+        self._set_documents(**documents)
+        self.items, self.n_batches = items, int(n_batches)
+        self._set_format(n_topics, int(longest))
+        return self
+
+    def _set_documents(self, doc_off, row_off, doc_len, short_docs, long_docs, all_docs,
+                       doc_weight):
+        """Per-document arrays (device): first token, A row offset, length, the short and long
+        documents, all of them, and N_d (weighted lengths)."""
+        self.doc_off, self.doc_len = doc_off, doc_len
+        # A row's slots: the document's tokens plus the lane-segment layout's padding (entry.cuh).
+        self.row_off = row_off
+        self.n_slots = self.n_tokens + ROW_PAD * self.n_docs  # at most MAX_CHUNK_SLOTS
+        self.short_docs, self.long_docs, self.all_docs = short_docs, long_docs, all_docs
+        #: N_d (weighted lengths); doc_norm = N_d + sum(alpha) is set by the sampler.
+        self.doc_weight = doc_weight
+        self.doc_norm = None
+
+    def _set_format(self, n_topics, longest):
+        """Topic and A entry types, from K and the longest document's tokens."""
         tdt = topic_dtype(n_topics)
         self.topic_dtype = tdt
         self.suffix = "u16" if tdt == np.uint16 else "i32"
         # Packed entries (cuda/entry.cuh) when every count of A fits 16 bits as an integer.
-        self.packed = self.weight is None and (doc_len.max(initial=0) < 65536) and n_topics <= 65536
+        self.packed = self.weight is None and longest < 65536 and n_topics <= 65536
         self.ent_dtype = np.uint32 if self.packed else np.int32
         self.fmt = "packed" if self.packed else "wide"
         self.z = self.z_can = self.a_ent = self.a_row = None
