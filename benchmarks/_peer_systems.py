@@ -302,6 +302,11 @@ class GPULDAOnline(_Continuing, GPULDA):
         from sklearn_gpulda import GPULatentDirichletAllocation
 
         super().prepare(X_train)  # loads the kernels outside the timed passes
+        # And CuPy's own kernels of the online path (compiled once per machine, on first use):
+        # two calls, the second continuing a model over several mini-batches.
+        warm = GPULatentDirichletAllocation(n_components=self.n_topics, batch_size=64,
+                                            random_state=self.seed, device=self.device)
+        warm.partial_fit(X_train[:64]).partial_fit(X_train[64:320])
         self.model = GPULatentDirichletAllocation(
             n_components=self.n_topics, learning_method="online", total_samples=X_train.shape[0],
             random_state=self.seed, device=self.device, **self._given_priors())
