@@ -566,7 +566,7 @@ def test_held_batches_are_the_batches_loaded_alone(way, monkeypatch):
         _plan(10), gpu, _engine(10, word_topic_storage=storage), X, ranges, 1000.0)
     held = gpu._batches
     if way == "together":
-        assert held is not None and len(held[2]) == len(ranges)
+        assert held is not None and len(held.chunks) == len(ranges)
     else:
         assert held is None and gpu.hybrid == (way == "hybrid")
     gpu.release()

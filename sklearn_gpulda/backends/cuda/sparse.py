@@ -25,7 +25,8 @@ from .chain import CudaChain
 from .doc_topic import DocTopicReading
 from .constants import MAX_TOPICS
 from .batch_layout import build_batch_chunks
-from .layout import build_chunks, chunk_bytes, fits_one_chunk
+from .held_batches import HeldBatchChain
+from .layout import build_chunks, chunk_bytes
 from .streamed_chain import StreamedChain
 from .streaming import ChunkStream, evict
 from .transfer import topic_major_to_host
@@ -62,7 +63,7 @@ class WordSide:
         hybrid.zero(self.B, self.rare)
 
 
-class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
+class CudaSparseSampler(HeldBatchChain, StreamedChain, DocTopicReading, CudaChain, Sampler):
     """ESCA on a CUDA GPU (see :class:`~sklearn_gpulda.backends.base.Sampler`).
 
     Parameters
@@ -117,7 +118,7 @@ class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
         self._corpus_frequencies = None
         self.max_device_memory = None if max_device_memory is None else int(max_device_memory)
         self.chunks = []
-        self._batches = None  # (corpus, document ranges, chunks) of load_batches
+        self._batches = None  # held_batches.BatchSet of load_batches
         self._stream = None   # ChunkStream when the chunks live in host memory
         self._b_next = None   # the B a streamed sweep counts into while sampling reads B
         self.words = None
@@ -212,55 +213,6 @@ class CudaSparseSampler(StreamedChain, DocTopicReading, CudaChain, Sampler):
             self.corpus = corpus
             self._corpus_frequencies = None
             self._priors_changed()
-
-    # -- mini-batches ---------------------------------------------------------------------------
-    def load_batches(self, corpus, ranges):
-        """Lay every mini-batch out at once, a chunk each: one upload and one layout build for
-        a ``partial_fit`` call or an online pass, where one per mini-batch cost a batch of 128
-        documents at K = 20 about half its time (host work of CuPy calls, not the GPU's).
-        Where they would not fit the device without streaming, each is laid out when selected,
-        as the base class does.
-
-        A selected batch's chain holds rows for the batch's own words only, as it would loaded
-        alone (its B a view of the first rows of one held for the corpus's words). Hybrid
-        storage of B (whose rare rows are placed for the whole vocabulary) takes the base
-        class's way.
-        """
-        ranges = [(int(d0), int(d1)) for d0, d1 in ranges]
-        with self._dev():
-            self.release(return_cache=False)
-            plan = self._load_plan(corpus)
-            if (plan.stream_tokens is not None or plan.hybrid
-                    or not fits_one_chunk(corpus, ranges)):
-                return Sampler.load_batches(self, corpus, ranges)
-            # Each chunk numbered as if its batch were the loaded corpus (documents and tokens
-            # from 0, its words by rank), so that its tokens draw the numbers they draw loaded
-            # alone.
-            self._load(corpus, ranges, plan)
-        self._batches = (corpus, ranges, self.chunks, self.old_of_new, self.words.B)
-        self.chunks = []
-
-    def select_batch(self, i):
-        if self._batches is None:
-            return super().select_batch(i)
-        corpus, ranges, chunks, old_of_new, b_rows = self._batches
-        chunk = chunks[i]
-        self.discard_accumulated()
-        w = self.words
-        w.bhat_fixed = None
-        w.n_words = chunk.words.shape[0]
-        w.B = b_rows[: w.n_words]
-        w.b_current = False  # B holds no count of this batch's topics yet
-        self._denominators()
-        # The chain's words are the batch's, in the caller's order: no relabelling between.
-        self.new_of_old = self.old_of_new = None
-        self.chunks = [chunk]
-        self.corpus = corpus.doc_range(*ranges[i])  # its documents and tokens
-        return old_of_new[chunk.words]
-
-    def _every_chunk(self):
-        """The chunks of the loaded corpus, or of every held mini-batch."""
-        return self._batches[2] if self._batches is not None else self.chunks
 
     def _load_plan(self, corpus):
         """How the chain lays itself out within its budget (:func:`.sparse_memory.load_plan`)."""
