@@ -554,10 +554,10 @@ def test_held_batches_are_the_batches_loaded_alone(way, monkeypatch):
     # The sparse engine lays a pass's mini-batches out together, a chunk each; where they would
     # not fit as chunks (forced here), or B is stored hybrid, it loads each when selected.
     # Either way two passes give the model of loading each batch alone.
-    from sklearn_gpulda.backends.cuda import sparse
+    from sklearn_gpulda.backends.cuda import held_batches
 
     if way == "not fitting":
-        monkeypatch.setattr(sparse, "fits_one_chunk", lambda corpus, ranges: False)
+        monkeypatch.setattr(held_batches, "fits_one_chunk", lambda corpus, ranges: False)
     storage = "hybrid" if way == "hybrid" else "dense"
     X = _lda_counts(200, 1500, 8, 60, seed=9).tocsr()
     ranges = [(0, 40), (40, 60), (60, 130), (130, 131), (131, 200)]
