@@ -17,17 +17,15 @@ from ._random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE
 from .backends import fold_in
 
 
-def _batch_statistics(plan, sampler, corpus, components, iteration, want_loglik, columns=None):
-    """Word-topic statistics of one mini-batch (``doc/algorithm.md``, mini-batch learning), and
-    the training log-likelihood of the batch's last state when asked (else NaN).
+def _batch_statistics(plan, sampler, components, iteration, want_loglik, columns=None):
+    """Word-topic statistics of the mini-batch ``sampler`` has loaded (``doc/algorithm.md``,
+    mini-batch learning), and the training log-likelihood of the batch's last state when asked
+    (else NaN).
 
-    ``corpus`` is loaded first where given (else the sampler holds the batch already).
     ``components`` is float64, or None for the very first batch; where ``columns`` (an index
     array where ``components`` lies) is given, the loaded batch holds only those columns of it
     (the statistics too)."""
     first = components is None
-    if corpus is not None:
-        sampler.load(corpus)
     if not first:
         # Bhat of the batch's words from the whole model's row sums: the numbers the whole
         # model's Bhat holds for them.
@@ -70,7 +68,7 @@ class HeldBatches:
     def __init__(self, sampler, X, ranges):
         corpus, self.used = tokens(X).over_used_words()
         sampler.load_batches(corpus, ranges)
-        self.sampler, self.ranges = sampler, ranges
+        self.sampler = sampler
         self._used_on = {}
 
     def select(self, i, xp):
@@ -121,11 +119,11 @@ def online_steps(plan, X, ranges, components, alpha, n_batch_iter, total_samples
     sampler.set_priors(alpha=alpha)
     for i, (d0, d1) in enumerate(ranges):
         want = want_loglik and i == len(ranges) - 1
-        corpus = columns = None
+        columns = None
         if components is None:
             # The first batch learns B, whose denominators count the whole vocabulary: its
             # chain runs over every column.
-            corpus = tokens(X[d0:d1])
+            sampler.load(tokens(X[d0:d1]))
         else:
             # With the topic-word side fixed, a batch's chain reads only its own words' columns
             # of the model. The sampler holds every batch at once, over the words X holds
@@ -135,33 +133,12 @@ def online_steps(plan, X, ranges, components, alpha, n_batch_iter, total_samples
             if held is None:
                 held = HeldBatches(sampler, X, ranges)
             columns = held.select(i, xp)
-        stats, loglik = _batch_statistics(plan, sampler, corpus, components, n_batch_iter,
-                                          want, columns)
+        stats, loglik = _batch_statistics(plan, sampler, components, n_batch_iter, want,
+                                          columns)
         components = _blend(plan, components, stats, columns, d1 - d0, n_batch_iter,
                             total_samples)
         n_batch_iter += 1
     return components, n_batch_iter, loglik, held
-
-
-def online_step(plan, X, components, alpha, n_batch_iter, total_samples, sampler=None,
-                want_loglik=False):
-    """One mini-batch of online learning: :func:`online_steps` over ``X`` whole (with a
-    sampler of its own where none is given).
-
-    Returns
-    -------
-    components, alpha, loglik
-    """
-    own = sampler is None
-    sampler = plan.sampler(alpha=alpha) if own else sampler
-    try:
-        components, _, loglik, _ = online_steps(plan, X, [(0, X.shape[0])], components, alpha,
-                                                n_batch_iter, total_samples, sampler,
-                                                want_loglik)
-    finally:
-        if own:
-            sampler.release()
-    return components, alpha, loglik
 
 
 def batch_ranges(n_docs, batch_size):
@@ -181,8 +158,8 @@ def online_pass(plan, X, components, alpha, n_batch_iter, total_samples, sampler
     n_batch_iter : int
         The number the next batch takes.
     loglik, n_tokens : float
-        The last batch's training log-likelihood (NaN unless ``want_loglik``; only that batch's
-        is computed) and its tokens; NaN and 0 for an empty ``X``.
+        The last batch's training log-likelihood and its tokens, where ``want_loglik`` (only
+        that batch's is computed); NaN and 0 otherwise, and for an empty ``X``.
     held : HeldBatches or None
         Pass it to the next pass over the same ``X`` with the same sampler.
     """
@@ -193,7 +170,8 @@ def online_pass(plan, X, components, alpha, n_batch_iter, total_samples, sampler
         plan, X, ranges, components, alpha, n_batch_iter, total_samples, sampler, want_loglik,
         held)
     d0, d1 = ranges[-1]
-    return components, alpha, n_batch_iter, loglik, float(X[d0:d1].sum()), held
+    n_tokens = float(X[d0:d1].sum()) if want_loglik else 0.0
+    return components, alpha, n_batch_iter, loglik, n_tokens, held
 
 
 def held_out_perplexity(plan, X, components, alpha):

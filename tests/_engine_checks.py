@@ -132,14 +132,15 @@ def check_online_step_over_the_batch_words(plan, sampler, X, batches, total_samp
     for it, batch in enumerate(batches, start=1):
         part = X[batch]
         before = components
-        components, alpha, _ = _fit_online.online_step(plan, part, components, alpha, it,
-                                                       total_samples, sampler=sampler)
+        components = _fit_online.online_steps(plan, part, [(0, part.shape[0])], components,
+                                              alpha, it, total_samples, sampler)[0]
         if before is None:
             continue
         unused = np.flatnonzero(np.asarray(sp.csr_matrix(part).sum(axis=0)).ravel() == 0)
         assert unused.size > 0
         # The whole-vocabulary step, written out: the chain over every column, then the blend.
-        stats, _ = _fit_online._batch_statistics(plan, sampler, tokens(part), before, it, False)
+        sampler.load(tokens(part))
+        stats, _ = _fit_online._batch_statistics(plan, sampler, before, it, False)
         rho = (plan.learning_offset + it) ** (-plan.learning_decay)
         target = plan.beta.value + (total_samples / part.shape[0]) * to_host(stats)
         want = (1.0 - rho) * to_host(before) + rho * target
@@ -172,7 +173,8 @@ def check_held_batches_are_the_batches_loaded_alone(plan, sampler, reference, X,
             if want is not None:
                 corpus, used = corpus.over_used_words()
                 want = to_host(want)
-            stats, want_ll = _fit_online._batch_statistics(plan, reference, corpus, want, it + i,
+            reference.load(corpus)
+            stats, want_ll = _fit_online._batch_statistics(plan, reference, want, it + i,
                                                            i == len(ranges) - 1, used)
             want = _fit_online._blend(plan, want, to_host(stats), used, d1 - d0, it + i,
                                       total_samples)

@@ -44,7 +44,8 @@ def _statistics(sampler, corpus, components, n_sweeps, iteration):
     plan = _fit.Plan(backend=None, device=None, n_topics=sampler.n_topics, seed=SEED,
                      alpha=Prior(ALPHA, False), beta=Prior(BETA, False), n_batch_sweeps=n_sweeps)
     # A GPU chain's statistics stay on its device (online learning blends them there).
-    return to_host(_fit_online._batch_statistics(plan, sampler, corpus, components, iteration,
+    sampler.load(corpus)
+    return to_host(_fit_online._batch_statistics(plan, sampler, components, iteration,
                                                  False)[0])
 
 ALPHA, BETA, SEED = 0.1, 0.01, 4321

@@ -505,8 +505,10 @@ def test_batch_statistics(first):
     rng = np.random.default_rng(2)
     components = None if first else rng.gamma(1.0, size=(k, corpus.n_words)) + 0.1
     gpu, ref = _engine(k), _reference(k)
-    stats_gpu, ll_gpu = _fit_online._batch_statistics(_plan(k), gpu, corpus, components, 3, True)
-    stats_ref, ll_ref = _fit_online._batch_statistics(_plan(k), ref, corpus, components, 3, True)
+    gpu.load(corpus)
+    ref.load(corpus)
+    stats_gpu, ll_gpu = _fit_online._batch_statistics(_plan(k), gpu, components, 3, True)
+    stats_ref, ll_ref = _fit_online._batch_statistics(_plan(k), ref, components, 3, True)
     # A GPU chain's statistics stay on its device, in the caller's word order, and are the
     # numbers its host copies hold.
     assert type(stats_gpu).__module__.startswith("cupy")
@@ -533,8 +535,8 @@ def test_online_steps_keep_the_model_on_the_device():
     components, alpha = None, ALPHA
     for it, batch in enumerate((slice(0, 60), slice(60, 120), slice(0, 60)), start=1):
         before = None if components is None else components.get()
-        components, alpha, _ = _fit_online.online_step(plan, X[batch], components, alpha, it,
-                                                       1000.0, sampler=gpu)
+        components = _fit_online.online_steps(plan, X[batch], [(0, 60)], components, alpha, it,
+                                              1000.0, gpu)[0]
         assert isinstance(components, cp.ndarray)
         if before is not None:
             # The batch's chain ran over the words the batch holds, in the order that selecting

@@ -15,8 +15,8 @@ is :class:`.layout.Chunk`'s.
 
 import numpy as np
 
-from .constants import ROW_PAD, SHORT_DOC_MAX, WARP
-from .layout import BUILD_PIECE_TOKENS, PIECE, Chunk, CountsOnDevice
+from .constants import WARP
+from .layout import BUILD_PIECE_TOKENS, PIECE, Chunk, CountsOnDevice, document_views
 
 
 def build_batch_chunks(cp, corpus, new_of_old, n_topics, ranges,
@@ -85,7 +85,7 @@ def _group(cp, corpus, counts, n_topics, ranges):
     doc = (doc[order] - doc_first[batch[order]]).astype(cp.int32)
     del order, in_batch, word, batch
     items, item_first, n_warps, words, word_first = _items(cp, run, n_words, tok_first - g0)
-    documents, longest = _documents(cp, corpus, d_first, tok_first)
+    documents, longest = document_views(cp, corpus, d_first)
     chunks = []
     for b in range(n_batch):
         t0, t1 = int(tok_first[b] - g0), int(tok_first[b + 1] - g0)
@@ -148,41 +148,3 @@ def _items(cp, run, n_words, batch_start):
     items = cp.stack([rank[item_run], begin, end, warp_first], axis=1).astype(cp.int32)
     return (items, item_first.get(), cp.diff(batch_warp0).get(), word.get(),
             word_first.get())
-
-
-def _documents(cp, corpus, d_first, tok_first):
-    """Per-document arrays of the batches, uploaded once: a dict of ``b -> view`` functions for
-    :meth:`.layout.Chunk._set_documents`, and each batch's longest document."""
-    g_d0, g_d1 = int(d_first[0]), int(d_first[-1])
-    doc_ptr = corpus.doc_ptr[g_d0 : g_d1 + 1]
-    doc_len = np.diff(doc_ptr).astype(np.int32)
-    doc_batch = np.repeat(np.arange(d_first.shape[0] - 1), np.diff(d_first))
-    in_batch = np.arange(g_d1 - g_d0) - (d_first[doc_batch] - g_d0)   # document within batch
-    doc_off = doc_ptr[:-1] - tok_first[doc_batch]
-    row_off = doc_off + ROW_PAD * in_batch
-    short = doc_len <= SHORT_DOC_MAX
-    # Each batch's short documents, then its long ones, numbered within the batch.
-    by_kind = np.concatenate([in_batch[short], in_batch[~short]]).astype(np.int32)
-    n_short = np.bincount(doc_batch[short], minlength=d_first.shape[0] - 1)
-    n_long = np.bincount(doc_batch[~short], minlength=d_first.shape[0] - 1)
-    short_first = np.append(0, np.cumsum(n_short))
-    long_first = np.append(0, np.cumsum(n_long)) + short_first[-1]
-    n_docs = np.diff(d_first)
-    arrays = dict(
-        doc_off=cp.asarray(doc_off.astype(np.int32)), row_off=cp.asarray(row_off.astype(np.int32)),
-        doc_len=cp.asarray(doc_len), kinds=cp.asarray(by_kind),
-        all_docs=cp.arange(int(n_docs.max(initial=0)), dtype=cp.int32),
-        doc_weight=cp.asarray(corpus.doc_lengths()[g_d0:g_d1]))
-    first = d_first - g_d0
-
-    def docs(name):
-        return lambda b: arrays[name][first[b] : first[b + 1]]
-
-    views = {name: docs(name) for name in ("doc_off", "row_off", "doc_len", "doc_weight")}
-    views["short_docs"] = lambda b: arrays["kinds"][short_first[b] : short_first[b + 1]]
-    views["long_docs"] = lambda b: arrays["kinds"][long_first[b] : long_first[b + 1]]
-    views["all_docs"] = lambda b: arrays["all_docs"][: n_docs[b]]
-    longest = np.zeros(d_first.shape[0] - 1, dtype=np.int64)
-    if doc_len.size:
-        np.maximum.at(longest, doc_batch, doc_len)
-    return views, longest

@@ -11,7 +11,6 @@ words' rows only, in the caller's order.
 
 from dataclasses import dataclass
 
-from ..base import Sampler
 from .layout import fits_one_chunk
 
 
@@ -45,7 +44,7 @@ class HeldBatchChain:
             plan = self._load_plan(corpus)
             if (plan.stream_tokens is not None or plan.hybrid
                     or not fits_one_chunk(corpus, ranges)):
-                return Sampler.load_batches(self, corpus, ranges)
+                return super().load_batches(corpus, ranges)
             self._load(corpus, ranges, plan)
         self._batches = BatchSet(corpus, ranges, self.chunks, self.old_of_new, self.words.B)
         self.chunks = []

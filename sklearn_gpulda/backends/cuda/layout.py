@@ -69,6 +69,50 @@ def fits_one_chunk(corpus, ranges):
 BUILD_PIECE_TOKENS = 1 << 23
 
 
+def document_views(cp, corpus, d_first):
+    """Per-document arrays of the chunks of consecutive documents ``d_first[b]:d_first[b + 1]``
+    of ``corpus``, each numbered within its chunk, uploaded once for all: a dict of ``b ->
+    view`` functions giving :meth:`Chunk._set_documents`'s keywords, and each chunk's longest
+    document (tokens)."""
+    d_first = np.asarray(d_first, dtype=np.int64)
+    tok_first = corpus.doc_ptr[d_first]
+    g_d0, g_d1 = int(d_first[0]), int(d_first[-1])
+    doc_ptr = corpus.doc_ptr[g_d0 : g_d1 + 1]
+    doc_len = np.diff(doc_ptr).astype(np.int32)
+    doc_chunk = np.repeat(np.arange(d_first.shape[0] - 1), np.diff(d_first))
+    in_chunk = np.arange(g_d1 - g_d0) - (d_first[doc_chunk] - g_d0)   # document within its chunk
+    doc_off = doc_ptr[:-1] - tok_first[doc_chunk]
+    row_off = doc_off + ROW_PAD * in_chunk
+    short = doc_len <= SHORT_DOC_MAX
+    # Each chunk's short documents, then its long ones, numbered within the chunk.
+    by_kind = np.concatenate([in_chunk[short], in_chunk[~short]]).astype(np.int32)
+    n_short = np.bincount(doc_chunk[short], minlength=d_first.shape[0] - 1)
+    n_long = np.bincount(doc_chunk[~short], minlength=d_first.shape[0] - 1)
+    short_first = np.append(0, np.cumsum(n_short))
+    long_first = np.append(0, np.cumsum(n_long)) + short_first[-1]
+    n_docs = np.diff(d_first)
+    arrays = dict(
+        doc_off=cp.asarray(doc_off.astype(np.int32)), row_off=cp.asarray(row_off.astype(np.int32)),
+        doc_len=cp.asarray(doc_len), kinds=cp.asarray(by_kind),
+        all_docs=cp.arange(int(n_docs.max(initial=0)), dtype=cp.int32),
+        doc_weight=cp.asarray(corpus.doc_lengths()[g_d0:g_d1]))
+    first = d_first - g_d0
+
+    def docs(name):
+        return lambda b: arrays[name][first[b] : first[b + 1]]
+
+    views = {name: docs(name) for name in ("doc_off", "row_off", "doc_len", "doc_weight")}
+    views["short_docs"] = lambda b: arrays["kinds"][short_first[b] : short_first[b + 1]]
+    views["long_docs"] = lambda b: arrays["kinds"][long_first[b] : long_first[b + 1]]
+    views["all_docs"] = lambda b: arrays["all_docs"][: n_docs[b]]
+    longest = np.zeros(n_docs.shape[0], dtype=np.int64)
+    filled = n_docs > 0
+    if filled.any():
+        # Chunks hold consecutive documents: one maximum per run (an empty one is no run).
+        longest[filled] = np.maximum.reduceat(doc_len, first[:-1][filled])
+    return views, longest
+
+
 class CountsOnDevice:
     """The per-non-zero arrays of documents ``d0:d1`` of a :class:`~sklearn_gpulda._corpus.
     TokenCorpus` on the device, words relabelled: what the layout is built from (uploaded when
@@ -121,17 +165,10 @@ class Chunk:
         self.n_docs = self.d1 - self.d0
         doc_ptr = corpus.doc_ptr[self.d0 : self.d1 + 1] - self.t0
         word_count = self._lay_out(cp, corpus, counts, doc_ptr, piece_tokens)
-        doc_len = np.diff(doc_ptr).astype(np.int32)
-        row_off = doc_ptr[:-1] + ROW_PAD * np.arange(self.n_docs, dtype=np.int64)
-        self._set_documents(
-            doc_off=cp.asarray(doc_ptr[:-1].astype(np.int32)),
-            row_off=cp.asarray(row_off.astype(np.int32)), doc_len=cp.asarray(doc_len),
-            short_docs=cp.asarray(np.flatnonzero(doc_len <= SHORT_DOC_MAX).astype(np.int32)),
-            long_docs=cp.asarray(np.flatnonzero(doc_len > SHORT_DOC_MAX).astype(np.int32)),
-            all_docs=cp.arange(self.n_docs, dtype=cp.int32),
-            doc_weight=cp.asarray(corpus.doc_lengths()[self.d0 : self.d1]))
+        documents, longest = document_views(cp, corpus, [self.d0, self.d1])
+        self._set_documents(**{name: view(0) for name, view in documents.items()})
         self.items, self.n_batches = self._items(cp, word_count)
-        self._set_format(n_topics, int(doc_len.max(initial=0)))
+        self._set_format(n_topics, int(longest[0]))
 
     @classmethod
     def assembled(cls, frame, tok, doc, weight, documents, items, n_batches, n_topics,
