@@ -3,18 +3,23 @@ whether the model is the same, and what the all-reduce of the word-topic counts 
 
 Corpus: the NYTimes shape of ``bench_end_to_end.py`` (about 100 M tokens), and with ``--stack 1
 7`` the same documents stacked 7 times (about 700 M). For each corpus and K, and for each device
-(one GPU, then ``--gpus``), ``GPULatentDirichletAllocation(n_components=K, max_iter=n,
-random_state=0)`` is fitted from the outside for the two sweep counts of ``--sweeps`` after a
-warm-up fit, so that::
+(one GPU, then ``--gpus``)
+``GPULatentDirichletAllocation(n_components=K, max_iter=n, random_state=0)`` is fitted from the
+outside for the two sweep counts of ``--sweeps`` after a warm-up fit of the whole corpus, so
+that::
 
     time per sweep = (wall(n2) - wall(n1)) / (n2 - n1),  fixed cost = wall(n1) - n1 * that
 
-and the n2-sweep models of one GPU and several are compared element by element.
+and the n2-sweep models of one GPU and several are compared element by element. A third fit of
+n2 sweeps runs with its stages timed (every GPU drained at each stage's ends): its sweeps n1 + 1
+to n2 (sampling, prior updates, averaging) give the stage-timed time per sweep. On the 2-GPU
+machine the differenced figure moved by up to 40% between runs (host work in the fixed cost,
+on a machine whose memory grows as it is first used); the stage-timed one did not.
 
 Then, on a multi-GPU chain loaded with the same corpus (``MultiGpuSampler``), the all-reduce
 alone is timed (the chain's own call, repeated, the GPUs drained around it), as is the work of
-size V x K that every GPU repeats each sweep (clearing B, the topic totals). From these the
-time per sweep on n GPUs is projected as::
+size V x K that every GPU repeats each sweep (clearing B, the topic totals). From these and
+the stage-timed sweep T(2) of the fit on 2 GPUs, the time per sweep on n GPUs is projected as::
 
     T(n) = (T(2) - R(2) - F) * 2 / n + F + R(2) * 2 (n - 1) / n
 
@@ -53,6 +58,7 @@ from bench_end_to_end import nytimes_counts  # noqa: E402
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda._corpus import tokens  # noqa: E402
 from sklearn_gpulda._device import describe_device, resolve_device  # noqa: E402
+from sklearn_gpulda._stages import recording  # noqa: E402
 
 
 def fit(X, k, n_sweeps, device):
@@ -63,14 +69,38 @@ def fit(X, k, n_sweeps, device):
     return time.perf_counter() - tic, lda
 
 
-def device_point(X, k, sweeps, device, warmup_docs):
-    fit(X[:warmup_docs], k, 2, device)
+def _sync_all(device):
+    """Drain the queue of every GPU of ``device`` (stage timings charge GPU work to the stage
+    that queued it)."""
+    import cupy
+
+    indices = sorted(set(resolve_device(device).indices))
+    return lambda: [cupy.cuda.Device(i).synchronize() for i in indices]
+
+
+def device_point(X, k, sweeps, device):
+    """Whole fits on ``device``: time per sweep and fixed cost by differencing two fits, and a
+    third fit's stages (queues drained at each stage's ends) for where a sweep's time goes."""
+    # The warm-up is the whole corpus, so that the memory pool and the communicator are grown
+    # and made before the timed fits (a smaller warm-up left part of that in the first one).
+    fit(X, k, 2, device)
     n1, n2 = sweeps
     wall1, _ = fit(X, k, n1, device)
     wall2, lda = fit(X, k, n2, device)
     per_sweep = (wall2 - wall1) / (n2 - n1)
+    with recording(sync=_sync_all(device)) as log:
+        fit(X, k, n2, device)
+    sampling = log.durations.get("sweeps: sampling", [])[n1:]
+    stages = {name: sum(runs) for name, runs in log.durations.items()}
+    # Sweeps n1 + 1 to n2 of the fit loop as the differencing counts them: sampling, and the
+    # prior updates and averaging that fall there (none before sweep n1 with the defaults).
+    loop = sum(sampling) + sum(stages.get(name, 0.0) for name in
+                               ("sweeps: prior updates", "sweeps: averaging"))
     return dict(device=device, wall_s=[wall1, wall2], per_sweep_ms=per_sweep * 1e3,
-                fixed_s=wall1 - n1 * per_sweep), lda.components_
+                fixed_s=wall1 - n1 * per_sweep,
+                sampling_ms_median=float(np.median(sampling)) * 1e3 if sampling else None,
+                staged_per_sweep_ms=loop / (n2 - n1) * 1e3,
+                stages_s=stages), lda.components_
 
 
 def _drained(shards):
@@ -165,7 +195,6 @@ def main(argv=None):
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--stack", type=int, nargs="+", default=[1, 7])
     ap.add_argument("--sweeps", type=int, nargs=2, default=[5, 45], metavar=("N1", "N2"))
-    ap.add_argument("--warmup-docs", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=10,
                     help="all-reduces and sweeps timed on the chain (default 10)")
     ap.add_argument("--burn-in", type=int, default=10,
@@ -179,7 +208,7 @@ def main(argv=None):
     start = time.perf_counter()
     if args.shards_on_one_gpu:
         print(f"# {describe_device('cuda:0')}", flush=True)
-        base = nytimes_counts(args.scale)
+        base = nytimes_counts(args.scale)[0]
         results = []
         for stack in args.stack:
             X = sp.vstack([base] * stack).tocsr() if stack > 1 else base
@@ -195,7 +224,7 @@ def main(argv=None):
     n_gpus = len(resolve_device(multi).indices)
     print(f"# {describe_device(multi)}; NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE')}",
           flush=True)
-    base = nytimes_counts(args.scale)
+    base = nytimes_counts(args.scale)[0]
     results = []
     for stack in args.stack:
         X = sp.vstack([base] * stack).tocsr() if stack > 1 else base
@@ -206,30 +235,43 @@ def main(argv=None):
             if time.perf_counter() - start > args.budget_s:
                 print("  budget spent: stopping")
                 break
-            one, model_one = device_point(X, k, args.sweeps, "cuda:" + args.gpus.split(",")[0],
-                                          args.warmup_docs)
-            several, model_several = device_point(X, k, args.sweeps, multi, args.warmup_docs)
+            one, model_one = device_point(X, k, args.sweeps, "cuda:" + args.gpus.split(",")[0])
+            several, model_several = device_point(X, k, args.sweeps, multi)
             same = bool(np.array_equal(model_one, model_several))
             del model_one, model_several
             costs = reduce_costs(X, k, resolve_device(multi), args.repeats, args.burn_in)
-            t2 = costs["sweep_ms"]
+            # The fit's own sweep (its priors, its sweeps 6-45), not the chain's timed sweep
+            # (alpha = beta = 1/K, early sweeps): the projection and the share are then in the
+            # units of the one-GPU fit they are compared with.
+            t2 = several["staged_per_sweep_ms"]
             point = dict(stack=stack, n_tokens=n_tokens, K=k, n_gpus=n_gpus, one=one,
                          several=several, ratio=several["per_sweep_ms"] / one["per_sweep_ms"],
+                         staged_ratio=(several["staged_per_sweep_ms"]
+                                       / one["staged_per_sweep_ms"]),
                          same_model=same, **costs,
                          all_reduce_share=costs["all_reduce_ms"] / t2)
             if n_gpus == 2:
                 point["projected_ms"] = {n: projection(t2, costs["all_reduce_ms"],
                                                        costs["repeated_vxk_ms"], n)
                                          for n in (2, 4, 8)}
-                point["projected_ratio"] = {n: v / one["per_sweep_ms"]
+                point["projected_ratio"] = {n: v / one["staged_per_sweep_ms"]
                                             for n, v in point["projected_ms"].items()}
             results.append(point)
             print(f"  K={k}: one GPU {one['per_sweep_ms']:.2f} ms/sweep (fixed "
                   f"{one['fixed_s']:.2f} s); {n_gpus} GPUs {several['per_sweep_ms']:.2f} "
-                  f"ms/sweep (fixed {several['fixed_s']:.2f} s): ratio {point['ratio']:.3f}, "
+                  f"ms/sweep (fixed {several['fixed_s']:.2f} s): ratio {point['ratio']:.3f} "
+                  f"(of the stage-timed fits: {point['staged_ratio']:.3f}), "
                   f"same model: {same}", flush=True)
-            print(f"    chain: sweep {t2:.2f} ms, all-reduce ({costs['all_reduce']}) "
-                  f"{costs['all_reduce_ms']:.2f} ms = {point['all_reduce_share']:.1%} of it, "
+            for name, point_ in (("one GPU", one), (f"{n_gpus} GPUs", several)):
+                print(f"    {name}, a fit of {args.sweeps[1]} sweeps with stages timed: "
+                      f"{point_['staged_per_sweep_ms']:.2f} ms/sweep after sweep "
+                      f"{args.sweeps[0]} (median sampling {point_['sampling_ms_median']:.2f} "
+                      "ms); "
+                      + ", ".join(f"{name_} {sec:.2f} s" for name_, sec
+                                  in point_["stages_s"].items() if sec >= 0.05), flush=True)
+            print(f"    all-reduce ({costs['all_reduce']}) {costs['all_reduce_ms']:.2f} ms = "
+                  f"{point['all_reduce_share']:.1%} of the fit's sweep (the chain alone, "
+                  f"alpha = beta = 1/K: {costs['sweep_ms']:.2f} ms), "
                   f"{costs['all_reduce_gb_s']:.0f} GB/s of B ({costs['b_bytes'] / 1e6:.0f} MB); "
                   f"repeated V x K work {costs['repeated_vxk_ms']:.2f} ms", flush=True)
             if "projected_ms" in point:

@@ -129,8 +129,9 @@ def test_counts_go_up_reads_every_sparse_format(monkeypatch):
 
     from sklearn_gpulda._validation import counts_go_up
 
+    asked = []
     fake = types.SimpleNamespace(cuda=types.SimpleNamespace(
-        Device=lambda index: contextlib.nullcontext()))
+        Device=lambda index: asked.append(index) or contextlib.nullcontext()))
     monkeypatch.setattr(device_module, "import_cupy", lambda: (fake, ""))
     free = {"bytes": 10**9}
     monkeypatch.setattr(device_module, "free_device_bytes", lambda cp: (free["bytes"], 2 * 10**9))
@@ -139,8 +140,13 @@ def test_counts_go_up_reads_every_sparse_format(monkeypatch):
     for fmt in ("csr", "csc", "coo", "bsr", "lil", "dok", "dia"):
         assert counts_go_up(X.asformat(fmt), gpu, None) is True, fmt
     assert counts_go_up(X.toarray(), gpu, None) is True
+    # Several GPUs: the counts go to the first one named, if they fit there.
+    asked.clear()
+    assert counts_go_up(X, Device("cuda", (3, 1)), None) is True
+    assert asked == [3]
     free["bytes"] = 8 * X.nnz  # an eighth of it is less than the counts: keep them on the host
     assert counts_go_up(X, gpu, None) is False
+    assert counts_go_up(X, Device("cuda", (3, 1)), None) is False
     assert counts_go_up(X, gpu, 10**9) is False  # a budget: they may have to be streamed
     assert counts_go_up(X, CPU, None) is False
 
