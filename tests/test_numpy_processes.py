@@ -130,7 +130,7 @@ def test_a_broken_pool_is_replaced():
     team = ProcessTeam(2)
     try:
         pool = processes._pool(2)
-        pool.shutdown(wait=True)
+        pool.shutdown()
         values = team.share("values", np.ones(100))
         out = team.empty("out", (100,), np.float64)
         team.run(_scale_into, [(0, 100)], factor=5.0, values=values, out=out)
@@ -160,8 +160,8 @@ def test_word_topic_histogram_by_ranges_is_the_whole_tables(kjv, scale):
         chain.release()
 
 
-def _mapped_paths(_):
-    """A task: the files this worker maps."""
+def _mapped_paths():
+    """The files this worker maps."""
     return sorted({key[0] for key in processes._worker_maps})
 
 
@@ -172,8 +172,7 @@ def test_workers_unmap_the_files_of_a_closed_team():
     team.run(_scale_into, team.token_ranges(50_000), factor=1.0, values=values, out=out)
     folder = team.store.folders[0]
     team.close()
-    pool = processes._pool(2)
-    seen = [p for f in [pool.submit(_mapped_paths, i) for i in range(8)] for p in f.result()]
+    seen = [p for paths in processes._pool(2).each(_mapped_paths) for p in paths]
     assert not [p for p in seen if p.startswith(folder)]
 
 

@@ -4,8 +4,9 @@ Threads share arrays for free but not the interpreter: every NumPy call takes th
 and to finish. A draw makes some thirty calls per chunk of tokens, most of them on one value per
 token, and measured on a 16-core host (``tools/thread_scaling_probe.py``) calls of 16 k elements
 ran no faster on 4 to 16 threads than on one, and ``bincount`` holds the GIL throughout. So from
-two jobs on the engine runs its tasks in processes instead (a pool of loky worker processes,
-started once per Python process and size), and the arrays they read and write are
+two jobs on the engine runs its tasks in processes instead (worker processes started once per
+Python process and size, each serving rounds of tasks over a socket of its own:
+:mod:`.worker_rounds`), and the arrays they read and write are
 memory-mapped files in ``/dev/shm`` (a temporary folder where it has no room) that every worker
 maps once and unmaps when the store deletes them.
 
@@ -20,12 +21,12 @@ import os
 import shutil
 import tempfile
 import threading
-import time
 import uuid
 
 import numpy as np
 
 from .threads import ThreadTeam
+from .worker_rounds import SUPPORTED, RoundPool
 
 #: Memory maps a worker keeps open (the store reuses its files, so a chain needs a few dozen).
 _WORKER_CACHE_SIZE = 128
@@ -174,55 +175,31 @@ class SharedStore:
         self._folders = {}
 
 
-def _prune_maps(pause=0.0):
+def _prune_maps():
     """Drop this worker's maps of files the store has deleted: a map keeps its memory, and a
-    deleted file's pages are freed only once nothing maps them. ``pause`` (seconds) lets a
-    round of these calls reach every worker of a pool (:meth:`ProcessTeam.close`)."""
+    deleted file's pages are freed only once nothing maps them."""
     for key in [k for k in _worker_maps if not os.path.exists(k[0])]:
         del _worker_maps[key]
-    if pause:
-        time.sleep(pause)
 
 
 def _resolve(value):
     return value.open() if isinstance(value, SharedHandle) else value
 
 
-def _call(task, items, arguments):
-    """What a worker runs: ``task(item, **arguments)`` for each of ``items``, handles opened."""
-    _prune_maps()
-    arguments = {k: _resolve(v) for k, v in arguments.items()}
-    return [task(item, **arguments) for item in items]
-
-
 _pools = {}
 _pools_lock = threading.Lock()
 
 
-def _worker_start():
-    """Run in each worker as it starts. loky restarts a worker whose resident memory has grown
-    by 300 MB since its first task, taking it for a leak; a worker's mapped shared arrays count
-    as resident once touched (a V x K table at K = 1,000 is 400 MB), and the restarts, about
-    one a second, made a 16-job fit slower than one thread. The shared arrays are the store's,
-    freed by the main process, so the check is switched off (loky reads the limit per check)."""
-    from joblib.externals.loky import process_executor
-
-    process_executor._MAX_MEMORY_LEAK_SIZE = 1 << 62
-
-
 def _pool(n_workers):
-    """This process's pool of ``n_workers`` loky worker processes, started at first use and
-    kept for later fits (their start-up, 3-3.6 s for 16 workers on the 16-core host of
-    ``doc/performance.md``, is paid once). One pool per size and none shared with joblib's
-    reusable executor, whose resizing would stop running tasks."""
-    from joblib.externals.loky import ProcessPoolExecutor
-
+    """This process's pool of ``n_workers`` worker processes (:class:`~.worker_rounds.RoundPool`),
+    started at first use and kept for later fits (their start-up,
+    3-3.6 s for 16 workers on the 16-core host of ``doc/performance.md``, is paid once). One
+    pool per size, none shared with joblib's reusable executor, and a new one where the last
+    broke (a worker died)."""
     with _pools_lock:
         pool = _pools.get(n_workers)
-        flags = getattr(pool, "_flags", None)  # loky's state: a crashed worker breaks a pool
-        if pool is None or (flags is not None and (flags.broken or flags.shutdown)):
-            pool = _pools[n_workers] = ProcessPoolExecutor(max_workers=n_workers,
-                                                           initializer=_worker_start)
+        if pool is None or pool.broken:
+            pool = _pools[n_workers] = RoundPool(n_workers, _prune_maps, _resolve)
         return pool
 
 
@@ -273,14 +250,7 @@ class ProcessTeam(ThreadTeam):
                 sent[name] = handle
             else:
                 sent[name] = value
-        pool = _pool(self.n_threads)
-        # Each submission costs the main process a round trip (about 0.1 ms, one at a time);
-        # items come about CHUNKS_PER_THREAD per worker, so two submissions per worker still
-        # let a worker that finishes early take more, at half the round trips.
-        per_call = max(1, -(-len(items) // (2 * self.n_threads)))
-        groups = [items[i:i + per_call] for i in range(0, len(items), per_call)]
-        futures = [pool.submit(_call, task, group, sent) for group in groups]
-        results = [r for f in futures for r in f.result()]
+        results = _pool(self.n_threads).run(task, items, sent)
         for value, copy in copies:
             value[...] = copy
         return results
@@ -289,20 +259,20 @@ class ProcessTeam(ThreadTeam):
         had_files = bool(self.store.folders)
         self.store.close()
         pool = _pools.get(self.n_threads)
-        if had_files and pool is not None:
-            # Let every worker unmap the deleted files now rather than at its next task (an
+        if had_files and pool is not None and not pool.broken:
+            # Let every worker unmap the deleted files now rather than at its next round (an
             # idle pool would otherwise hold a finished fit's tables).
             try:
-                for f in [pool.submit(_prune_maps, 0.02) for _ in range(2 * self.n_threads)]:
-                    f.result()
+                pool.each(_prune_maps)
             except Exception:  # noqa: BLE001 - a pool that broke meanwhile holds no maps
                 pass
 
 
 def processes_allowed():
     """Whether this process may start worker processes: not when it is itself a daemonic worker
-    (Dask's, multiprocessing's), nor under ``joblib.parallel_config(backend='threading')``."""
-    if multiprocessing.current_process().daemon:
+    (Dask's, multiprocessing's), nor under ``joblib.parallel_config(backend='threading')``, nor
+    on a platform without Unix sockets and file locks (:mod:`.worker_rounds`)."""
+    if not SUPPORTED or multiprocessing.current_process().daemon:
         return False
     try:
         from joblib.parallel import get_active_backend
