@@ -187,3 +187,21 @@ def test_a_chain_too_large_for_host_memory_is_refused_before_allocating(monkeypa
     with pytest.raises(MemoryError, match="GiB of host memory"):
         chain.load(tokens(wide))
     assert chain.corpus is None and chain._tokens is None
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_topic_totals_from_the_count_tasks_are_every_token_counted(kjv, n_jobs):
+    # The M-step's B tasks report their tokens per topic; summed, they must be the totals a
+    # count of every token's topic gives, with or without worker processes.
+    chain = NumpySampler(12, 0.1, 0.05, seed=7, n_jobs=n_jobs)
+    chain.load(tokens(kjv.tocsr()))
+    chain.init_topics()
+    try:
+        for it in range(1, 3):
+            chain.sweep(it)
+            totals = chain._topic_totals()
+            assert totals.dtype == np.float64
+            np.testing.assert_array_equal(totals, np.bincount(chain.topics(), minlength=12))
+            np.testing.assert_array_equal(totals, chain.word_topic_counts().sum(axis=1))
+    finally:
+        chain.release()

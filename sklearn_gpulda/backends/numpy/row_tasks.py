@@ -48,12 +48,22 @@ def count_rows(rows, out, index, topics, weight, row_ptr, order=None):
 
 def count_doc_and_word_rows(item, a, b, doc, word, topics, weight, doc_ptr, word_ptr, by_word):
     """A task of A's rows or of B's, ``item = ('a' or 'b', rows)``: both counts of an M-step in
-    one round of tasks, saving a process team a round trip per sweep (:func:`count_rows`)."""
+    one round of tasks, saving a process team a round trip per sweep (:func:`count_rows`).
+
+    Returns, for B's rows of a corpus of unit tokens (``weight`` None), the number of their
+    tokens in each topic (int64, K): summed over the items, the topic totals, exact in any
+    order, without a pass over every token in the caller (2-3 ms a sweep of 1 M tokens that no
+    number of workers shortened). None otherwise.
+    """
     which, rows = item
     if which == "a":
         count_rows(rows, a, doc, topics, weight, doc_ptr)
-    else:
-        count_rows(rows, b, word, topics, weight, word_ptr, order=by_word)
+        return None
+    count_rows(rows, b, word, topics, weight, word_ptr, order=by_word)
+    if weight is not None:
+        return None
+    t0, t1 = int(word_ptr[rows[0]]), int(word_ptr[rows[1]])
+    return np.bincount(topics[by_word[t0:t1]], minlength=b.shape[1])
 
 
 #: Tokens whose random numbers are made at once: Philox's temporaries then stay in a core's

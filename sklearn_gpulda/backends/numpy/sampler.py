@@ -254,10 +254,7 @@ class NumpySampler(HostWordTopic, Sampler):
         if self._fixed_bhat is not None:
             self._a = self._doc_topic(z)
         else:
-            self._a, self._b = self._doc_and_word_topic(z)
-            unit = self._loaded_tokens()[2] is None
-            self._totals = np.bincount(z, minlength=self.n_topics).astype(np.float64) if unit \
-                else None
+            self._a, self._b, self._totals = self._doc_and_word_topic(z)
             self._priors_changed()
 
     def _doc_topic(self, z):
@@ -273,7 +270,8 @@ class NumpySampler(HostWordTopic, Sampler):
     def _doc_and_word_topic(self, z):
         """A and B (float32), counted in one round of tasks on the team: A by document
         ranges, B by word ranges, each range as :meth:`_doc_topic` and :meth:`_word_topic`
-        count it (the same numbers)."""
+        count it (the same numbers); and for unit tokens the topic totals (float64, from the
+        B tasks' per-topic token counts), else None."""
         c = self._require()
         doc, word, weight, doc_ptr = self._loaded_tokens()
         a = self.team.empty("a", (c.n_docs, self.n_topics), np.float32)
@@ -281,10 +279,16 @@ class NumpySampler(HostWordTopic, Sampler):
                             np.float32)
         items = [("a", r) for r in self.team.row_ranges(c.doc_ptr)]
         items += [("b", r) for r in self.team.row_ranges(self._word_ptr)]
-        self.team.run(count_doc_and_word_rows, items, a=a, b=b, doc=doc, word=word, topics=z,
-                      weight=weight, doc_ptr=doc_ptr, word_ptr=self._word_ptr,
-                      by_word=self._by_word)
-        return a, b
+        parts = self.team.run(count_doc_and_word_rows, items, a=a, b=b, doc=doc, word=word,
+                              topics=z, weight=weight, doc_ptr=doc_ptr, word_ptr=self._word_ptr,
+                              by_word=self._by_word)
+        if weight is not None:
+            return a, b, None
+        totals = np.zeros(self.n_topics, dtype=np.int64)
+        for part in parts:
+            if part is not None:
+                totals += part
+        return a, b, totals.astype(np.float64)
 
     def _word_topic(self, z):
         """B (V x K) in float64, its rows counted by word ranges on the team: a V x K pass on
