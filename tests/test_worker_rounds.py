@@ -133,3 +133,18 @@ def test_a_team_writes_through_rounds_into_shared_arrays():
 def _scale_into(item, factor, values, out):
     a, b = item
     out[a:b] = values[a:b] * factor
+
+
+def test_an_interrupted_round_ends_the_pool_and_the_next_call_starts_anew(pool, monkeypatch):
+    # Ctrl-C while waiting: the workers' replies would come in the next round, so the pool ends.
+    from sklearn_gpulda.backends.numpy import worker_rounds
+
+    def interrupted(conns):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(worker_rounds, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        pool.run(_fail_on, range(4), {"bad": -1})
+    monkeypatch.undo()
+    assert pool.broken
+    assert processes._pool(2).run(_fail_on, range(4), {"bad": -1}) == [0, 1, 2, 3]

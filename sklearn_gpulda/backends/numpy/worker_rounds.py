@@ -20,6 +20,7 @@ import atexit
 import os
 import pickle
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -76,6 +77,9 @@ def _serve(address, counter_path, prepare, resolve):
     connection. ``prepare()`` runs before every message's work (dropping stale maps), and
     ``resolve(value)`` turns each argument into what the task takes (a handle into its
     array)."""
+    # Ctrl-C reaches every process of the terminal's group: the caller handles it (and ends
+    # the pool), so a worker waiting for its next message does not die with a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(address)
     conn = Connection(sock.detach())
