@@ -46,11 +46,17 @@ def _pair(corpus, k):
     return eng, ref
 
 
+@pytest.mark.parametrize("averaging_sum", ["whole", "keys"])
 @pytest.mark.parametrize("n_topics", [200, 3000])
-def test_hybrid_chain_is_the_dense_chain(kjv_corpus, n_topics):
+def test_hybrid_chain_is_the_dense_chain(kjv_corpus, n_topics, averaging_sum, monkeypatch):
     # KJV chapters: a vocabulary of mostly rare words. Every sweep draws the same topics, and
     # every reader (counts, histograms, likelihood, averaging, the model) sees the same numbers,
-    # with the priors moved in between.
+    # with the priors moved in between; averaging's sum a whole table (where it has room) or
+    # sorted keys of the rare rows (where it has not).
+    from sklearn_gpulda.backends.cuda import hybrid
+
+    if averaging_sum == "keys":
+        monkeypatch.setattr(hybrid, "WHOLE_SUM_ROOM_FACTOR", 10**9)
     eng, ref = _pair(kjv_corpus, n_topics)
     _same_state(eng, ref)
     for it in range(1, 5):
@@ -67,6 +73,7 @@ def test_hybrid_chain_is_the_dense_chain(kjv_corpus, n_topics):
     np.testing.assert_array_equal(eng.mean_word_topic(), ref.mean_word_topic())
     np.testing.assert_array_equal(eng.word_topic_statistics().get(),
                                   ref.word_topic_statistics().get())
+    assert (eng._sum.whole is not None) == (averaging_sum == "whole")
     eng.release()
     ref.release()
 

@@ -8,6 +8,7 @@ import pytest
 
 from sklearn_gpulda import _hybrid_table as ht
 from sklearn_gpulda._layouts import frequency_relabel
+from sklearn_gpulda.backends.cuda import hybrid
 from sklearn_gpulda.backends.cuda.hybrid import HybridSum, resolve_storage
 from sklearn_gpulda.backends.cuda.transfer import topic_major_to_host
 
@@ -96,12 +97,23 @@ def test_a_full_row_is_an_error():
         ht.insert(slots, offsets, 0, [0], [5])
 
 
-def test_running_sum_of_rare_rows_is_the_sum_of_dense_rows(kjv):
+@pytest.mark.parametrize("whole_fits", [False, True])
+def test_running_sum_of_rare_rows_is_the_sum_of_dense_rows(kjv, whole_fits):
+    # Where the whole (V, K) table fits the room, the sum is that table; else sorted keys.
+    # Either way it is the sum of the dense tables.
     n_topics = 50
     freq, word, _ = _kjv_tokens(kjv, n_topics)
     n_dense, offsets = ht.split_rows(freq, n_topics)
+    whole_bytes = hybrid.WHOLE_SUM_ROOM_FACTOR * freq.size * n_topics * 8
     total = np.zeros((freq.size, n_topics))
     acc = HybridSum(np, freq.size, n_topics)
+    asked = []
+
+    def check_room(need):
+        asked.append(need)
+        if need >= whole_bytes and not whole_fits:
+            raise MemoryError("no room")
+
     # A repeated sweep adds to present keys only; the others merge new keys in as well.
     for seed in (0, 1, 1, 2):
         topic = np.random.default_rng(seed).integers(0, n_topics, word.size)
@@ -113,17 +125,24 @@ def test_running_sum_of_rare_rows_is_the_sum_of_dense_rows(kjv):
         ht.insert(rows.slots, offsets, n_dense, word[rare], topic[rare])
         # What the sum asks room for bounds what it allocates (NumPy's allocations, traced;
         # pieces small enough that the decoding's scratch is not hidden in one large piece).
-        asked = []
+        asked.clear()
         tracemalloc.start()
         try:
             before = tracemalloc.get_traced_memory()[0]
-            acc.add(dense[:n_dense], rows, asked.append)
+            acc.add(dense[:n_dense], rows, check_room)
             peak = tracemalloc.get_traced_memory()[1] - before
         finally:
             tracemalloc.stop()
-        assert 0 < peak <= asked[0]
-    np.testing.assert_array_equal(acc.table().dense(), total)
-    assert np.all(np.diff(acc.keys) > 0)
+        # The whole table's first request (twice its size) covers it and the first add; a
+        # refused request allocates nothing.
+        assert 0 < peak <= (sum(asked) if whole_fits else asked[-1])
+    if whole_fits:
+        assert acc.keys is None
+        np.testing.assert_array_equal(acc.table(), total)
+    else:
+        assert acc.whole is None
+        np.testing.assert_array_equal(acc.table().dense(), total)
+        assert np.all(np.diff(acc.keys) > 0)
 
 
 class _Rows:
