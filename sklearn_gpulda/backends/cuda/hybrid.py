@@ -80,6 +80,23 @@ def add_rare_totals(rare, totals, n_sm):
     totals += extra.astype(cp.float64)
 
 
+def add_rare_to_whole(xp, rare, whole):
+    """``whole`` ((V, K) float64) plus the counts in the rare rows' slots, in place: a kernel
+    on the device (``counts.rare_add_to_whole``), the decoded entries on the host."""
+    n = int(rare.slots.size)
+    n_rare = int(rare.offsets.shape[0]) - 1
+    if n == 0 or n_rare <= 0:
+        return
+    if xp is np:
+        word, topic, count = _hybrid_table.entries(np, rare.slots, rare.offsets, rare.n_dense)
+        whole[word, topic] += count  # each (word, topic) once in a B: the fancy += is a sum
+        return
+    _kernels.launch(STEM, "rare_add_to_whole", min(-(-n // 256), 65535), 256,
+                    [(rare.slots, np.uint32), (n, "i64"), (rare.offsets, np.int64),
+                     (n_rare, "i32"), (rare.n_dense, "i32"), (whole.shape[1], "i32"),
+                     (whole, np.float64)])
+
+
 def prior_floats(n_topics):
     """Floats of the prior's tables (:func:`prior_tables`): the row, then its tree's tile totals,
     their group-local running sums and the group totals (``cuda/tree.cuh``)."""
@@ -152,16 +169,11 @@ class HybridSum:
         cp = self.cp
         if self.whole is None and self._take_whole(check_room):
             self.whole = cp.zeros((self.n_words, self.n_topics), dtype=cp.float64)
-        n = int(cp.count_nonzero(rare.slots))
         if self.whole is not None:
-            if check_room is not None:
-                check_room(ADD_BYTES_PER_ENTRY * n)  # the decoded entries and the scatter's
             self.whole[: dense.shape[0]] += dense
-            word, topic, count = _hybrid_table.entries(cp, rare.slots, rare.offsets,
-                                                       rare.n_dense, n=n)
-            # Each (word, topic) occurs once in a B, so the fancy += is a sum.
-            self.whole[word, topic] += count
+            add_rare_to_whole(cp, rare, self.whole)
             return
+        n = int(cp.count_nonzero(rare.slots))
         if check_room is not None:
             check_room(self.bytes_to_add(dense, n))
         if self.dense is None:
