@@ -475,7 +475,8 @@ extern "C" __global__ void rare_add_to_whole(const unsigned* __restrict__ slots,
       const int mid = (lo + hi) >> 1;
       if (offsets[mid] <= i) lo = mid; else hi = mid;
     }
-    const long long cell = static_cast<long long>(n_dense + lo) * n_topics + gpulda::rare_slot_topic(s);
+    const long long cell =
+        static_cast<long long>(n_dense + lo) * n_topics + gpulda::rare_slot_topic(s);
     whole[cell] += static_cast<double>(gpulda::rare_slot_count(s));
   }
 }

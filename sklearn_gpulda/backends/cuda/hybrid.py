@@ -5,7 +5,8 @@ The sparse sampler keeps B as a dense (n_dense, K) array for its frequent words 
 of hash-table slots for the rest (:class:`RareRows`). The kernels read both; the readers of the
 state (``components_``, the prior updates' histograms, averaging) see a
 :class:`~sklearn_gpulda._hybrid_table.HybridTable`, made here from the slots, or from the
-averaging sum (:class:`HybridSum`), which keeps the rare rows as sorted (word, topic) keys.
+averaging sum (:class:`HybridSum`), a whole (V, K) table where it fits and otherwise the dense
+rows with the rare rows as sorted (word, topic) keys.
 """
 
 import numpy as np
