@@ -6,11 +6,9 @@ import os
 import threading
 import time
 
-import numpy as np
 import pytest
 
 from sklearn_gpulda.backends.numpy import processes
-from sklearn_gpulda.backends.numpy.processes import ProcessTeam
 from sklearn_gpulda.backends.numpy.worker_rounds import RemoteTaskError, WorkerLostError
 
 
@@ -117,22 +115,6 @@ def test_rounds_asked_from_two_threads_do_not_mix(pool):
 def test_each_runs_once_on_every_worker(pool):
     pids = pool.each(os.getpid)
     assert len(pids) == 2 and len(set(pids)) == 2
-
-
-def test_a_team_writes_through_rounds_into_shared_arrays():
-    team = ProcessTeam(2)
-    try:
-        values = team.share("values", np.arange(10_000, dtype=np.float64))
-        out = team.empty("out", (10_000,), np.float64)
-        team.run(_scale_into, team.token_ranges(10_000), factor=3.0, values=values, out=out)
-        np.testing.assert_array_equal(out, np.arange(10_000) * 3.0)
-    finally:
-        team.close()
-
-
-def _scale_into(item, factor, values, out):
-    a, b = item
-    out[a:b] = values[a:b] * factor
 
 
 def test_an_interrupted_round_ends_the_pool_and_the_next_call_starts_anew(pool, monkeypatch):

@@ -168,16 +168,17 @@ class RoundPool:
         exception a task raised is raised here once the round is over."""
         items = list(items)
         results = [None] * len(items)
-        for _, done in self._round(("round", task, (items, arguments))):
+        for done in self._round(("round", task, (items, arguments))):
             for i, value in done:
                 results[i] = value
         return results
 
     def each(self, fn, *args):
         """``fn(*args)`` once on every worker; the results, one per worker."""
-        return [value for _, value in self._round(("each", fn, args))]
+        return self._round(("each", fn, args))
 
     def _round(self, message):
+        """Send ``message`` to every worker; their replies' values, in the order they came."""
         with self._lock:
             if self.broken:
                 raise WorkerLostError("the CPU engine's worker pool is shut down")
@@ -195,7 +196,7 @@ class RoundPool:
                         if status == "error":
                             error = error or value
                         else:
-                            replies.append((conn, value))
+                            replies.append(value)
             except (EOFError, OSError) as exc:
                 self._break()
                 raise WorkerLostError(
@@ -230,7 +231,7 @@ class RoundPool:
                 pass
         self._conns = []
         for process in self._processes:
-            if process._popen is None:  # never started
+            if process.pid is None:  # never started
                 continue
             if kill:
                 process.terminate()
