@@ -189,9 +189,9 @@ def summarise(rows, entry_bytes, n_tokens):
     def mean(key):
         return float(np.mean([r[key] for r in kept]))
 
-    # Sampler bytes per token: tok 4 + doc 4 + A row descriptor 8 + topic 2 + one A entry
-    # (4 bytes packed, 8 wide) per non-zero of the row.
-    bytes_tok = 18 + entry_bytes * mean("row_nnz")
+    # Sampler bytes per token: place 2 (4 wide) + doc 4 + A row descriptor 8 + topic 2 + one
+    # A entry (4 bytes packed, 8 wide) per non-zero of the row.
+    bytes_tok = (16 if entry_bytes == 4 else 18) + entry_bytes * mean("row_nnz")
     return dict(
         mtok_s=n_tokens / mean("ms") / 1e3, ms=mean("ms"),
         **{f"{name}_ms": mean(name) for name in STAGES}, row_nnz=mean("row_nnz"),

@@ -2,9 +2,9 @@
 // the sparse document-topic rows A rebuilt by shuffle and segmented count (SaberLDA 3.3, Fig. 8),
 // and the topic totals n[k] in float64.
 //
-// Shuffle: PDOW position p holds canonical token t0 + tok[p]; since canonical order is
-// document-major, writing each topic to its canonical slot groups the tokens by document (one
-// coalesced read, one scattered write per token). A row lives at the document's first canonical
+// Shuffle: PDOW position p holds canonical token t0 + doc_off[doc[p]] + place[p]; since canonical
+// order is document-major, writing each topic to its canonical slot groups the tokens by
+// document (coalesced reads, one scattered write per token). A row lives at the document's first canonical
 // slot plus 31 per earlier document (entry.cuh).
 // Segmented count: per document, sort (topic, position) keys in shared memory and run-length
 // encode them, which yields the row already sorted by topic as the sampler requires.
@@ -290,8 +290,10 @@ __device__ __forceinline__ void rebuild_bitmap(const int* __restrict__ docs, int
 }  // namespace gpulda
 
 // ---------------------------------------------------------------------------------------------
-// scatter_topics_{u16,i32}: the shuffle. z_can[tok[p]] = z[p].
-// Launch: 1-D, >= n threads. [in] z, tok (PDOW order); [out] z_can (canonical order minus t0).
+// scatter_topics_{u16_packed,u16_wide,i32_wide}: the shuffle. z_can[doc_off[doc[p]] + place[p]]
+//      = z[p]. gather_topics_*: the other way, z[p] = z_can[doc_off[doc[p]] + place[p]].
+// Launch: 1-D, >= n threads. [in] z or z_can, place (uint16 packed, uint32 wide) and doc (PDOW
+//      order), doc_off (first canonical slot of each document minus t0); [out] the other.
 // ---------------------------------------------------------------------------------------------
 // rebuild_a_short_{u16_packed,u16_wide,i32_wide}: A rows of documents with at most 1,024 tokens.
 // Launch: grid any (warp-strided over `docs`), block kCountBlock, no dynamic shared memory.
@@ -308,19 +310,34 @@ __device__ __forceinline__ void rebuild_bitmap(const int* __restrict__ docs, int
 //      for fractional weights.
 // ---------------------------------------------------------------------------------------------
 // count_b_{u16,i32}: B[word, z[p]] += w for every token of every work item (B zeroed before);
+//      weight (canonical minus t0) or nullptr, with place (uint32: weighted chunks are wide),
+//      doc and doc_off locating a token's weight (read only with weights);
 //      the work items keep each word's tokens together, so a block's atomics hit one row.
 //      Words from n_dense on are rare (hybrid storage, rare_rows.cuh): their tokens count into
 //      their rows of `rare` (slots zeroed before; every weight 1), B holding n_dense rows.
 // Launch: grid any (block-strided over items), block any. Exact for integer counts.
 // ---------------------------------------------------------------------------------------------
-#define GPULDA_COUNTS(SUFFIX, TOPIC_T)                                                                       \
-  extern "C" __global__ void scatter_topics_##SUFFIX(const TOPIC_T* __restrict__ z, const unsigned* __restrict__ tok, \
-                                                     long long n, TOPIC_T* __restrict__ z_can) {              \
+#define GPULDA_ORDER(SUFFIX, TOPIC_T, PLACE_T)                                                               \
+  extern "C" __global__ void scatter_topics_##SUFFIX(const TOPIC_T* __restrict__ z, const PLACE_T* __restrict__ place, \
+                                                     const int* __restrict__ doc, const int* __restrict__ doc_off, \
+                                                     long long n, TOPIC_T* __restrict__ z_can) {             \
     const long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;                       \
-    if (p < n) z_can[tok[p]] = z[p];                                                                          \
+    if (p < n) z_can[doc_off[doc[p]] + static_cast<unsigned>(place[p])] = z[p];                               \
   }                                                                                                           \
+  extern "C" __global__ void gather_topics_##SUFFIX(const TOPIC_T* __restrict__ z_can, const PLACE_T* __restrict__ place, \
+                                                    const int* __restrict__ doc, const int* __restrict__ doc_off, \
+                                                    long long n, TOPIC_T* __restrict__ z) {                   \
+    const long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;                       \
+    if (p < n) z[p] = z_can[doc_off[doc[p]] + static_cast<unsigned>(place[p])];                              \
+  }
+GPULDA_ORDER(u16_packed, unsigned short, unsigned short)
+GPULDA_ORDER(u16_wide, unsigned short, unsigned)
+GPULDA_ORDER(i32_wide, int, unsigned)
+
+#define GPULDA_COUNTS(SUFFIX, TOPIC_T)                                                                       \
   extern "C" __global__ void count_b_##SUFFIX(const int4* __restrict__ items, int n_items,                    \
-                                              const TOPIC_T* __restrict__ z, const unsigned* __restrict__ tok, \
+                                              const TOPIC_T* __restrict__ z, const unsigned* __restrict__ place, \
+                                              const int* __restrict__ doc, const int* __restrict__ doc_off,   \
                                               const float* __restrict__ weight, int n_topics, float* __restrict__ B, \
                                               int n_dense, unsigned* __restrict__ rare,                       \
                                               const long long* __restrict__ rare_off) {                       \
@@ -329,7 +346,7 @@ __device__ __forceinline__ void rebuild_bitmap(const int* __restrict__ docs, int
       if (item.x < n_dense) {                                                                                 \
         float* row = B + static_cast<size_t>(item.x) * n_topics;                                              \
         for (int p = item.y + threadIdx.x; p < item.z; p += blockDim.x)                                       \
-          atomicAdd(row + z[p], weight != nullptr ? weight[tok[p]] : 1.0f);                                   \
+          atomicAdd(row + z[p], weight != nullptr ? weight[doc_off[doc[p]] + place[p]] : 1.0f);               \
       } else {                                                                                                \
         long long o0;                                                                                         \
         const unsigned cap = gpulda::rare_row(rare_off, item.x - n_dense, o0);                                \

@@ -52,4 +52,24 @@ struct AEntry<true> {
   }
 };
 
+// A token's place in its document, the layout's per-token index (SaberLDA's PDOW stores the
+// token's canonical index instead): 16 bits in packed chunks, whose documents are all shorter
+// than 65,536 tokens, else 32. The canonical index minus the chunk's first token is the
+// document's first slot plus this place, which saves 2 bytes per token of a packed chunk.
+template <bool kPacked>
+struct TokenPos {
+  using T = unsigned;
+};
+template <>
+struct TokenPos<true> {
+  using T = unsigned short;
+};
+
+// The canonical index minus the chunk's first token, from the document's A row header: a row
+// starts kRowPad slots per earlier document after the document's first token (row_off[d] =
+// doc_off[d] + kRowPad d, layout.py), so a kernel that reads the header needs no doc_off.
+__device__ __forceinline__ unsigned token_from_row(int row_off, int d, unsigned place) {
+  return static_cast<unsigned>(row_off - kRowPad * d) + place;
+}
+
 }  // namespace gpulda

@@ -39,7 +39,7 @@ __device__ __forceinline__ void load_bhat_row(float* leaf, const BhatSource& src
 }
 
 struct ChunkTokens {
-  const unsigned* tok;   // canonical index minus t0, PDOW order
+  const void* place;     // TokenPos<kPacked>: the token's place in its document, PDOW order
   const int* doc;        // document minus the chunk's first document, PDOW order
   const int2* a_row;     // per document: (offset into a_ent, number of non-zeros)
   const void* a_ent;     // AEntry<kPacked> entries, rows sorted by topic
@@ -146,6 +146,7 @@ __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ item
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;
   const auto* ent = static_cast<const typename AEntry<kPacked>::T*>(ch.a_ent);
+  const auto* place = static_cast<const typename TokenPos<kPacked>::T*>(ch.place);
   for_each_item<kLargeK, kHybrid>(items, n_items, counter, src, alpha, n_topics, leaf_scratch,
                                   [&](const Item& item, const auto& tree, const float* leaf) {
     for (int b = item.begin + warp * kWarp; b < item.end; b += n_warps * kWarp) {
@@ -154,14 +155,14 @@ __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ item
       // overwritten only after the loop, by this lane, so it still holds the current topic.
       const int p = b + lane;
       const bool valid = p < item.end;
-      const unsigned t = valid ? ch.tok[p] : 0u;
       const int d = valid ? ch.doc[p] : 0;
+      const int2 row = valid ? ch.a_row[d] : make_int2(0, 0);
+      const unsigned t = valid ? token_from_row(row.x, d, place[p]) : 0u;
       const int own = valid ? static_cast<int>(z[p]) : 0;
       // Packed rows exist only for integer counts: every weight is 1 there.
       const float w = (!kPacked && valid && ch.weight != nullptr) ? ch.weight[t] : 1.0f;
       const float b_adj = own_bhat<kHybrid>(src, item.word, own, w, leaf[own], n_topics);
       const float u = bits_to_uniform(token_bits(seed, iteration, stream, ch.t0 + t, sweep));
-      const int2 row = valid ? ch.a_row[d] : make_int2(0, 0);
       const int n = min(kWarp, item.end - b);
       int mine = 0;
       for (int j = 0; j < n; ++j) {
@@ -192,7 +193,9 @@ using gpulda::Item;
 // Launch: grid = any number of blocks (persistent; a multiple of the SM count), block = a
 //   multiple of 64 threads up to kSampleBlockMax, dynamic shared memory = tree_floats(K) * 4 bytes (raise the kernel's
 //   limit above 48 KB). `counter` must be zero at launch.
-// [in]  items (n_items x 4 int32), tok, doc, a_row, a_ent: the chunk, with A rebuilt from z;
+// [in]  items (n_items x 4 int32), place (each token's place in its document: uint16 for the
+//       packed kernels, uint32 for the wide ones), doc, a_row, a_ent: the chunk, with A rebuilt
+//       from z; token p's canonical index minus t0 is a_row[doc[p]].x - 31 doc[p] + place[p];
 //       weight (canonical minus t0, or nullptr for all-1 weights); B (V x K float32) with denom
 //       (K float64) in training, or bhat (V x K float32) with topics fixed (B = nullptr);
 //       alpha (K float32), the per-topic document-topic prior. Hybrid storage (rare_rows.cuh):
@@ -246,7 +249,7 @@ using gpulda::Item;
 
 #define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED, LARGE, HYBRID, REGS)                                          \
   extern "C" __global__ void __maxnreg__(REGS) sample_tokens_##SUFFIX(                                       \
-      const Item* __restrict__ items, int n_items, int* counter, const unsigned* __restrict__ tok,           \
+      const Item* __restrict__ items, int n_items, int* counter, const void* __restrict__ place,             \
       const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent,           \
       const float* __restrict__ weight, long long t0, const float* __restrict__ B,                          \
       const double* __restrict__ denom, double beta, const float* __restrict__ bhat,                        \
@@ -255,7 +258,7 @@ using gpulda::Item;
       const float* __restrict__ alpha, int n_topics, unsigned seed, unsigned iteration, unsigned stream,     \
       unsigned sweep, TOPIC_T* __restrict__ z, float* leaf_scratch) {                                        \
     gpulda::sample_tokens_impl<TOPIC_T, PACKED, LARGE, HYBRID>(items, n_items, counter,                         \
-                                                       ChunkTokens{tok, doc, a_row, a_ent, weight, t0},     \
+                                                       ChunkTokens{place, doc, a_row, a_ent, weight, t0},   \
                                                        BhatSource{B, denom, bhat, beta, rare, rare_off,    \
                                                                   prior, n_dense},                          \
                                                        alpha, n_topics,                                     \
@@ -285,7 +288,7 @@ GPULDA_SAMPLE(u16_wide_large_hybrid, unsigned short, false, true, true, GPULDA_S
 namespace gpulda {
 template <bool kPacked, bool kLargeK, bool kHybrid>
 __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items, int n_items, int* counter,
-                                                  const unsigned* __restrict__ tok, const int* __restrict__ doc,
+                                                  const void* place_v, const int* __restrict__ doc,
                                                   const int2* __restrict__ a_row, const void* a_ent_v,
                                                   const float* __restrict__ weight, const double* __restrict__ doc_norm,
                                                   const BhatSource& src, const float* __restrict__ alpha,
@@ -294,6 +297,7 @@ __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;
   const auto* a_ent = static_cast<const typename AEntry<kPacked>::T*>(a_ent_v);
+  const auto* place = static_cast<const typename TokenPos<kPacked>::T*>(place_v);
   for_each_item<kLargeK, kHybrid>(items, n_items, counter, src, alpha, n_topics, leaf_scratch,
                                   [&](const Item& item, const auto& tree, const float* leaf) {
     const double q = static_cast<double>(tree.total());
@@ -302,7 +306,7 @@ __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items
       const bool valid = p < item.end;
       const int d = valid ? doc[p] : 0;
       const int2 row = valid ? a_row[d] : make_int2(0, 0);
-      const float w = (valid && weight != nullptr) ? weight[tok[p]] : 1.0f;
+      const float w = (valid && weight != nullptr) ? weight[token_from_row(row.x, d, place[p])] : 1.0f;
       const int n = min(kWarp, item.end - b);
       double mine = 0.0;
       for (int j = 0; j < n; ++j) {
@@ -325,14 +329,14 @@ __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items
 // spills here; this kernel runs once per evaluation, so it takes 40 registers at lower occupancy.
 #define GPULDA_LOGLIK(SUFFIX, PACKED, LARGE, HYBRID)                                                             \
   extern "C" __global__ void __launch_bounds__(gpulda::kSampleBlockMax, 1) token_loglik_##SUFFIX(                 \
-      const Item* __restrict__ items, int n_items, int* counter, const unsigned* __restrict__ tok,               \
+      const Item* __restrict__ items, int n_items, int* counter, const void* __restrict__ place,                 \
       const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent,               \
       const float* __restrict__ weight, const double* __restrict__ doc_norm, const float* __restrict__ B,        \
       const double* __restrict__ denom, double beta, const float* __restrict__ bhat,                             \
       const unsigned* __restrict__ rare, const long long* __restrict__ rare_off,                                 \
       const float* __restrict__ prior, int n_dense,                                                              \
       const float* __restrict__ alpha, int n_topics, double* __restrict__ partial, float* leaf_scratch) {        \
-    gpulda::token_loglik_impl<PACKED, LARGE, HYBRID>(items, n_items, counter, tok, doc, a_row, a_ent, weight, doc_norm, \
+    gpulda::token_loglik_impl<PACKED, LARGE, HYBRID>(items, n_items, counter, place, doc, a_row, a_ent, weight, doc_norm, \
                                              BhatSource{B, denom, bhat, beta, rare, rare_off,    \
                                                                 prior, n_dense},                            \
                                              alpha, n_topics, partial,                                       \
@@ -348,17 +352,18 @@ GPULDA_LOGLIK(packed_large_hybrid, true, true, true)
 GPULDA_LOGLIK(wide_large_hybrid, false, true, true)
 
 // ---------------------------------------------------------------------------------------------
-// init_topics_{u16,i32}: z[p] = uniform topic of token t0 + tok[p] (stream 0, or 2 for a batch).
+// init_topics_{u16,i32}: z[p] = uniform topic of canonical token t0 + p (stream 0, or 2 for a
+// batch), in canonical order: a chunk gathers its PDOW copy from it (counts.cu gather_topics).
 // Launch: 1-D, >= n threads. NumPy: _random.token_topic(seed, iteration, stream, t, K, sweep).
 // ---------------------------------------------------------------------------------------------
 #define GPULDA_INIT(SUFFIX, TOPIC_T)                                                                       \
-  extern "C" __global__ void init_topics_##SUFFIX(const unsigned* __restrict__ tok, long long n,           \
+  extern "C" __global__ void init_topics_##SUFFIX(long long n,                                             \
                                                   long long t0, unsigned n_topics, unsigned seed,           \
                                                   unsigned iteration, unsigned stream, unsigned sweep,      \
                                                   TOPIC_T* __restrict__ z) {                                \
     const long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;                     \
     if (p >= n) return;                                                                                     \
-    const unsigned bits = gpulda::token_bits(seed, iteration, stream, t0 + tok[p], sweep);                  \
+    const unsigned bits = gpulda::token_bits(seed, iteration, stream, t0 + p, sweep);                       \
     z[p] = static_cast<TOPIC_T>(gpulda::bits_to_topic(bits, n_topics));                                     \
   }
 GPULDA_INIT(u16, unsigned short)

@@ -10,10 +10,10 @@ from sklearn_gpulda._layouts import frequency_relabel
 
 pytestmark = pytest.mark.gpu
 
-ARRAYS = ("tok", "doc", "weight", "doc_off", "row_off", "doc_len", "short_docs", "long_docs",
+ARRAYS = ("place", "doc", "weight", "doc_off", "row_off", "doc_len", "short_docs", "long_docs",
           "all_docs", "doc_weight", "items")
 SCALARS = ("d0", "d1", "t0", "t1", "n_tokens", "n_docs", "n_slots", "n_batches", "packed",
-           "fmt", "suffix")
+           "fmt", "suffix", "place_dtype")
 
 
 @pytest.mark.parametrize("fractional", [False, True])

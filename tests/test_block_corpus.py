@@ -80,7 +80,7 @@ def test_device_layout_of_blocks_is_the_whole_corpus_layout(kjv):
     for ch in chunks:
         assert (ch.t0, ch.t1) == (whole.doc_ptr[ch.d0], whole.doc_ptr[ch.d1])
         ref = Chunk(np, whole, ch.d0, ch.d1, counts, 20)
-        for name in ("tok", "doc", "doc_off", "row_off", "doc_weight", "items"):
+        for name in ("place", "doc", "doc_off", "row_off", "doc_weight", "items"):
             np.testing.assert_array_equal(getattr(ch, name), getattr(ref, name), err_msg=name)
 
 

@@ -188,13 +188,45 @@ def test_device_layout_build_in_pieces_is_the_pdow_order(kjv, fractional, max_ch
     assert len(chunks) == len(reference) > (1 if max_chunk else 0)
     for ref, ch in zip(reference, chunks):
         assert (ch.d0, ch.d1) == (ref.doc_begin, ref.doc_end)
-        np.testing.assert_array_equal(ch.tok.astype(np.int64) + ch.t0, ref.token)
+        # A token's canonical index is its document's first token plus its place there, in
+        # 16 bits where the chunk's entries are packed.
+        canonical = ch.doc_off[ch.doc].astype(np.int64) + ch.place
+        np.testing.assert_array_equal(canonical + ch.t0, ref.token)
+        assert ch.place.dtype == (np.uint32 if fractional else np.uint16)
         np.testing.assert_array_equal(ch.doc, corpus.doc[ref.token] - ch.d0)
         if fractional:
             np.testing.assert_array_equal(ch.weight, corpus.weight[ch.t0:ch.t1])
         else:
             assert ch.weight is None
         assert ch.z is None  # the chain's state comes later (allocate_state)
+
+
+def test_device_layout_places_of_a_document_of_65536_tokens_take_32_bits(kjv):
+    # A document of 70,000 tokens (of 60 words: repeated words, runs longer than a work item)
+    # gets a chunk of its own, wide (32-bit places, 8-byte A entries); the others stay packed.
+    # Every token's canonical index is its document's first token plus its place.
+    from sklearn_gpulda.backends.cuda.layout import build_chunks, chunk_bytes
+
+    long_row = np.zeros((1, kjv.shape[1]))
+    long_row[0, :60] = 70_000 // 60
+    X = sp.vstack([kjv[:40].astype(np.float64), long_row, kjv[40:80]], format="csr")
+    corpus = tokens(X)
+    new_of_old, _ = frequency_relabel(corpus.word_frequencies())
+    chunks = build_chunks(np, corpus, new_of_old, 50, 20_000, 5000)
+    reference = pdow_chunks(corpus, new_of_old, 20_000)
+    assert [(ch.d0, ch.d1) for ch in chunks] == [(r.doc_begin, r.doc_end) for r in reference]
+    for ref, ch in zip(reference, chunks):
+        canonical = ch.doc_off[ch.doc].astype(np.int64) + ch.place
+        np.testing.assert_array_equal(canonical + ch.t0, ref.token)
+        holds_it = ch.d0 <= 40 < ch.d1
+        assert ch.packed == (not holds_it)
+        assert ch.place.dtype == (np.uint32 if holds_it else np.uint16)
+    # The memory plan counts the long document's tokens at 20 bytes (place 4, document 4, two
+    # topics 2 + 2, an entry 8), not the packed 14.
+    packed_steady, _ = chunk_bytes(tokens(X[:40]), 50, None)
+    wide_steady, _ = chunk_bytes(tokens(X[:41]), 50, None)
+    extra_tokens = corpus.doc_ptr[41] - corpus.doc_ptr[40]
+    assert wide_steady - packed_steady >= extra_tokens * 20
 
 
 def test_chunk_ranges_keep_a_storage_within_int32(monkeypatch):

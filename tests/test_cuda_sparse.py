@@ -104,6 +104,7 @@ def test_initial_topics_equal_numpy_engine():
 def test_device_layout_is_the_host_pdow_order(monkeypatch, piece_tokens, on_device):
     # The device builds PDOW on its own, from host or device counts, a piece of documents at a
     # time; pdow_chunks is its host reference.
+    import cupy as cp
     import cupyx.scipy.sparse as csp
 
     from sklearn_gpulda.backends.cuda import layout
@@ -119,7 +120,10 @@ def test_device_layout_is_the_host_pdow_order(monkeypatch, piece_tokens, on_devi
     assert len(host) == len(eng.chunks) > 1
     for ref, ch in zip(host, eng.chunks):
         assert (ref.doc_begin, ref.doc_end) == (ch.d0, ch.d1)
-        np.testing.assert_array_equal(ch.tok.get().astype(np.int64) + ch.t0, ref.token)
+        # A token's canonical index is its document's first token plus its place there.
+        canonical = ch.doc_off[ch.doc].astype(cp.int64) + ch.place
+        np.testing.assert_array_equal(canonical.get() + ch.t0, ref.token)
+        assert ch.place.dtype == (np.uint16 if ch.packed else np.uint32)
         np.testing.assert_array_equal(ch.doc.get(), corpus.doc[ref.token] - ch.d0)
     eng.release()
 
@@ -687,6 +691,39 @@ def test_streamed_weighted_tokens(monkeypatch):
     np.testing.assert_allclose(eng.word_topic_counts(), ref.word_topic_counts(), atol=0.5)
     eng.release()
     ref.release()
+
+
+def _with_a_document_of(n_tokens, X, seed):
+    """``X`` with a document of ``n_tokens`` integer tokens put first."""
+    rng = np.random.default_rng(seed)
+    row = np.bincount(rng.integers(0, X.shape[1], size=n_tokens), minlength=X.shape[1])
+    return sp.vstack([sp.csr_matrix(row[None, :].astype(np.float64)), X], format="csr")
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_documents_of_65536_tokens_and_more_take_32_bit_places(monkeypatch, streamed):
+    # A document of 70,000 tokens does not fit the packed format (16-bit counts in A, 16-bit
+    # places of tokens in their documents): its chunk is wide, the others packed, and their
+    # tokens find their canonical slots either way. Resident and streamed (the slots hold
+    # places of both widths), against the NumPy oracle: the first topics, the counts they
+    # give, and a sweep.
+    corpus = tokens(_with_a_document_of(70_000, _lda_counts(120, 400, 8, 80, seed=3), 21))
+    k = 20
+    ref = initialised(_reference(k), corpus)
+    eng = _streamed(monkeypatch, k, 20_000) if streamed else _engine(k, max_chunk_tokens=20_000)
+    initialised(eng, corpus)
+    assert eng.streamed == streamed
+    formats = [(ch.packed, np.dtype(ch.place_dtype).itemsize) for ch in eng.chunks]
+    assert formats[0] == (False, 4) and (True, 2) in formats[1:], formats
+    np.testing.assert_array_equal(eng.topics(), ref.topics())
+    np.testing.assert_array_equal(eng.doc_topic_counts(), ref.doc_topic_counts())
+    np.testing.assert_array_equal(eng.word_topic_counts(), ref.word_topic_counts())
+    ref.sweep(1)
+    eng.sweep(1)
+    assert np.mean(eng.topics() == ref.topics()) >= 0.999
+    eng.set_topics(ref.topics())
+    np.testing.assert_array_equal(eng.doc_topic_counts(), ref.doc_topic_counts())
+    eng.release()
 
 
 def test_fit_within_a_device_memory_budget_is_the_in_memory_fit(monkeypatch):

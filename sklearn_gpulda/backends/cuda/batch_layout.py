@@ -69,6 +69,9 @@ def _group(cp, corpus, counts, n_topics, ranges):
     weight = None if counts.nz_weight is None else counts.nz_weight[nz]
     doc = cp.searchsorted(counts.indptr_d[1:], nz, side="right") + counts.d0
     del nz
+    # Each token's place in its document (the group's documents' first tokens, from g0).
+    doc_first_token = cp.asarray(corpus.doc_ptr[d_first[0] : d_first[-1] + 1] - g0)
+    place = local - doc_first_token[doc - int(d_first[0])]
     starts = cp.asarray(tok_first - g0)
     batch = cp.searchsorted(starts[1:], local, side="right")
     in_batch = local - starts[batch]                       # canonical index within its batch
@@ -80,7 +83,7 @@ def _group(cp, corpus, counts, n_topics, ranges):
     assert (n_batch * n_words) >> (62 - shift) == 0, "the sort key needs more than 63 bits"
     order = cp.argsort((run << shift) | in_batch)
     run = run[order]
-    tok = in_batch[order].astype(cp.uint32)
+    place = place[order].astype(cp.uint32)
     doc_first = cp.asarray(d_first)
     doc = (doc[order] - doc_first[batch[order]]).astype(cp.int32)
     del order, in_batch, word, batch
@@ -92,7 +95,7 @@ def _group(cp, corpus, counts, n_topics, ranges):
         d0, d1 = int(d_first[b]), int(d_first[b + 1])
         a, z = item_first[b], item_first[b + 1]
         chunk = Chunk.assembled(
-            (0, d1 - d0, 0, t1 - t0), tok[t0:t1], doc[t0:t1],
+            (0, d1 - d0, 0, t1 - t0), place[t0:t1], doc[t0:t1],
             None if weight is None else weight[t0:t1],
             {name: view(b) for name, view in documents.items()}, items[a:z], n_warps[b],
             n_topics, longest[b])

@@ -10,15 +10,26 @@ STEM = "counts"
 ROWS_PER_SLICE = 128
 
 
-def scatter_topics(chunk):
-    """``z_can[tok[p]] = z[p]``: the chunk's topics from PDOW into canonical order."""
+def _reorder(kernel, chunk, source, target):
     n = chunk.n_tokens
     if n:
         _kernels.launch(
-            STEM, f"scatter_topics_{chunk.suffix}", -(-n // 256), 256,
-            [(chunk.z, chunk.z.dtype), (chunk.tok, np.uint32), (n, "i64"),
-             (chunk.z_can, chunk.z.dtype)],
+            STEM, f"{kernel}_{chunk.suffix}_{chunk.fmt}", -(-n // 256), 256,
+            [(source, chunk.topic_dtype), (chunk.place, chunk.place_dtype),
+             (chunk.doc, np.int32), (chunk.doc_off, np.int32), (n, "i64"),
+             (target, chunk.topic_dtype)],
         )
+
+
+def scatter_topics(chunk):
+    """The chunk's topics from PDOW into canonical order: ``z_can[t] = z[p]`` for the token
+    ``t = doc_off[doc[p]] + place[p]`` at position ``p``."""
+    _reorder("scatter_topics", chunk, chunk.z, chunk.z_can)
+
+
+def gather_topics(chunk):
+    """The chunk's topics from canonical into PDOW order (``z[p] = z_can[t]``)."""
+    _reorder("gather_topics", chunk, chunk.z_can, chunk.z)
 
 
 def _rebuild(chunk, kind, docs, n_docs, n_sm, blocks_per_sm, extra, shared_mem):
@@ -84,10 +95,18 @@ def count_b(chunk, n_topics, B, n_sm, rare=None):
     _kernels.launch(
         STEM, f"count_b_{chunk.suffix}", min(n_items, n_sm * 16), 256,
         [(chunk.items, np.int32), (n_items, "i32"), (chunk.z, chunk.z.dtype),
-         (chunk.tok, np.uint32), (chunk.weight, np.float32), (n_topics, "i32"), (B, np.float32),
+         *_weight_index(chunk), (chunk.weight, np.float32), (n_topics, "i32"), (B, np.float32),
          (int(B.shape[0]), "i32"), (None if rare is None else rare.slots, np.uint32),
          (None if rare is None else rare.offsets, np.int64)],
     )
+
+
+def _weight_index(chunk):
+    """count_b's arguments that locate a token's weight (place, doc, doc_off): null without
+    weights, where a packed chunk's 16-bit places do not match the kernel's uint32."""
+    if chunk.weight is None:
+        return [(None, np.uint32), (None, np.int32), (None, np.int32)]
+    return [(chunk.place, np.uint32), (chunk.doc, np.int32), (chunk.doc_off, np.int32)]
 
 
 def column_partials(B, partial):

@@ -20,8 +20,6 @@ from .chain import CudaChain
 from .sample_dense import BLOCK, MAX_TOPICS, VARIANTS, document_order, sample_dense
 from .transfer import topic_major_to_host
 
-#: Tokens per launch of the initial-topic kernel (its token offsets are 32-bit).
-_INIT_CHUNK = 1 << 30
 #: Elements of one (tokens x K) float64 temporary of the log-likelihood (128 MB).
 _LOGLIK_ELEMENTS = 1 << 24
 
@@ -132,14 +130,8 @@ class CudaDenseSampler(CudaChain, Sampler):
 
     def init_topics(self, iteration=0, stream=STREAM_INIT):
         st = self._require_state()
-        cp = self._cp
         with self._dev():
-            n = st.n_tokens
-            tok = cp.arange(min(n, _INIT_CHUNK), dtype=cp.uint32)
-            for t0 in range(0, n, _INIT_CHUNK):
-                m = min(_INIT_CHUNK, n - t0)
-                sample_sparse.init_topics(tok[:m], t0, self.n_topics, self.seed, iteration,
-                                          stream, st.z[t0 : t0 + m])
+            sample_sparse.init_topics(0, self.n_topics, self.seed, iteration, stream, st.z)
             self._mstep()
 
     def set_topics(self, topics):

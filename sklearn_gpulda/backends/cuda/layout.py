@@ -1,12 +1,15 @@
 """The PDOW layout on the device (SaberLDA 3.1.4): what :class:`~.sparse.CudaSparseSampler` reads.
 
 Per chunk of whole documents: tokens sorted by frequency-relabelled word, then canonical index;
-per token its canonical index minus the chunk's first (uint32), its document minus the chunk's
-first (int32) and its topic (uint16 while K <= 65,536). A is stored as rows sorted by topic, each
-at a fixed offset: the document's first canonical slot plus ``ROW_PAD`` per earlier document (a
-document of n tokens has at most n non-zeros, and the lane-segment layout of ``cuda/entry.cuh``
-pads a row by at most ``ROW_PAD``). Entries take 4 bytes (16-bit topic and count) for integer
-counts, else 8. :func:`sklearn_gpulda._layouts.pdow_chunks` builds the same token order on the
+per token its place in its document (``place``: uint16 in packed chunks, whose documents are all
+shorter than 65,536 tokens, else uint32), its document minus the chunk's first (int32) and its
+topic (uint16 while K <= 65,536). A token's canonical index minus the chunk's first is
+``doc_off[doc] + place``: SaberLDA keeps that index itself (4 bytes), the place takes 2 bytes
+where documents allow. A is stored as rows sorted by topic, each at a fixed offset: the
+document's first canonical slot plus ``ROW_PAD`` per earlier document (a document of n tokens
+has at most n non-zeros, and the lane-segment layout of ``cuda/entry.cuh`` pads a row by at most
+``ROW_PAD``), so the kernels that read a row's header find the document's first slot there too.
+Entries take 4 bytes (16-bit topic and count) for integer counts, else 8. :func:`sklearn_gpulda._layouts.pdow_chunks` builds the same token order on the
 host; the GPU tests check the two agree.
 """
 
@@ -24,6 +27,17 @@ PIECE = 4096
 def topic_dtype(n_topics):
     """Topics take 16 bits while they fit."""
     return np.uint16 if n_topics <= 65536 else np.int32
+
+
+def packed_format(weighted, longest, n_topics):
+    """Whether a chunk takes packed A entries (16-bit topic and count, ``cuda/entry.cuh``) and
+    16-bit places: integer counts, documents shorter than 65,536 tokens, K <= 65,536."""
+    return not weighted and longest < 65536 and n_topics <= 65536
+
+
+def place_dtype(packed):
+    """The dtype of a chunk's token places (:func:`packed_format`)."""
+    return np.uint16 if packed else np.uint32
 
 
 #: Entries of a chunk's A storage (its tokens plus ROW_PAD per document) are indexed by int32.
@@ -164,25 +178,30 @@ class Chunk:
         self.n_tokens = self.t1 - self.t0
         self.n_docs = self.d1 - self.d0
         doc_ptr = corpus.doc_ptr[self.d0 : self.d1 + 1] - self.t0
-        word_count = self._lay_out(cp, corpus, counts, doc_ptr, piece_tokens)
-        documents, longest = document_views(cp, corpus, [self.d0, self.d1])
+        longest = int(np.diff(doc_ptr).max(initial=0))
+        packed = packed_format(counts.nz_weight is not None, longest, n_topics)
+        word_count = self._lay_out(cp, corpus, counts, doc_ptr, piece_tokens,
+                                   place_dtype(packed))
+        documents, _ = document_views(cp, corpus, [self.d0, self.d1])
         self._set_documents(**{name: view(0) for name, view in documents.items()})
         self.items, self.n_batches = self._items(cp, word_count)
-        self._set_format(n_topics, int(longest[0]))
+        self._set_format(n_topics, longest)
 
     @classmethod
-    def assembled(cls, frame, tok, doc, weight, documents, items, n_batches, n_topics,
+    def assembled(cls, frame, place, doc, weight, documents, items, n_batches, n_topics,
                   longest):
         """A chunk of arrays laid out elsewhere (:mod:`.batch_layout`): ``frame`` is
-        ``(d0, d1, t0, t1)``, ``documents`` the keywords of :meth:`_set_documents`, ``longest``
-        the tokens of its longest document."""
+        ``(d0, d1, t0, t1)``, ``place`` its tokens' places (any unsigned dtype; cast to the
+        chunk's), ``documents`` the keywords of :meth:`_set_documents`, ``longest`` the tokens of
+        its longest document."""
         self = cls.__new__(cls)
         self.d0, self.d1, self.t0, self.t1 = (int(x) for x in frame)
         self.n_tokens, self.n_docs = self.t1 - self.t0, self.d1 - self.d0
-        self.tok, self.doc, self.weight = tok, doc, weight
+        self.doc, self.weight = doc, weight
         self._set_documents(**documents)
         self.items, self.n_batches = items, int(n_batches)
         self._set_format(n_topics, int(longest))
+        self.place = place.astype(self.place_dtype, copy=False)
         return self
 
     def _set_documents(self, doc_off, row_off, doc_len, short_docs, long_docs, all_docs,
@@ -204,14 +223,16 @@ class Chunk:
         self.topic_dtype = tdt
         self.suffix = "u16" if tdt == np.uint16 else "i32"
         # Packed entries (cuda/entry.cuh) when every count of A fits 16 bits as an integer.
-        self.packed = self.weight is None and longest < 65536 and n_topics <= 65536
+        self.packed = packed_format(self.weight is not None, longest, n_topics)
+        self.place_dtype = place_dtype(self.packed)
         self.ent_dtype = np.uint32 if self.packed else np.int32
         self.fmt = "packed" if self.packed else "wide"
         self.z = self.z_can = self.a_ent = self.a_row = None
 
-    def _lay_out(self, cp, corpus, counts, doc_ptr, piece_tokens):
-        """``tok`` (canonical index minus t0, word-major, canonical inside a word), ``doc`` of
-        each, and ``weight`` in canonical order, a piece of documents at a time.
+    def _lay_out(self, cp, corpus, counts, doc_ptr, piece_tokens, places):
+        """``place`` (each token's place in its document, dtype ``places``; tokens word-major,
+        canonical inside a word), ``doc`` of each, and ``weight`` in canonical order, a piece of
+        documents at a time.
 
         The chunk's word counts fix where each word's tokens go; each piece's tokens are sorted
         by (word, canonical index) and appended after the earlier pieces' tokens of their word.
@@ -229,7 +250,7 @@ class Chunk:
         cursor = cp.zeros(v, dtype=cp.int64)  # where the next piece's tokens of each word go
         if v > 1:
             cp.cumsum(word_count[:-1], out=cursor[1:])
-        self.tok = cp.empty(n, dtype=cp.uint32)
+        self.place = cp.empty(n, dtype=places)
         self.doc = cp.empty(n, dtype=cp.int32)
         self.weight = None if counts.nz_weight is None else cp.empty(n, dtype=cp.float32)
         bounds = chunk_bounds(doc_ptr, max(1, int(piece_tokens))) if self.n_docs else [0, 0]
@@ -238,7 +259,7 @@ class Chunk:
         return to_host(word_count)
 
     def _lay_out_piece(self, cp, counts, p0, p1, doc_ptr, cursor, n_words):
-        """Documents ``d0 + p0 : d0 + p1`` of the chunk into ``tok``/``doc``/``weight``."""
+        """Documents ``d0 + p0 : d0 + p1`` of the chunk into ``place``/``doc``/``weight``."""
         a, b = int(doc_ptr[p0]), int(doc_ptr[p1])  # the piece's tokens, chunk-relative
         if a == b:
             return
@@ -253,6 +274,7 @@ class Chunk:
         word = counts.word[nz]
         doc = cp.searchsorted(counts.indptr_d[1:], nz, side="right") - (self.d0 - counts.d0)
         del nz
+        first_token = cp.asarray(doc_ptr[p0 : p1 + 1] - a)  # the piece's documents' first tokens
         # Unique keys (word, position in the piece) make the order independent of the sort's
         # stability.
         order = cp.argsort((word.astype(cp.int64) << 32) | local)
@@ -260,8 +282,9 @@ class Chunk:
         in_piece = cp.bincount(word, minlength=n_words)
         first = cp.cumsum(in_piece) - in_piece  # the piece's first sorted slot of each word
         slot = cursor[word] + (local - first[word])
-        self.tok[slot] = (order + a).astype(cp.uint32)
-        self.doc[slot] = doc[order].astype(cp.int32)
+        doc = doc[order]
+        self.place[slot] = (order - first_token[doc - p0]).astype(self.place.dtype)
+        self.doc[slot] = doc.astype(cp.int32)
         cursor += in_piece
 
     def allocate_state(self, cp):
@@ -341,9 +364,9 @@ def build_chunks(cp, corpus, new_of_old, n_topics, max_chunk_tokens,
 def chunk_bytes(corpus, n_topics, max_chunk_tokens, piece_tokens=BUILD_PIECE_TOKENS):
     """Device bytes of the layout and chain state kept (steady), and the peak while building.
 
-    Kept: per token its offset, document, two topics and an A slot (4 bytes packed, 8 wide) and,
-    for weighted counts, its weight; per document its headers and A row padding. Building holds
-    the offsets and documents, the counts on the device (their words relabelled, plus a copy
+    Kept: per token its place (2 bytes packed, 4 wide), document, two topics and an A slot
+    (4 bytes packed, 8 wide) and, for weighted counts, its weight; per document its headers and
+    A row padding. Building holds the places and documents, the counts on the device (their words relabelled, plus a copy
     of each array when the corpus is on the host) and one piece's scratch, but not the state.
 
     Returns
@@ -354,9 +377,10 @@ def chunk_bytes(corpus, n_topics, max_chunk_tokens, piece_tokens=BUILD_PIECE_TOK
     nnz = corpus.n_nonzero
     weighted = corpus.weighted
     tsize = np.dtype(topic_dtype(n_topics)).itemsize
-    packed = not weighted and n_topics <= 65536
+    longest = int(np.diff(corpus.doc_ptr).max(initial=0))
+    packed = packed_format(weighted, longest, n_topics)
     entry = 4 if packed else 8
-    layout_token = 4 + 4 + (4 if weighted else 0)
+    layout_token = (2 if packed else 4) + 4 + (4 if weighted else 0)
     per_doc = 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + ROW_PAD * entry
     items = (n // PIECE + v) * 16 * 2
     steady = n * (layout_token + 2 * tsize + entry) + d * per_doc + items + (n // WARP + v) * 8

@@ -186,7 +186,7 @@ class CudaMinibatchSampler(CudaSparseSampler):
             # The M-step: A's sparse rows, and B and the totals recounted from the topics (the
             # same numbers for integer counts; for weights, the sums in the sparse chain's order).
             ch = self.chunks[0]
-            cp.take(ch.z_can, ch.tok, out=ch.z)
+            counts.gather_topics(ch)
             counts.count_rows(ch, self.n_topics, n_sm)
             self._count_words()
             if ev:

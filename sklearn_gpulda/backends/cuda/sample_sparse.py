@@ -72,15 +72,16 @@ def launch_shape(n_topics, device_index, n_sm, smem_sm, smem_block_max):
     return False, (n_sm * per_sm, block, smem)
 
 
-def init_topics(tok, t0, n_topics, seed, iteration, stream, z, sweep=0):
-    """``z[p]`` = the uniform topic of canonical token ``t0 + tok[p]`` (``_random.token_topic``)."""
-    n = int(tok.shape[0])
+def init_topics(t0, n_topics, seed, iteration, stream, z, sweep=0):
+    """``z[p]`` = the uniform topic of canonical token ``t0 + p`` (``_random.token_topic``): ``z``
+    in canonical order."""
+    n = int(z.shape[0])
     if n == 0:
         return
     suffix = "u16" if z.dtype == np.uint16 else "i32"
     _kernels.launch(
         STEM, f"init_topics_{suffix}", -(-n // 256), 256,
-        [(tok, np.uint32), (n, "i64"), (t0, "i64"), (n_topics, "u32"), (seed, "u32"),
+        [(n, "i64"), (t0, "i64"), (n_topics, "u32"), (seed, "u32"),
          (iteration, "u32"), (stream, "u32"), (sweep, "u32"), (z, z.dtype)],
     )
 
@@ -109,7 +110,7 @@ def _token_walk(kernel, chunk, words, shape, tail):
     _kernels.launch(
         STEM, kernel, grid, block,
         [(chunk.items, np.int32), (chunk.items.shape[0], "i32"), (words.counter, np.int32),
-         (chunk.tok, np.uint32), (chunk.doc, np.int32), (chunk.a_row, np.int32),
+         (chunk.place, chunk.place_dtype), (chunk.doc, np.int32), (chunk.a_row, np.int32),
          (chunk.a_ent, chunk.ent_dtype), *tail, (words.leaf_scratch, np.float32)],
         shared_mem=shared,
     )
@@ -136,8 +137,8 @@ def _word_side(words):
 
 def sample_tokens(chunk, words, shape, seed, iteration, stream, sweep, token_offset=0):
     """One E-step over a chunk: ``chunk.z`` (PDOW order) goes from the current to the new topics.
-    Token ``t0 + tok[p]`` of the chunk draws the numbers of canonical token ``token_offset + t0 +
-    tok[p]`` (a shard's tokens are keyed by their place in the whole corpus).
+    Token ``t`` of the chunk (canonical index ``t0 + t``) draws the numbers of canonical token
+    ``token_offset + t0 + t`` (a shard's tokens are keyed by their place in the whole corpus).
 
     ``words`` holds the word side (:class:`~.sparse.WordSide`): B with its denominators, or a
     fixed Bhat, the prior and the scheduling counter; ``shape`` is (grid, block, shared bytes).

@@ -238,8 +238,9 @@ class CudaSparseSampler(HeldBatchChain, StreamedChain, DocTopicReading, CudaChai
                 return self._init_streamed(iteration, stream)
             for ch in self.chunks:
                 ch.allocate_state(self._cp)
-                sample_sparse.init_topics(ch.tok, self.token_offset + ch.t0, self.n_topics,
-                                          self.seed, iteration, stream, ch.z)
+                sample_sparse.init_topics(self.token_offset + ch.t0, self.n_topics,
+                                          self.seed, iteration, stream, ch.z_can)
+                counts.gather_topics(ch)
             self._mstep()
 
     def set_topics(self, topics):
@@ -254,8 +255,8 @@ class CudaSparseSampler(HeldBatchChain, StreamedChain, DocTopicReading, CudaChai
                 return
             for ch in self.chunks:
                 ch.allocate_state(cp)
-                # PDOW order from canonical: position p holds token t0 + tok[p].
-                ch.z[...] = cp.asarray(topics[ch.t0 : ch.t1].astype(ch.z.dtype))[ch.tok]
+                ch.z_can[...] = cp.asarray(topics[ch.t0 : ch.t1].astype(ch.z.dtype))
+                counts.gather_topics(ch)
             self._mstep()
 
     def fix_topic_word(self, components, row_sums=None):

@@ -24,9 +24,9 @@ class StreamedChain:
         w = self.words
 
         def first_topics(ch):
-            sample_sparse.init_topics(ch.tok, self.token_offset + ch.t0, self.n_topics,
-                                      self.seed, iteration, stream, ch.z)
-            counts.scatter_topics(ch)
+            sample_sparse.init_topics(self.token_offset + ch.t0, self.n_topics,
+                                      self.seed, iteration, stream, ch.z_can)
+            counts.gather_topics(ch)
             counts.count_b(ch, self.n_topics, w.B, self._n_sm, w.rare)
 
         w.zero()
@@ -45,7 +45,7 @@ class StreamedChain:
         b_next = self._b_next
 
         def iterate(ch):
-            cp.take(ch.z_can, ch.tok, out=ch.z)
+            counts.gather_topics(ch)
             counts.count_rows(ch, k, n_sm)
             sample_sparse.sample_tokens(ch, w, self._shape, self.seed, iteration, stream, sub,
                                         self.token_offset)
@@ -65,7 +65,7 @@ class StreamedChain:
         w = self.words
 
         def count(ch):
-            self._cp.take(ch.z_can, ch.tok, out=ch.z)
+            counts.gather_topics(ch)
             counts.count_b(ch, self.n_topics, w.B, self._n_sm, w.rare)
 
         self._stream.run(count, write_back=False)

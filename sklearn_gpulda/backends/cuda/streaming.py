@@ -1,15 +1,15 @@
 """Chunks kept in pinned host memory and streamed through the device (SaberLDA 3.1.2).
 
 When a corpus's tokens do not fit the device's memory budget, each PDOW chunk's per-token arrays
-(token offsets, documents, weights, topics in canonical order) live in pinned host memory; the
+(token places, documents, weights, topics in canonical order) live in pinned host memory; the
 per-document and per-work-item arrays, small next to them, stay on the device. Two device
 *slots*, each the size of the largest chunk, take turns: while the compute stream works on the
 chunk in one slot, one copy stream brings the next chunk into the other slot and a second copy
 stream takes the finished chunk's topics back. Events order the three, so the host queues a
 whole sweep without waiting.
 
-What travels per token and sweep is 10 bytes in (offset 4, document 4, topic 2; 4 more for
-weighted tokens) and 2 bytes out (the new topic). A is not stored between sweeps: it is rebuilt
+What travels per token and sweep is 8 bytes in (place 2, document 4, topic 2; 2 more for
+places in chunks of wide entries and 4 for weighted tokens) and 2 bytes out (the new topic). A is not stored between sweeps: it is rebuilt
 from the topics when a chunk arrives, which the in-memory chain also does once per sweep (after
 sampling instead of before), so the streamed chain samples from the same A and B and is the
 in-memory chain, bit for bit.
@@ -28,10 +28,11 @@ MIN_STREAM_CHUNK = 1 << 16
 
 
 def slot_bytes(n_tokens, n_docs, topic_bytes, entry_bytes, weighted):
-    """Device bytes of one slot holding ``n_tokens`` tokens of ``n_docs`` documents: offset,
+    """Device bytes of one slot holding ``n_tokens`` tokens of ``n_docs`` documents: place,
     document, weight, the topic in both orders and A's entries per token; A's row header and
-    padding per document."""
-    per_token = 4 + 4 + (4 if weighted else 0) + 2 * topic_bytes + entry_bytes
+    padding per document. Places take 2 bytes beside packed entries, 4 beside wide ones."""
+    place = 2 if entry_bytes == 4 else 4
+    per_token = place + 4 + (4 if weighted else 0) + 2 * topic_bytes + entry_bytes
     return n_tokens * per_token + n_docs * (8 + ROW_PAD * entry_bytes)
 
 
@@ -109,19 +110,22 @@ class Slot:
         n_slots = max(ch.n_slots for ch in chunks)
         n_docs = max(ch.n_docs for ch in chunks)
         topic = chunks[0].topic_dtype
-        self.tok = cp.empty(n, dtype=cp.uint32)
+        wide = any(not ch.packed for ch in chunks)
+        # Places in bytes: viewed as each chunk's dtype (uint16 packed, uint32 wide).
+        self.place = cp.empty(n * (4 if wide else 2), dtype=cp.uint8)
         self.doc = cp.empty(n, dtype=cp.int32)
         self.weight = cp.empty(n, dtype=cp.float32) if any(ch.weighted for ch in chunks) else None
         self.z = cp.empty(n, dtype=topic)
         self.z_can = cp.empty(n, dtype=topic)
-        wide = any(not ch.packed for ch in chunks)
         self.a_ent = cp.empty(n_slots * (2 if wide else 1), dtype=cp.int32)
         self.a_row = cp.empty((n_docs, 2), dtype=cp.int32)
 
     def attach(self, chunk):
         """Point the chunk's per-token arrays at this slot's buffers."""
         n = chunk.n_tokens
-        chunk.tok, chunk.doc = self.tok[:n], self.doc[:n]
+        size = np.dtype(chunk.place_dtype).itemsize
+        chunk.place = self.place[: n * size].view(chunk.place_dtype)
+        chunk.doc = self.doc[:n]
         chunk.weight = self.weight[:n] if chunk.weighted else None
         chunk.z, chunk.z_can = self.z[:n], self.z_can[:n]
         if chunk.packed:
@@ -139,7 +143,7 @@ def evict(chunk):
     chunk.weighted = chunk.weight is not None
     chunk.host = {}
     with stage("load: to host memory"):
-        for name in ("tok", "doc", "weight"):
+        for name in ("place", "doc", "weight"):
             device = getattr(chunk, name)
             if device is None:
                 continue
@@ -184,7 +188,7 @@ class ChunkStream:
                                 if a is not None)
         self.slots = []
         for chunk in self.chunks:
-            chunk.tok = chunk.doc = chunk.weight = chunk.z = chunk.z_can = None
+            chunk.place = chunk.doc = chunk.weight = chunk.z = chunk.z_can = None
             chunk.a_ent = chunk.a_row = None
 
     def _upload(self, chunk, slot):
