@@ -2,10 +2,10 @@
 // the sparse document-topic rows A rebuilt by shuffle and segmented count (SaberLDA 3.3, Fig. 8),
 // and the topic totals n[k] in float64.
 //
-// Shuffle: PDOW position p holds canonical token t0 + doc_off[doc[p]] + place[p]; since canonical
-// order is document-major, writing each topic to its canonical slot groups the tokens by
-// document (coalesced reads, one scattered write per token). A row lives at the document's first canonical
-// slot plus 31 per earlier document (entry.cuh).
+// Shuffle: PDOW position p holds canonical token t0 + doc_off[doc[p]] + place[p]; since
+// canonical order is document-major, writing each topic to its canonical slot groups the
+// tokens by document (coalesced reads, one scattered write per token). A row lives at the
+// document's first canonical slot plus 31 per earlier document (entry.cuh).
 // Segmented count: per document, sort (topic, position) keys in shared memory and run-length
 // encode them, which yields the row already sorted by topic as the sampler requires.
 
@@ -317,18 +317,36 @@ __device__ __forceinline__ void rebuild_bitmap(const int* __restrict__ docs, int
 //      their rows of `rare` (slots zeroed before; every weight 1), B holding n_dense rows.
 // Launch: grid any (block-strided over items), block any. Exact for integer counts.
 // ---------------------------------------------------------------------------------------------
-#define GPULDA_ORDER(SUFFIX, TOPIC_T, PLACE_T)                                                               \
-  extern "C" __global__ void scatter_topics_##SUFFIX(const TOPIC_T* __restrict__ z, const PLACE_T* __restrict__ place, \
-                                                     const int* __restrict__ doc, const int* __restrict__ doc_off, \
-                                                     long long n, TOPIC_T* __restrict__ z_can) {             \
-    const long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;                       \
-    if (p < n) z_can[doc_off[doc[p]] + static_cast<unsigned>(place[p])] = z[p];                               \
-  }                                                                                                           \
-  extern "C" __global__ void gather_topics_##SUFFIX(const TOPIC_T* __restrict__ z_can, const PLACE_T* __restrict__ place, \
-                                                    const int* __restrict__ doc, const int* __restrict__ doc_off, \
-                                                    long long n, TOPIC_T* __restrict__ z) {                   \
-    const long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;                       \
-    if (p < n) z[p] = z_can[doc_off[doc[p]] + static_cast<unsigned>(place[p])];                              \
+namespace gpulda {
+// Topic of PDOW position p between its PDOW array and its canonical one: src[p] to dst[t]
+// (kToCanonical) or src[t] to dst[p], t = doc_off[doc[p]] + place[p].
+template <bool kToCanonical, typename TopicT, typename PlaceT>
+__device__ __forceinline__ void move_topics(const TopicT* __restrict__ src,
+                                            const PlaceT* __restrict__ place,
+                                            const int* __restrict__ doc,
+                                            const int* __restrict__ doc_off, long long n,
+                                            TopicT* __restrict__ dst) {
+  const long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (p >= n) return;
+  const unsigned t = static_cast<unsigned>(doc_off[doc[p]]) + static_cast<unsigned>(place[p]);
+  if (kToCanonical) {
+    dst[t] = src[p];
+  } else {
+    dst[p] = src[t];
+  }
+}
+}  // namespace gpulda
+
+#define GPULDA_ORDER(SUFFIX, TOPIC_T, PLACE_T)                                                    \
+  extern "C" __global__ void scatter_topics_##SUFFIX(const TOPIC_T* z, const PLACE_T* place,     \
+                                                     const int* doc, const int* doc_off,         \
+                                                     long long n, TOPIC_T* z_can) {              \
+    gpulda::move_topics<true>(z, place, doc, doc_off, n, z_can);                                  \
+  }                                                                                               \
+  extern "C" __global__ void gather_topics_##SUFFIX(const TOPIC_T* z_can, const PLACE_T* place,  \
+                                                    const int* doc, const int* doc_off,          \
+                                                    long long n, TOPIC_T* z) {                   \
+    gpulda::move_topics<false>(z_can, place, doc, doc_off, n, z);                                 \
   }
 GPULDA_ORDER(u16_packed, unsigned short, unsigned short)
 GPULDA_ORDER(u16_wide, unsigned short, unsigned)
@@ -336,8 +354,10 @@ GPULDA_ORDER(i32_wide, int, unsigned)
 
 #define GPULDA_COUNTS(SUFFIX, TOPIC_T)                                                                       \
   extern "C" __global__ void count_b_##SUFFIX(const int4* __restrict__ items, int n_items,                    \
-                                              const TOPIC_T* __restrict__ z, const unsigned* __restrict__ place, \
-                                              const int* __restrict__ doc, const int* __restrict__ doc_off,   \
+                                              const TOPIC_T* __restrict__ z,                              \
+                                              const unsigned* __restrict__ place,                         \
+                                              const int* __restrict__ doc,                                \
+                                              const int* __restrict__ doc_off,                            \
                                               const float* __restrict__ weight, int n_topics, float* __restrict__ B, \
                                               int n_dense, unsigned* __restrict__ rare,                       \
                                               const long long* __restrict__ rare_off) {                       \
@@ -346,7 +366,7 @@ GPULDA_ORDER(i32_wide, int, unsigned)
       if (item.x < n_dense) {                                                                                 \
         float* row = B + static_cast<size_t>(item.x) * n_topics;                                              \
         for (int p = item.y + threadIdx.x; p < item.z; p += blockDim.x)                                       \
-          atomicAdd(row + z[p], weight != nullptr ? weight[doc_off[doc[p]] + place[p]] : 1.0f);               \
+          atomicAdd(row + z[p], weight != nullptr ? weight[doc_off[doc[p]] + place[p]] : 1.0f);     \
       } else {                                                                                                \
         long long o0;                                                                                         \
         const unsigned cap = gpulda::rare_row(rare_off, item.x - n_dense, o0);                                \

@@ -306,7 +306,8 @@ __device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items
       const bool valid = p < item.end;
       const int d = valid ? doc[p] : 0;
       const int2 row = valid ? a_row[d] : make_int2(0, 0);
-      const float w = (valid && weight != nullptr) ? weight[token_from_row(row.x, d, place[p])] : 1.0f;
+      const float w =
+          (valid && weight != nullptr) ? weight[token_from_row(row.x, d, place[p])] : 1.0f;
       const int n = min(kWarp, item.end - b);
       double mine = 0.0;
       for (int j = 0; j < n; ++j) {

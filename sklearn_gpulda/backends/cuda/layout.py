@@ -9,8 +9,9 @@ where documents allow. A is stored as rows sorted by topic, each at a fixed offs
 document's first canonical slot plus ``ROW_PAD`` per earlier document (a document of n tokens
 has at most n non-zeros, and the lane-segment layout of ``cuda/entry.cuh`` pads a row by at most
 ``ROW_PAD``), so the kernels that read a row's header find the document's first slot there too.
-Entries take 4 bytes (16-bit topic and count) for integer counts, else 8. :func:`sklearn_gpulda._layouts.pdow_chunks` builds the same token order on the
-host; the GPU tests check the two agree.
+Entries take 4 bytes (16-bit topic and count) for integer counts, else 8.
+:func:`sklearn_gpulda._layouts.pdow_chunks` builds the same token order on the host; the GPU
+tests check the two agree.
 """
 
 import numpy as np
@@ -366,8 +367,9 @@ def chunk_bytes(corpus, n_topics, max_chunk_tokens, piece_tokens=BUILD_PIECE_TOK
 
     Kept: per token its place (2 bytes packed, 4 wide), document, two topics and an A slot
     (4 bytes packed, 8 wide) and, for weighted counts, its weight; per document its headers and
-    A row padding. Building holds the places and documents, the counts on the device (their words relabelled, plus a copy
-    of each array when the corpus is on the host) and one piece's scratch, but not the state.
+    A row padding. Building holds the places and documents, the counts on the device (their
+    words relabelled, plus a copy of each array when the corpus is on the host) and one piece's
+    scratch, but not the state.
 
     Returns
     -------

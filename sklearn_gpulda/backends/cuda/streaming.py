@@ -9,10 +9,10 @@ stream takes the finished chunk's topics back. Events order the three, so the ho
 whole sweep without waiting.
 
 What travels per token and sweep is 8 bytes in (place 2, document 4, topic 2; 2 more for
-places in chunks of wide entries and 4 for weighted tokens) and 2 bytes out (the new topic). A is not stored between sweeps: it is rebuilt
-from the topics when a chunk arrives, which the in-memory chain also does once per sweep (after
-sampling instead of before), so the streamed chain samples from the same A and B and is the
-in-memory chain, bit for bit.
+places in chunks of wide entries and 4 for weighted tokens) and 2 bytes out (the new topic). A
+is not stored between sweeps: it is rebuilt from the topics when a chunk arrives, which the
+in-memory chain also does once per sweep (after sampling instead of before), so the streamed
+chain samples from the same A and B and is the in-memory chain, bit for bit.
 """
 
 import numpy as np
