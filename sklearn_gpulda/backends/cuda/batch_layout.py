@@ -83,7 +83,7 @@ def _group(cp, corpus, counts, n_topics, ranges):
     assert (n_batch * n_words) >> (62 - shift) == 0, "the sort key needs more than 63 bits"
     order = cp.argsort((run << shift) | in_batch)
     run = run[order]
-    place = place[order].astype(cp.uint32)
+    place = place[order]  # int64; each chunk casts its part to its own dtype
     doc_first = cp.asarray(d_first)
     doc = (doc[order] - doc_first[batch[order]]).astype(cp.int32)
     del order, in_batch, word, batch

@@ -179,20 +179,18 @@ class Chunk:
         self.n_tokens = self.t1 - self.t0
         self.n_docs = self.d1 - self.d0
         doc_ptr = corpus.doc_ptr[self.d0 : self.d1 + 1] - self.t0
-        longest = int(np.diff(doc_ptr).max(initial=0))
-        packed = packed_format(counts.nz_weight is not None, longest, n_topics)
-        word_count = self._lay_out(cp, corpus, counts, doc_ptr, piece_tokens,
-                                   place_dtype(packed))
-        documents, _ = document_views(cp, corpus, [self.d0, self.d1])
+        documents, longest = document_views(cp, corpus, [self.d0, self.d1])
         self._set_documents(**{name: view(0) for name, view in documents.items()})
+        # The format first: the places' dtype depends on it.
+        self._set_format(n_topics, int(longest[0]), counts.nz_weight is not None)
+        word_count = self._lay_out(cp, corpus, counts, doc_ptr, piece_tokens)
         self.items, self.n_batches = self._items(cp, word_count)
-        self._set_format(n_topics, longest)
 
     @classmethod
     def assembled(cls, frame, place, doc, weight, documents, items, n_batches, n_topics,
                   longest):
         """A chunk of arrays laid out elsewhere (:mod:`.batch_layout`): ``frame`` is
-        ``(d0, d1, t0, t1)``, ``place`` its tokens' places (any unsigned dtype; cast to the
+        ``(d0, d1, t0, t1)``, ``place`` its tokens' places (any integer dtype; cast to the
         chunk's), ``documents`` the keywords of :meth:`_set_documents`, ``longest`` the tokens of
         its longest document."""
         self = cls.__new__(cls)
@@ -201,7 +199,7 @@ class Chunk:
         self.doc, self.weight = doc, weight
         self._set_documents(**documents)
         self.items, self.n_batches = items, int(n_batches)
-        self._set_format(n_topics, int(longest))
+        self._set_format(n_topics, int(longest), weight is not None)
         self.place = place.astype(self.place_dtype, copy=False)
         return self
 
@@ -218,22 +216,24 @@ class Chunk:
         self.doc_weight = doc_weight
         self.doc_norm = None
 
-    def _set_format(self, n_topics, longest):
-        """Topic and A entry types, from K and the longest document's tokens."""
+    def _set_format(self, n_topics, longest, weighted):
+        """Topic, place and A entry types, from K, the longest document's tokens and whether
+        the tokens carry weights."""
         tdt = topic_dtype(n_topics)
         self.topic_dtype = tdt
         self.suffix = "u16" if tdt == np.uint16 else "i32"
         # Packed entries (cuda/entry.cuh) when every count of A fits 16 bits as an integer.
-        self.packed = packed_format(self.weight is not None, longest, n_topics)
+        self.packed = packed_format(weighted, longest, n_topics)
         self.place_dtype = place_dtype(self.packed)
         self.ent_dtype = np.uint32 if self.packed else np.int32
         self.fmt = "packed" if self.packed else "wide"
         self.z = self.z_can = self.a_ent = self.a_row = None
 
-    def _lay_out(self, cp, corpus, counts, doc_ptr, piece_tokens, places):
-        """``place`` (each token's place in its document, dtype ``places``; tokens word-major,
-        canonical inside a word), ``doc`` of each, and ``weight`` in canonical order, a piece of
-        documents at a time.
+    def _lay_out(self, cp, corpus, counts, doc_ptr, piece_tokens):
+        """``place`` (each token's place in its document, the chunk's ``place_dtype``; tokens
+        word-major, canonical inside a word), ``doc`` of each, and ``weight`` in canonical
+        order, a piece of documents at a time (after :meth:`_set_documents` and
+        :meth:`_set_format`).
 
         The chunk's word counts fix where each word's tokens go; each piece's tokens are sorted
         by (word, canonical index) and appended after the earlier pieces' tokens of their word.
@@ -251,7 +251,7 @@ class Chunk:
         cursor = cp.zeros(v, dtype=cp.int64)  # where the next piece's tokens of each word go
         if v > 1:
             cp.cumsum(word_count[:-1], out=cursor[1:])
-        self.place = cp.empty(n, dtype=places)
+        self.place = cp.empty(n, dtype=self.place_dtype)
         self.doc = cp.empty(n, dtype=cp.int32)
         self.weight = None if counts.nz_weight is None else cp.empty(n, dtype=cp.float32)
         bounds = chunk_bounds(doc_ptr, max(1, int(piece_tokens))) if self.n_docs else [0, 0]
@@ -275,7 +275,6 @@ class Chunk:
         word = counts.word[nz]
         doc = cp.searchsorted(counts.indptr_d[1:], nz, side="right") - (self.d0 - counts.d0)
         del nz
-        first_token = cp.asarray(doc_ptr[p0 : p1 + 1] - a)  # the piece's documents' first tokens
         # Unique keys (word, position in the piece) make the order independent of the sort's
         # stability.
         order = cp.argsort((word.astype(cp.int64) << 32) | local)
@@ -284,7 +283,8 @@ class Chunk:
         first = cp.cumsum(in_piece) - in_piece  # the piece's first sorted slot of each word
         slot = cursor[word] + (local - first[word])
         doc = doc[order]
-        self.place[slot] = (order - first_token[doc - p0]).astype(self.place.dtype)
+        # The place: the token's chunk-relative index less its document's first (doc_off).
+        self.place[slot] = (order + (a - self.doc_off[doc])).astype(self.place_dtype)
         self.doc[slot] = doc.astype(cp.int32)
         cursor += in_piece
 
