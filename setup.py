@@ -7,7 +7,7 @@ Metadata lives in pyproject.toml; this file only adds a ``build_py`` step that
   for an editable install (so ``pip install -e .`` leaves fatbins next to the code that loads them);
 * copies ``cuda/*.cu`` and ``cuda/*.cuh`` into the built package as ``sklearn_gpulda/cuda_src/``,
   because an installed package has no ``cuda/`` folder beside it and the NVRTC fallback in
-  ``sklearn_gpulda/_kernels.py`` needs the sources.
+  ``sklearn_gpulda/backends/cuda/kernels.py`` needs the sources.
 
 Without nvcc the build still succeeds: the package imports and runs on the CPU everywhere, and on
 a GPU the kernels are compiled by NVRTC on first use. ``SKLEARN_GPULDA_SKIP_KERNELS=1`` skips the
@@ -53,7 +53,7 @@ class build_py_with_kernels(build_py):
     def run(self):
         super().run()
         if getattr(self, "editable_mode", False):
-            # An editable install imports from the source tree, where _kernels.py reads cuda/
+            # An editable install imports from the source tree, where backends/cuda/kernels.py reads cuda/
             # directly; the fatbins go beside the code that loads them.
             self._compile_kernels(HERE / PACKAGE / "_fatbin")
             return

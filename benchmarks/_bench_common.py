@@ -45,7 +45,7 @@ def cuda_sampler(algorithm, n_topics, alpha, beta, seed, **options):
     Going through :func:`sklearn_gpulda.backends.choose_backend` times what the estimator would
     run, and refuses a K the backend does not support with the estimator's message.
     """
-    from sklearn_gpulda._device import resolve_device
+    from sklearn_gpulda._runtime.device import resolve_device
     from sklearn_gpulda.backends import choose_backend
 
     device = resolve_device("cuda:0")
@@ -184,8 +184,8 @@ def budget_fit(X, n_components, sweeps, budget, on_load=None, site=False, **para
     import cupy
 
     from sklearn_gpulda import GPULatentDirichletAllocation
-    from sklearn_gpulda._stages import recording
-    from sklearn_gpulda.backends.cuda import sparse, streaming
+    from sklearn_gpulda._runtime.stages import recording
+    from sklearn_gpulda.backends.cuda.sparse.sampler import sampler as sparse, streaming
 
     chunks, ends = [], []
     real_load, real_stream = sparse.CudaSparseSampler.load, streaming.ChunkStream.__init__
@@ -245,7 +245,7 @@ def load_corpora(scale, seed, with_nips=True):
     NIPS is looked for where ``_peer_corpora`` looks (``$SKLEARN_GPULDA_DATA``, ``.carry/data``,
     ``../shared/data``); empty documents are dropped.
     """
-    from sklearn_gpulda._corpus import tokens
+    from sklearn_gpulda._input.corpus import tokens
     from sklearn_gpulda.datasets import load_uci_bow, make_lda_corpus
 
     out = []

@@ -250,7 +250,7 @@ class GPULDA(_SklearnAPI):
         # (n_averaged_sweeps); the last three quarters did best in the CPU measurements of
         # doc/user_guide.rst. None leaves the estimator's default.
         self.averaged = averaged
-        from sklearn_gpulda._device import resolve_device
+        from sklearn_gpulda._runtime.device import resolve_device
 
         try:
             # A string ('cpu', 'cuda:0'): it goes into the results and to the estimator as is.

@@ -25,7 +25,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from _peer_corpora import CorpusUnavailable, _find  # noqa: E402
 
-from sklearn_gpulda._corpus import tokens  # noqa: E402
+from sklearn_gpulda._input.corpus import tokens  # noqa: E402
 from sklearn_gpulda.backends.numpy import NumpySampler  # noqa: E402
 from sklearn_gpulda.datasets import load_uci_bow  # noqa: E402
 from sklearn_gpulda.metrics import document_completion  # noqa: E402

@@ -81,7 +81,7 @@ def measure(cp, corpus, k, samplers, iters, alpha, beta, seed):
 
 def judge(row, k):
     """Fill in the faster backend, what 'auto' picks and whether that is within TOLERANCE."""
-    from sklearn_gpulda._device import resolve_device
+    from sklearn_gpulda._runtime.device import resolve_device
     from sklearn_gpulda.backends import choose_backend
 
     dense = {v: row.get(v) for v in VARIANTS if row.get(v)}
@@ -147,7 +147,7 @@ def main(argv=None):
     import cupy as cp
 
     from sklearn_gpulda.backends import BACKENDS
-    from sklearn_gpulda.backends.cuda.sample_dense import MAX_TOPICS
+    from sklearn_gpulda.backends.cuda.dense.sampler.sample_dense import MAX_TOPICS
 
     name = describe_device(cp)
     for b in BACKENDS:

@@ -2,7 +2,7 @@
 
 Draws a NYTimes-shaped corpus (300,000 documents, 102,660 words, about 100 M tokens) with
 :func:`sklearn_gpulda.datasets.make_lda_corpus`, then times the host conversions of
-:mod:`sklearn_gpulda._corpus`: the canonical tokens and the word frequencies with their
+:mod:`sklearn_gpulda._input.corpus`: the canonical tokens and the word frequencies with their
 relabelling, which every fit on host input runs before its first sweep; the PDOW chunks built on
 the host (one chunk, and a 25 M-token budget), the reference the sparse CUDA backend's device
 layout is tested against; and the segmented-CSR tiling of the mini-batch backend to come. Prints
@@ -23,8 +23,8 @@ import numpy as np
 # Run from a source checkout without installing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sklearn_gpulda._corpus import tokens  # noqa: E402
-from sklearn_gpulda._layouts import frequency_relabel, pdow_chunks, segmented_csr  # noqa: E402
+from sklearn_gpulda._input.corpus import tokens  # noqa: E402
+from sklearn_gpulda._input.layouts import frequency_relabel, pdow_chunks, segmented_csr  # noqa: E402
 from sklearn_gpulda.datasets import make_lda_corpus  # noqa: E402
 
 

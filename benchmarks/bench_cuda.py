@@ -86,7 +86,7 @@ def copy_bandwidth(cp, n_bytes=2 << 30, reps=10):
 # -- the corpus ---------------------------------------------------------------------------------
 def make_corpus(scale):
     """The benchmark's corpus as a TokenCorpus, drawn on the host, and how it was made."""
-    from sklearn_gpulda._corpus import tokens
+    from sklearn_gpulda._input.corpus import tokens
     from sklearn_gpulda.datasets import make_lda_corpus
 
     X = make_lda_corpus(shape="nytimes", n_topics=100, random_state=0, scale=scale).data
@@ -105,7 +105,7 @@ def save_corpus(corpus, path):
 def load_corpus(path):
     """A TokenCorpus of the imported package's own class from :func:`save_corpus`'s file
     (the counts' CSR arrays: the constructor since the corpus became its counts)."""
-    from sklearn_gpulda._corpus import TokenCorpus
+    from sklearn_gpulda._input.corpus import TokenCorpus
 
     with np.load(path) as f:
         n_docs, n_words = int(f["n_docs"]), int(f["n_words"])

@@ -21,7 +21,7 @@ the first timed fit. Then::
 
 The fixed cost is everything a fit does besides its sweeps: validation and upload, the layout,
 the initial topics, the final likelihood, copying the model back. A third fit of n2 sweeps is
-timed stage by stage (``sklearn_gpulda._stages``, the device drained at each boundary), with the
+timed stage by stage (``sklearn_gpulda._runtime.stages``, the device drained at each boundary), with the
 device bytes in use at the end of each stage: that is where the fixed cost and the memory go.
 Also printed: the
 part of the longer fit outside ``fit_time_`` (the estimator's own clock around layout, initial
@@ -56,9 +56,9 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 from _bench_common import ALPHA_HELP, DevicePeak, alpha_for  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
-from sklearn_gpulda._device import describe_device, resolve_device  # noqa: E402
-from sklearn_gpulda._fit import resolve_max_iter  # noqa: E402
-from sklearn_gpulda._stages import recording  # noqa: E402
+from sklearn_gpulda._runtime.device import describe_device, resolve_device  # noqa: E402
+from sklearn_gpulda._fitting.loop import resolve_max_iter  # noqa: E402
+from sklearn_gpulda._runtime.stages import recording  # noqa: E402
 from sklearn_gpulda.datasets import make_lda_corpus  # noqa: E402
 
 DEFAULT_TOPICS = [100, 1000, 10000, 32768]
@@ -97,7 +97,7 @@ def timed_fit(X, n_topics, n_sweeps, device, options, track_peak):
 
 
 def stage_log(X, n_topics, n_sweeps, device, options):
-    """Seconds of each stage of one fit (``sklearn_gpulda._stages``), with the device drained at
+    """Seconds of each stage of one fit (``sklearn_gpulda._runtime.stages``), with the device drained at
     every stage boundary so that queued work is charged where it was queued, and the bytes in
     use in CuPy's pool at the end of each; a separate fit, as the draining slows it a little.
 

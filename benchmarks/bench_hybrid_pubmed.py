@@ -32,9 +32,12 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]  # run from anywhere in a checkout
 
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._corpus import tokens
-from sklearn_gpulda._device import Device, parse_bytes
-from sklearn_gpulda.backends.cuda import sparse, sparse_memory
+from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda._runtime.device import Device, parse_bytes
+from sklearn_gpulda.backends.cuda.sparse.sampler import (
+    sampler as sparse,
+    memory_plan as sparse_memory,
+)
 from sklearn_gpulda.datasets import make_lda_corpus
 
 from _bench_common import budget_fit

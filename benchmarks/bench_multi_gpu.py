@@ -56,9 +56,9 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 from bench_end_to_end import nytimes_counts  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
-from sklearn_gpulda._corpus import tokens  # noqa: E402
-from sklearn_gpulda._device import describe_device, resolve_device  # noqa: E402
-from sklearn_gpulda._stages import recording  # noqa: E402
+from sklearn_gpulda._input.corpus import tokens  # noqa: E402
+from sklearn_gpulda._runtime.device import describe_device, resolve_device  # noqa: E402
+from sklearn_gpulda._runtime.stages import recording  # noqa: E402
 
 
 def fit(X, k, n_sweeps, device):
@@ -130,7 +130,7 @@ def reduce_costs(X, k, device, repeats, burn_in):
     """Milliseconds of one all-reduce of B, of the V x K work every GPU repeats per sweep, and
     of a whole sweep, on a multi-GPU chain on ``device`` holding ``X``; and which all-reduce
     it used."""
-    from sklearn_gpulda.backends.cuda.multi_gpu import MultiGpuSampler
+    from sklearn_gpulda.backends.cuda.multi_gpu.sampler.sampler import MultiGpuSampler
 
     sampler = _burnt_in(MultiGpuSampler(k, 1.0 / k, 1.0 / k, 0, device), X, burn_in)
     shards = sampler._active
@@ -160,7 +160,7 @@ def reduce_costs(X, k, device, repeats, burn_in):
 def one_gpu_chain_ms(X, k, repeats, burn_in):
     """Milliseconds of a sweep of the one-GPU chain, timed as :func:`reduce_costs` times the
     multi-GPU one."""
-    from sklearn_gpulda.backends.cuda.sparse import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
 
     sampler = _burnt_in(CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, resolve_device("cuda:0")), X,
                         burn_in)
@@ -172,7 +172,7 @@ def one_gpu_chain_ms(X, k, repeats, burn_in):
 def same_gpu_overhead(X, k, n_shards, repeats, burn_in):
     """What the multi-GPU chain costs besides the link between GPUs: ``n_shards`` shards on GPU
     0 (their parts of B summed by copies on that GPU) against the one-GPU chain."""
-    from sklearn_gpulda._device import Device
+    from sklearn_gpulda._runtime.device import Device
 
     single = one_gpu_chain_ms(X, k, repeats, burn_in)
     costs = reduce_costs(X, k, Device("cuda", (0,) * n_shards), repeats, burn_in)

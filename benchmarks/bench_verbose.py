@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
-from sklearn_gpulda._device import describe_device, resolve_device  # noqa: E402
+from sklearn_gpulda._runtime.device import describe_device, resolve_device  # noqa: E402
 from sklearn_gpulda.datasets import make_lda_corpus  # noqa: E402
 
 

@@ -41,8 +41,8 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
-from sklearn_gpulda._corpus import tokens  # noqa: E402
-from sklearn_gpulda._device import CPU, resolve_device  # noqa: E402
+from sklearn_gpulda._input.corpus import tokens  # noqa: E402
+from sklearn_gpulda._runtime.device import CPU, resolve_device  # noqa: E402
 from sklearn_gpulda.backends import choose_backend  # noqa: E402
 
 SPARSE_TOPICS = (5, 32, 33, 70, 2100)

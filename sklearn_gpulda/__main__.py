@@ -19,8 +19,13 @@ import sys
 from pathlib import Path
 
 from sklearn_gpulda._cli import bench, commands, data
-from sklearn_gpulda._cli.common import (CommandError, n_jobs, non_negative_int, parse_device,
-                                        positive_int)
+from sklearn_gpulda._cli.common import (
+    CommandError,
+    n_jobs,
+    non_negative_int,
+    parse_device,
+    positive_int,
+)
 
 _DEVICE_HELP = "auto, cpu, cuda or cuda:N, as the estimator's device (default: %(default)s)"
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, _svg
+from . import __version__
+from ._present import svg as _svg
 from .metrics import _as_counts, npmi_coherence, top_words, topic_word_distribution
 
 __all__ = ["topic_map", "pyldavis_data", "write_report"]

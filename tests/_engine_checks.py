@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 from _stats import merged_chisquare
 
-from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda._input.corpus import tokens
 
 
 def recount(index, topics, weight, n_rows, n_topics):
@@ -125,8 +125,8 @@ def check_online_step_over_the_batch_words(plan, sampler, X, batches, total_samp
     over the words the batch holds only) equal, bit for bit, the steps whose chains run over
     every column of the model. Each batch must leave some column unused, or the check would
     not see the cut."""
-    from sklearn_gpulda import _fit_online
-    from sklearn_gpulda._device import to_host
+    from sklearn_gpulda._fitting import online as _fit_online
+    from sklearn_gpulda._runtime.device import to_host
 
     components, alpha = None, plan.alpha.value
     for it, batch in enumerate(batches, start=1):
@@ -155,12 +155,12 @@ def check_online_step_over_the_batch_words(plan, sampler, X, batches, total_samp
 def check_held_batches_are_the_batches_loaded_alone(plan, sampler, reference, X, ranges,
                                                     total_samples, passes=2):
     """Online learning's passes over ``ranges`` of ``X`` with ``sampler`` holding the batches
-    (``Sampler.load_batches``, reused from pass to pass) give, bit for bit, the model and the
+    (``Sampler.load_online_batches``, reused from pass to pass) give, bit for bit, the model and the
     last batch's log-likelihood of the steps written out with ``reference`` loading each batch
     alone, cut to its own words (what a step did before batches were held). The batches must
     not all hold the same words, or the check would not see a cut."""
-    from sklearn_gpulda import _fit_online
-    from sklearn_gpulda._device import to_host
+    from sklearn_gpulda._fitting import online as _fit_online
+    from sklearn_gpulda._runtime.device import to_host
 
     got, held, it = None, None, 1
     want = None

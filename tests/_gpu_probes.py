@@ -16,7 +16,7 @@ PROBES = Path(__file__).resolve().parent / "kernels" / "probes.cu"
 def _module(device_id):
     import cupy
 
-    from sklearn_gpulda._kernels import source_dir
+    from sklearn_gpulda.backends.cuda.kernels import source_dir
 
     return cupy.RawModule(code=PROBES.read_text(),
                           options=("-std=c++17", f"-I{source_dir()}"), backend="nvrtc")
@@ -64,7 +64,7 @@ def draw_fixed_row(a_row, bhat, alpha, own, own_w, u, packed, word_side=None, la
     out = cp.empty(u.size, dtype=cp.int32)
     alpha = np.broadcast_to(np.asarray(alpha, np.float32), (k,))
     from sklearn_gpulda.backends.cuda.constants import SHARED_MAX_TOPICS
-    from sklearn_gpulda.backends.cuda.sample_sparse import tree_floats
+    from sklearn_gpulda.backends.cuda.sparse.sampler.sample_sparse import tree_floats
 
     if large is None:
         large = k > SHARED_MAX_TOPICS

@@ -6,7 +6,7 @@ adding a backend takes: this class (the protocol's methods it changes) and one r
 
 import numpy as np
 
-from sklearn_gpulda import _random
+from sklearn_gpulda.backends import random as _random
 from sklearn_gpulda.backends.numpy.sampler import NumpySampler
 
 

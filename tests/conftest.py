@@ -13,7 +13,7 @@ def pytest_collection_modifyitems(config, items):
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return
-    from sklearn_gpulda._device import gpu_count
+    from sklearn_gpulda._runtime.device import gpu_count
 
     if gpu_count() > 0:
         return

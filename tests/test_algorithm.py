@@ -16,10 +16,12 @@ from _engine_checks import (
     check_online_step_over_the_batch_words, check_same_seed_same_model,
     check_two_word_conditional, check_weighted_counts, initialised)
 
-from sklearn_gpulda import GPULatentDirichletAllocation, _fit, _fit_online, _random
-from sklearn_gpulda._corpus import tokens
-from sklearn_gpulda._device import CPU, Device, to_host
-from sklearn_gpulda._priors import Prior
+from sklearn_gpulda import GPULatentDirichletAllocation
+from sklearn_gpulda._fitting import loop as _fit, online as _fit_online
+from sklearn_gpulda.backends import random as _random
+from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda._runtime.device import CPU, Device, to_host
+from sklearn_gpulda.backends.priors import Prior
 from sklearn_gpulda.backends import BACKENDS, choose_backend
 from sklearn_gpulda.backends.numpy import NumpySampler
 from sklearn_gpulda.backends.numpy.dense_rule import draw_topics_dense
@@ -166,8 +168,8 @@ def test_several_gpus_take_the_sparse_backend_only():
         assert backend.sampler_class(1).__name__ == "CudaSparseSampler"
 
 
-@pytest.mark.parametrize("module", ["sklearn_gpulda.backends.cuda.multi_gpu",
-                                    "sklearn_gpulda.backends.cuda.all_reduce"])
+@pytest.mark.parametrize("module", ["sklearn_gpulda.backends.cuda.multi_gpu.sampler",
+                                    "sklearn_gpulda.backends.cuda.multi_gpu.all_reduce"])
 def test_imports_without_dask(module):
     # Several GPUs of one host need no Dask: the modules import with Dask's scheduler absent.
     import subprocess
@@ -262,13 +264,13 @@ def test_resolved_algorithm_is_kept_for_later_calls(monkeypatch):
 
 # -- the GPU engine ---------------------------------------------------------------------------------
 def _dense_engine(n_topics, alpha=ALPHA, **kw):
-    from sklearn_gpulda.backends.cuda.dense import CudaDenseSampler
+    from sklearn_gpulda.backends.cuda.dense.sampler.sampler import CudaDenseSampler
 
     return CudaDenseSampler(n_topics, alpha, BETA, SEED, GPU, **kw)
 
 
 def _sparse_engine(n_topics):
-    from sklearn_gpulda.backends.cuda.sparse import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
 
     return CudaSparseSampler(n_topics, ALPHA, BETA, SEED, GPU)
 
@@ -369,8 +371,8 @@ def test_gpu_batch_statistics(first):
 
 @pytest.mark.gpu
 def test_gpu_engine_choice_and_limits():
-    from sklearn_gpulda.backends.cuda.dense import CudaDenseSampler
-    from sklearn_gpulda.backends.cuda.sparse import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.dense.sampler.sampler import CudaDenseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
 
     assert isinstance(choose_backend("dense", 8, GPU).make(8, ALPHA, BETA, SEED, GPU),
                       CudaDenseSampler)

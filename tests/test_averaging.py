@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._corpus import tokens
-from sklearn_gpulda._device import CPU
+from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda._runtime.device import CPU
 from sklearn_gpulda.backends import choose_backend
 from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
 from sklearn_gpulda.metrics import document_completion

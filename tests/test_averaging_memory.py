@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._corpus import tokens
-from sklearn_gpulda.backends.cuda import hybrid, sparse_memory
-from sklearn_gpulda.backends.cuda.sparse_memory import AVERAGING
-from sklearn_gpulda.backends.cuda.sparse import CudaSparseSampler
+from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda.backends.cuda.sparse.sampler import hybrid, memory_plan as sparse_memory
+from sklearn_gpulda.backends.cuda.sparse.sampler.memory_plan import AVERAGING
+from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
 from sklearn_gpulda.backends.numpy.sampler import NumpySampler
 
 
@@ -137,8 +137,8 @@ def test_auto_storage_takes_the_better_plan_at_every_budget(corpus, k, averaging
 
 
 def test_the_fit_says_what_averaging_it_needs():
-    from sklearn_gpulda import _fit
-    from sklearn_gpulda._device import resolve_device
+    from sklearn_gpulda._fitting import loop as _fit
+    from sklearn_gpulda._runtime.device import resolve_device
     from sklearn_gpulda.backends import choose_backend
 
     device = resolve_device("cpu")

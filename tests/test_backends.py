@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 import sklearn_gpulda.backends as backends
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._device import CPU, Device
+from sklearn_gpulda._runtime.device import CPU, Device
 from sklearn_gpulda.backends import Backend, choose_backend
 from sklearn_gpulda.backends.base import Sampler
 from sklearn_gpulda.datasets import load_kjv_chapters

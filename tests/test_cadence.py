@@ -1,8 +1,9 @@
-"""verbose's evaluations keep to their share of a fit's time (:mod:`sklearn_gpulda._cadence`)."""
+"""verbose's evaluations keep to their share of a fit's time
+(:mod:`sklearn_gpulda._fitting.cadence`)."""
 
 import pytest
 
-from sklearn_gpulda._cadence import Cadence
+from sklearn_gpulda._fitting.cadence import Cadence
 
 
 class _Clock:

@@ -203,7 +203,7 @@ def test_demo_on_cpu_reports_device_speed_perplexity_and_topics(capsys, kjv):
 
 
 def test_demo_reports_an_unusable_gpu_in_one_line(monkeypatch, capsys):
-    import sklearn_gpulda._device as device_module
+    import sklearn_gpulda._runtime.device as device_module
 
     def no_gpu(device):
         raise RuntimeError(f"device={device!r} needs CuPy and a CUDA GPU")

@@ -1,4 +1,5 @@
-"""Token conversion of ``sklearn_gpulda._corpus``, the corpus's cut into document ranges, and the
+"""Token conversion of ``sklearn_gpulda._input.corpus``, the corpus's cut into document ranges, and
+the
 device PDOW build run with NumPy standing in for CuPy (the host layouts are ``test_layouts.py``'s).
 
 Checked on the bundled King James Bible (real, skewed word frequencies, one very long chapter:
@@ -9,8 +10,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sklearn_gpulda._corpus import tokens
-from sklearn_gpulda._layouts import frequency_relabel, pdow_chunks, split_documents
+from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda._input.layouts import frequency_relabel, pdow_chunks, split_documents
 
 
 def _recount(corpus):
@@ -169,11 +170,12 @@ def test_released_counts_keep_what_was_made(kjv):
 @pytest.mark.parametrize("chunk_by_chunk", [False, True])
 def test_device_layout_build_in_pieces_is_the_pdow_order(kjv, fractional, max_chunk, piece,
                                                          chunk_by_chunk):
-    # backends/cuda/layout.py builds each chunk a piece of documents at a time, from the whole
+    # backends/cuda/sparse/layout.py builds each chunk a piece of documents at a time, from the
+    # whole
     # corpus's counts or (streamed layouts) from the chunk's own; whatever the piece size, the
     # result must be the single sort of pdow_chunks. Its array calls are the NumPy API, so NumPy
     # runs it here and CuPy on the GPU.
-    from sklearn_gpulda.backends.cuda.layout import build_chunks
+    from sklearn_gpulda.backends.cuda.sparse.sampler.layout import build_chunks
 
     X = kjv[:300].astype(np.float64)
     if fractional:
@@ -205,7 +207,7 @@ def test_device_layout_places_of_a_document_of_65536_tokens_take_32_bits(kjv):
     # A document of 70,000 tokens (of 60 words: repeated words, runs longer than a work item)
     # gets a chunk of its own, wide (32-bit places, 8-byte A entries); the others stay packed.
     # Every token's canonical index is its document's first token plus its place.
-    from sklearn_gpulda.backends.cuda.layout import build_chunks, chunk_bytes
+    from sklearn_gpulda.backends.cuda.sparse.sampler.layout import build_chunks, chunk_bytes
 
     long_row = np.zeros((1, kjv.shape[1]))
     long_row[0, :60] = 70_000 // 60
@@ -232,7 +234,7 @@ def test_device_layout_places_of_a_document_of_65536_tokens_take_32_bits(kjv):
 def test_chunk_ranges_keep_a_storage_within_int32(monkeypatch):
     # A chunk's A storage (tokens plus 31 slots per document) is indexed by int32: a range that
     # would reach 2**31 entries is cut further, even with no token limit (about 2 G tokens).
-    from sklearn_gpulda.backends.cuda import layout
+    from sklearn_gpulda.backends.cuda.sparse.sampler import layout
 
     corpus = tokens(sp.csr_matrix(np.full((40, 3), 5)))  # 40 documents of 15 tokens
     monkeypatch.setattr(layout, "MAX_CHUNK_SLOTS", 100)  # 2 documents (2 x (15 + 31) = 92)
@@ -260,10 +262,11 @@ def test_integer_counts_give_the_corpus_of_their_float_copy(kjv):
 
 
 def test_streamed_chunk_plan_fits_its_budget(kjv):
-    # The chunk size of a streamed layout (backends/cuda/streaming.py, plain arithmetic): larger
+    # The chunk size of a streamed layout (backends/cuda/sparse/streaming.py, plain arithmetic):
+    # larger
     # budgets give larger chunks, a cap holds, the build's piece is a quarter of a chunk, and a
     # budget the model alone fills is a MemoryError that says so.
-    from sklearn_gpulda.backends.cuda import streaming
+    from sklearn_gpulda.backends.cuda.sparse.sampler import streaming
 
     corpus = tokens(kjv)
     k, v = 50, corpus.n_words

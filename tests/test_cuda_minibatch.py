@@ -9,9 +9,9 @@ from _engine_checks import (check_same_seed_same_model, check_two_word_condition
                             initialised, recount)
 
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._corpus import tokens
-from sklearn_gpulda._layouts import batch_bounds, frequency_relabel, segmented_csr
-from sklearn_gpulda._device import CPU, Device
+from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda._input.layouts import batch_bounds, frequency_relabel, segmented_csr
+from sklearn_gpulda._runtime.device import CPU, Device
 from sklearn_gpulda.backends.numpy.minibatch import NumpyMinibatchSampler
 from sklearn_gpulda.datasets import load_kjv_chapters
 
@@ -22,7 +22,7 @@ GPU = Device("cuda", (0,))
 
 
 def _gpu(n_topics, batch_tokens, alpha=ALPHA):
-    from sklearn_gpulda.backends.cuda.minibatch import CudaMinibatchSampler
+    from sklearn_gpulda.backends.cuda.minibatch.sampler.sampler import CudaMinibatchSampler
 
     return CudaMinibatchSampler(n_topics, alpha, BETA, SEED, GPU, batch_tokens=batch_tokens)
 
@@ -105,7 +105,7 @@ def test_one_batch_draws_from_the_collapsed_conditional(n_topics):
 
 
 def test_layout_is_the_host_segmented_csr():
-    from sklearn_gpulda.backends.cuda.minibatch import panel_width
+    from sklearn_gpulda.backends.cuda.minibatch.sampler.sampler import panel_width
 
     corpus = _kjv(90)
     eng = _gpu(50, 6000)

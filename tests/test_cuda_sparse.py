@@ -5,11 +5,13 @@ import pytest
 import scipy.sparse as sp
 
 import _gpu_probes
-from sklearn_gpulda import _fit, _fit_online, _priors, _random
-from sklearn_gpulda._corpus import tokens
-from sklearn_gpulda._layouts import frequency_relabel, pdow_chunks
-from sklearn_gpulda._device import CPU, Device
-from sklearn_gpulda._priors import Prior
+from sklearn_gpulda._fitting import loop as _fit, online as _fit_online
+from sklearn_gpulda.backends import priors as _priors
+from sklearn_gpulda.backends import random as _random
+from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda._input.layouts import frequency_relabel, pdow_chunks
+from sklearn_gpulda._runtime.device import CPU, Device
+from sklearn_gpulda.backends.priors import Prior
 from sklearn_gpulda.backends.numpy import NumpySampler, fold_in
 from sklearn_gpulda.backends.numpy.sparse_rule import draw_topics
 from sklearn_gpulda.backends.numpy.tables import WordTables
@@ -62,7 +64,7 @@ def _corpus(kind="small"):
 
 
 def _engine(n_topics, alpha=ALPHA, **kw):
-    from sklearn_gpulda.backends.cuda.sparse import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
 
     return CudaSparseSampler(n_topics, alpha, BETA, SEED, GPU, **kw)
 
@@ -107,7 +109,7 @@ def test_device_layout_is_the_host_pdow_order(monkeypatch, piece_tokens, on_devi
     import cupy as cp
     import cupyx.scipy.sparse as csp
 
-    from sklearn_gpulda.backends.cuda import layout
+    from sklearn_gpulda.backends.cuda.sparse.sampler import layout
 
     if piece_tokens:
         monkeypatch.setattr(layout.build_chunks, "__defaults__", (piece_tokens, None))
@@ -351,7 +353,8 @@ def test_count_invariants_every_iteration(max_chunk_tokens, k):
 def _force_large_k(monkeypatch, window):
     """Make every engine built after this take the large-K kernels and count long documents'
     topics in windows of ``window``, whatever K."""
-    from sklearn_gpulda.backends.cuda import counts, sample_sparse
+    from sklearn_gpulda.backends.cuda import counts
+    from sklearn_gpulda.backends.cuda.sparse.sampler import sample_sparse
 
     monkeypatch.setattr(sample_sparse, "SHARED_MAX_TOPICS", 0)
     monkeypatch.setattr(counts, "LONG_HIST_WINDOW", window)
@@ -546,7 +549,7 @@ def test_online_steps_keep_the_model_on_the_device():
             # The batch's chain ran over the words the batch holds, in the order that selecting
             # the batch again names (selecting discards the running sum: read it first).
             mean = gpu.mean_word_topic()
-            columns = np.unique(X[batch].indices)[gpu.select_batch(0)]
+            columns = np.unique(X[batch].indices)[gpu.select_online_batch(0)]
             stats = np.zeros_like(before)
             stats[:, columns] = mean
             rho = (plan.learning_offset + it) ** (-plan.learning_decay)
@@ -560,10 +563,10 @@ def test_held_batches_are_the_batches_loaded_alone(way, monkeypatch):
     # The sparse engine lays a pass's mini-batches out together, a chunk each; where they would
     # not fit as chunks (forced here), or B is stored hybrid, it loads each when selected.
     # Either way two passes give the model of loading each batch alone.
-    from sklearn_gpulda.backends.cuda import held_batches
+    from sklearn_gpulda.backends.cuda.sparse.sampler import online_batches as online_batches
 
     if way == "not fitting":
-        monkeypatch.setattr(held_batches, "fits_one_chunk", lambda corpus, ranges: False)
+        monkeypatch.setattr(online_batches, "fits_one_chunk", lambda corpus, ranges: False)
     storage = "hybrid" if way == "hybrid" else "dense"
     X = _lda_counts(200, 1500, 8, 60, seed=9).tocsr()
     ranges = [(0, 40), (40, 60), (60, 130), (130, 131), (131, 200)]
@@ -593,7 +596,8 @@ def test_partial_fit_leaves_the_model_on_the_gpu_until_it_is_read(monkeypatch, d
 
     import cupy as cp
 
-    from sklearn_gpulda import GPULatentDirichletAllocation, _fitted
+    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda._fitting import fitted as _fitted
 
     X = _lda_counts(240, 300, 6, 60, seed=5).tocsr().astype(dtype)
     copies = []
@@ -630,7 +634,7 @@ def test_partial_fit_leaves_the_model_on_the_gpu_until_it_is_read(monkeypatch, d
 def _streamed(monkeypatch, n_topics, max_chunk_tokens, **kw):
     """A sampler made to stream (its in-memory need reported as too large) in chunks of at most
     ``max_chunk_tokens`` tokens."""
-    from sklearn_gpulda.backends.cuda import sparse, streaming
+    from sklearn_gpulda.backends.cuda.sparse.sampler import sampler as sparse, streaming
 
     monkeypatch.setattr(streaming, "MIN_STREAM_CHUNK", 1)
     monkeypatch.setattr(sparse.CudaSparseSampler, "estimate_bytes",
@@ -730,7 +734,7 @@ def test_fit_within_a_device_memory_budget_is_the_in_memory_fit(monkeypatch):
     # Through the estimator: a budget a quarter of the in-memory need streams the corpus in
     # several chunks, and the model (learned priors, averaging) is the in-memory model.
     from sklearn_gpulda import GPULatentDirichletAllocation
-    from sklearn_gpulda.backends.cuda import streaming
+    from sklearn_gpulda.backends.cuda.sparse.sampler import streaming
     from sklearn_gpulda.datasets import load_kjv_chapters
 
     X = load_kjv_chapters().data

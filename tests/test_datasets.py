@@ -10,12 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sklearn_gpulda.datasets import (
-    CORPUS_SHAPES,
-    load_kjv_chapters,
-    load_uci_bow,
-    make_lda_corpus,
-)
+from sklearn_gpulda.datasets import CORPUS_SHAPES, load_kjv_chapters, load_uci_bow, make_lda_corpus
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 KJV_DIR = importlib.resources.files("sklearn_gpulda") / "data" / "kjv"

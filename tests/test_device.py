@@ -1,12 +1,19 @@
-"""``sklearn_gpulda._device``: the one parse of ``device``, and its resolution on this machine."""
+"""``sklearn_gpulda._runtime.device``: the one parse of ``device``, and its resolution on this
+machine."""
 
 import types
 
 import numpy as np
 import pytest
 
-import sklearn_gpulda._device as device_module
-from sklearn_gpulda._device import CPU, Device, describe_device, parse_device, resolve_device
+import sklearn_gpulda._runtime.device as device_module
+from sklearn_gpulda._runtime.device import (
+    CPU,
+    Device,
+    describe_device,
+    parse_device,
+    resolve_device,
+)
 
 
 @pytest.mark.parametrize("text, parsed", [
@@ -102,7 +109,7 @@ def test_single_gpu_index():
 
 
 def test_parse_bytes_units_and_errors():
-    from sklearn_gpulda._device import parse_bytes
+    from sklearn_gpulda._runtime.device import parse_bytes
 
     assert parse_bytes(None) is None and parse_bytes(123) == 123
     assert parse_bytes("8GB") == 8 * 10**9 and parse_bytes("512MiB") == 512 * 2**20
@@ -127,7 +134,7 @@ def test_counts_go_up_reads_every_sparse_format(monkeypatch):
 
     import scipy.sparse as sp
 
-    from sklearn_gpulda._validation import counts_go_up
+    from sklearn_gpulda._input.validation import counts_go_up
 
     asked = []
     fake = types.SimpleNamespace(cuda=types.SimpleNamespace(
@@ -157,7 +164,7 @@ def test_counts_kept_on_the_host_for_a_gpu_fit_keep_their_integers():
     import scipy.sparse as sp
 
     from sklearn_gpulda import GPULatentDirichletAllocation
-    from sklearn_gpulda._validation import check_counts
+    from sklearn_gpulda._input.validation import check_counts
 
     X = sp.random(30, 12, density=0.3, format="csr", random_state=0, dtype=np.float64)
     X.data = np.ceil(X.data * 5)

@@ -362,7 +362,7 @@ def test_joblib_round_trip_read_only(small_model, kjv, tmp_path):
 
 
 def test_model_trained_on_gpu_transforms_without_one(small_model, kjv, monkeypatch):
-    import sklearn_gpulda._device as device
+    import sklearn_gpulda._runtime.device as device
 
     monkeypatch.setattr(device, "import_cupy", lambda: (None, "no GPU in this test"))
     model = pickle.loads(pickle.dumps(small_model))
@@ -376,7 +376,7 @@ def test_model_trained_on_gpu_transforms_without_one(small_model, kjv, monkeypat
 
 
 def test_device_cpu_on_a_gpu_trained_model_runs_inference_on_the_cpu(small_model, kjv, monkeypatch):
-    import sklearn_gpulda._device as device
+    import sklearn_gpulda._runtime.device as device
 
     def no_gpu(*args, **kwargs):
         raise AssertionError("the GPU was asked for")
@@ -450,7 +450,7 @@ def test_too_many_topics_for_memory_is_refused_before_allocating(kjv):
 
 
 def test_explicit_gpu_without_one_says_so(kjv, monkeypatch):
-    import sklearn_gpulda._device as device
+    import sklearn_gpulda._runtime.device as device
 
     monkeypatch.setattr(device, "import_cupy", lambda: (None, "CuPy does not import (test)"))
     with pytest.raises(RuntimeError, match="needs CuPy and a CUDA GPU"):

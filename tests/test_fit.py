@@ -102,7 +102,7 @@ def _warned_here(call, match):
 
 
 def test_warnings_point_at_the_caller(kjv, monkeypatch):
-    import sklearn_gpulda._device as device
+    import sklearn_gpulda._runtime.device as device
 
     empty = sp.csr_matrix((4, 6))
     model = GPULatentDirichletAllocation(n_components=2, max_iter=2, device="cpu")

@@ -6,10 +6,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from sklearn_gpulda import _hybrid_table as ht
-from sklearn_gpulda._layouts import frequency_relabel
-from sklearn_gpulda.backends.cuda import hybrid
-from sklearn_gpulda.backends.cuda.hybrid import HybridSum, resolve_storage
+from sklearn_gpulda.backends.cuda.sparse.sampler import hybrid_table as ht
+from sklearn_gpulda._input.layouts import frequency_relabel
+from sklearn_gpulda.backends.cuda.sparse.sampler import hybrid
+from sklearn_gpulda.backends.cuda.sparse.sampler.hybrid import HybridSum, resolve_storage
 from sklearn_gpulda.backends.cuda.transfer import topic_major_to_host
 
 
@@ -150,7 +150,7 @@ def test_running_sum_of_rare_rows_is_the_sum_of_dense_rows(kjv, whole_fits):
 
 
 class _Rows:
-    """Host stand-in of :class:`~sklearn_gpulda.backends.cuda.hybrid.RareRows`."""
+    """Host stand-in of :class:`~sklearn_gpulda.backends.cuda.sparse.hybrid.RareRows`."""
 
     def __init__(self, offsets, n_dense):
         self.offsets, self.n_dense = offsets, n_dense
@@ -174,8 +174,8 @@ def test_storage_choice():
 
 
 def test_plan_of_a_real_corpus(kjv):
-    from sklearn_gpulda._corpus import tokens
-    from sklearn_gpulda.backends.cuda.hybrid import plan
+    from sklearn_gpulda._input.corpus import tokens
+    from sklearn_gpulda.backends.cuda.sparse.sampler.hybrid import plan
 
     corpus = tokens(kjv)
     freq = np.asarray(kjv.sum(axis=0)).ravel()

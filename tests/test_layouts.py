@@ -1,13 +1,18 @@
-"""The host layouts and cuts of ``sklearn_gpulda._layouts``: word relabelling, PDOW chunks,
+"""The host layouts and cuts of ``sklearn_gpulda._input.layouts``: word relabelling, PDOW chunks,
 segmented CSR, and corpora cut by documents (fixtures ``kjv``, ``synthetic`` and ``counts`` come
 from ``conftest.py``)."""
 
 import numpy as np
 import pytest
 
-from sklearn_gpulda._corpus import tokens
-from sklearn_gpulda._layouts import (chunk_bounds, frequency_relabel, pdow_chunks, segmented_csr,
-                                     split_documents)
+from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda._input.layouts import (
+    chunk_bounds,
+    frequency_relabel,
+    pdow_chunks,
+    segmented_csr,
+    split_documents,
+)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -9,13 +9,12 @@ from _engine_checks import (check_chains_alike_every_sweep, check_same_seed_same
 from _stats import merged_chisquare
 
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._corpus import tokens
-from sklearn_gpulda._layouts import batch_bounds, frequency_relabel, segmented_csr
-from sklearn_gpulda._device import CPU
+from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda._input.layouts import batch_bounds, frequency_relabel, segmented_csr
+from sklearn_gpulda._runtime.device import CPU
 from sklearn_gpulda.backends import choose_backend
 from sklearn_gpulda.backends.numpy.minibatch import NumpyMinibatchSampler
-from sklearn_gpulda.backends.numpy.minibatch_rule import (
-    LANES, _search, batch_doc_side, draw_batch)
+from sklearn_gpulda.backends.numpy.minibatch_rule import LANES, _search, batch_doc_side, draw_batch
 from sklearn_gpulda.datasets import load_kjv_chapters
 from sklearn_gpulda.metrics import document_completion
 

@@ -1,4 +1,4 @@
-"""One chain over several GPUs (``backends/cuda/multi_gpu.py``) against the one-GPU chain.
+"""One chain over several GPUs (``backends/cuda/multi_gpu/sampler.py``) against the one-GPU chain.
 
 Several shards on one GPU (their parts of B summed by peer copies) run the whole multi-GPU code
 path on a machine with one GPU; NCCL is tested on one rank there. The tests that need two GPUs
@@ -8,10 +8,11 @@ path on a machine with one GPU; NCCL is tested on one rank there. The tests that
 import numpy as np
 import pytest
 
-from sklearn_gpulda import GPULatentDirichletAllocation, _fit
-from sklearn_gpulda._block_corpus import BlockCorpus
-from sklearn_gpulda._corpus import tokens
-from sklearn_gpulda._device import Device, gpu_count
+from sklearn_gpulda import GPULatentDirichletAllocation
+from sklearn_gpulda._fitting import loop as _fit
+from sklearn_gpulda._input.row_blocks import BlockCorpus
+from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda._runtime.device import Device, gpu_count
 from sklearn_gpulda.datasets import load_kjv_chapters
 
 from _engine_checks import check_counts_every_sweep, initialised
@@ -29,13 +30,13 @@ def kjv():
 
 
 def _single(k, **kw):
-    from sklearn_gpulda.backends.cuda.sparse import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
 
     return CudaSparseSampler(k, ALPHA, BETA, SEED, ONE, **kw)
 
 
 def _multi(k, gpus=(0, 0, 0), **kw):
-    from sklearn_gpulda.backends.cuda.multi_gpu import MultiGpuSampler
+    from sklearn_gpulda.backends.cuda.multi_gpu.sampler.sampler import MultiGpuSampler
 
     return MultiGpuSampler(k, ALPHA, BETA, SEED, Device("cuda", tuple(gpus)), **kw)
 
@@ -137,8 +138,8 @@ def test_weighted_tokens_agree_up_to_the_order_of_float_additions(kjv):
 def test_streamed_shards_and_row_blocks(kjv, monkeypatch):
     # Each shard streams its part (a budget too small for it) and the corpus comes as row
     # blocks: still the one-GPU chain.
-    from sklearn_gpulda.backends.cuda import streaming
-    from sklearn_gpulda.backends.cuda.multi_gpu import DeviceShard
+    from sklearn_gpulda.backends.cuda.sparse.sampler import streaming
+    from sklearn_gpulda.backends.cuda.multi_gpu.sampler.sampler import DeviceShard
 
     monkeypatch.setattr(streaming, "MIN_STREAM_CHUNK", 1)
     monkeypatch.setattr(DeviceShard, "estimate_bytes",
@@ -175,7 +176,7 @@ def test_fit_loop_on_shards_is_the_one_gpu_fit(kjv):
 
 
 def test_nccl_on_one_rank(kjv):
-    from sklearn_gpulda.backends.cuda.all_reduce import nccl_module
+    from sklearn_gpulda.backends.cuda.multi_gpu.sampler.all_reduce import nccl_module
 
     if nccl_module() is None:
         pytest.skip("this CuPy has no NCCL")

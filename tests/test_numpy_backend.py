@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sklearn_gpulda import _random
-from sklearn_gpulda._corpus import tokens
-from sklearn_gpulda._device import CPU
+from sklearn_gpulda.backends import random as _random
+from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda._runtime.device import CPU
 from sklearn_gpulda.backends.numpy import NumpySampler, fold_in
 from sklearn_gpulda.backends.numpy import sparse_rule
 from sklearn_gpulda.backends.numpy.sparse_rule import draw_topics
@@ -334,8 +334,8 @@ def test_small_k_chain_is_the_same_with_row_cumsums(kjv, monkeypatch, weighted):
 def test_online_step_over_the_batch_words_is_the_whole_vocabulary_step(kjv):
     # A mini-batch's chain runs over the words the batch holds; the model it gives is the one
     # from a chain over the whole vocabulary, bit for bit.
-    from sklearn_gpulda import _fit
-    from sklearn_gpulda._priors import Prior
+    from sklearn_gpulda._fitting import loop as _fit
+    from sklearn_gpulda.backends.priors import Prior
 
     plan = _fit.Plan(backend=None, device=None, n_topics=8, seed=5, alpha=Prior(0.1, False),
                      beta=Prior(0.01, False), n_batch_sweeps=4)
@@ -347,8 +347,8 @@ def test_online_step_over_the_batch_words_is_the_whole_vocabulary_step(kjv):
 def test_held_batches_are_the_batches_loaded_alone(kjv):
     # Online learning's sampler holds a pass's mini-batches (here each is cut and laid out when
     # selected, the base class's way); two passes give the model of loading each batch alone.
-    from sklearn_gpulda import _fit
-    from sklearn_gpulda._priors import Prior
+    from sklearn_gpulda._fitting import loop as _fit
+    from sklearn_gpulda.backends.priors import Prior
 
     plan = _fit.Plan(backend=None, device=None, n_topics=8, seed=5, alpha=Prior(0.1, False),
                      beta=Prior(0.01, False), n_batch_sweeps=4)
@@ -359,8 +359,8 @@ def test_held_batches_are_the_batches_loaded_alone(kjv):
 
 
 def test_select_batch_needs_held_batches():
-    with pytest.raises(RuntimeError, match="load_batches"):
-        _sampler(4, 0.1, 0.01, 5).select_batch(0)
+    with pytest.raises(RuntimeError, match="load_online_batches"):
+        _sampler(4, 0.1, 0.01, 5).select_online_batch(0)
 
 
 def test_set_priors_rebuilds_only_on_a_new_value(kjv, monkeypatch):

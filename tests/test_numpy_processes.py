@@ -9,7 +9,7 @@ import pytest
 from joblib import parallel_config
 
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda.backends.numpy import processes
 from sklearn_gpulda.backends.numpy.processes import ProcessTeam, SharedStore, make_team
 from sklearn_gpulda.backends.numpy import sampler as sampler_module

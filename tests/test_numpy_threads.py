@@ -6,10 +6,14 @@ import pytest
 from joblib import parallel_config
 
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda.backends.numpy.sampler import NumpySampler
-from sklearn_gpulda.backends.numpy.threads import (CHUNKS_PER_THREAD, ThreadTeam, chunks,
-                                                   resolve_n_jobs)
+from sklearn_gpulda.backends.numpy.threads import (
+    CHUNKS_PER_THREAD,
+    ThreadTeam,
+    chunks,
+    resolve_n_jobs,
+)
 from sklearn_gpulda.datasets import load_kjv_chapters
 
 from _engine_checks import check_chains_alike_every_sweep

@@ -17,7 +17,7 @@ def test_import_does_not_import_cupy():
 def test_bundled_corpus_and_kernel_sources_are_present():
     pkg = Path(sklearn_gpulda.__file__).parent
     assert (pkg / "data" / "kjv" / "docword.kjv_chapters.txt.gz").is_file()
-    from sklearn_gpulda._kernels import source_dir
+    from sklearn_gpulda.backends.cuda.kernels import source_dir
 
     sources = {p.name for p in source_dir().glob("*.cu")}
     assert {"sample_sparse.cu", "counts.cu", "infer.cu", "sample_dense.cu"} <= sources

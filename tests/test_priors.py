@@ -1,4 +1,4 @@
-"""Prior learning (``sklearn_gpulda._priors``): Minka's fixed point on histograms, and the
+"""Prior learning (``sklearn_gpulda.backends.priors``): Minka's fixed point on histograms, and the
 estimator's learned and per-topic priors."""
 
 import pickle
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from scipy.special import digamma
 
-from sklearn_gpulda import GPULatentDirichletAllocation, _priors
+from sklearn_gpulda import GPULatentDirichletAllocation
+from sklearn_gpulda.backends import priors as _priors
 from sklearn_gpulda.backends.numpy.sampler import value_counts
 from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
 
@@ -163,7 +164,7 @@ def test_online_learning_keeps_the_starting_priors(method):
 @pytest.mark.parametrize("learning_method", ["batch", "online"])
 def test_every_prior_form_pickles_and_transforms_without_a_gpu(prior, learning_method,
                                                                 monkeypatch):
-    import sklearn_gpulda._device as device
+    import sklearn_gpulda._runtime.device as device
 
     X = load_kjv_chapters().data
     lda = GPULatentDirichletAllocation(n_components=4, doc_topic_prior=prior, max_iter=15,

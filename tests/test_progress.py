@@ -1,4 +1,4 @@
-"""The fit progress display (``sklearn_gpulda/_progress.py``), driven by a fake clock."""
+"""The fit progress display (``sklearn_gpulda/_present/progress.py``), driven by a fake clock."""
 
 import io
 import sys
@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from sklearn_gpulda._progress import FitProgress
+from sklearn_gpulda._present.progress import FitProgress
 
 
 class Terminal(io.StringIO):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sklearn_gpulda import _random
+from sklearn_gpulda.backends import random as _random
 
 # Random123's published known-answer vectors for Philox4x32-10 (counter, key, output).
 KNOWN_ANSWERS = [

@@ -4,7 +4,7 @@ sparse_rule.DocRows`) draws exactly what the pass over dense rows draws."""
 import numpy as np
 import pytest
 
-from sklearn_gpulda._corpus import tokens
+from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda.backends.numpy import sparse_rule
 from sklearn_gpulda.backends.numpy.sampler import NumpySampler
 from sklearn_gpulda.datasets import make_lda_corpus

@@ -1,11 +1,11 @@
-"""The hand-written SVG charts of ``sklearn_gpulda/_svg.py``."""
+"""The hand-written SVG charts of ``sklearn_gpulda/_present/svg.py``."""
 
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
 
-from sklearn_gpulda import _svg
+from sklearn_gpulda._present import svg as _svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from sklearn_gpulda._corpus import tokens  # noqa: E402
-from sklearn_gpulda._device import CPU  # noqa: E402
+from sklearn_gpulda._input.corpus import tokens  # noqa: E402
+from sklearn_gpulda._runtime.device import CPU  # noqa: E402
 from sklearn_gpulda.backends.numpy import NumpySampler  # noqa: E402
 from sklearn_gpulda.backends.numpy.sparse_rule import draw_topics  # noqa: E402
 from sklearn_gpulda.datasets import load_uci_bow, make_lda_corpus  # noqa: E402

@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sklearn_gpulda._corpus import tokens  # noqa: E402
+from sklearn_gpulda._input.corpus import tokens  # noqa: E402
 from sklearn_gpulda.backends.numpy import NumpySampler  # noqa: E402
 from sklearn_gpulda.backends.numpy.minibatch import NumpyMinibatchSampler  # noqa: E402
 from sklearn_gpulda.datasets import load_kjv_chapters  # noqa: E402

@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sklearn_gpulda._corpus import tokens  # noqa: E402
-from sklearn_gpulda._device import CPU  # noqa: E402
+from sklearn_gpulda._input.corpus import tokens  # noqa: E402
+from sklearn_gpulda._runtime.device import CPU  # noqa: E402
 from sklearn_gpulda.backends.numpy import NumpySampler  # noqa: E402
 from sklearn_gpulda.backends.numpy import processes, threads  # noqa: E402
 from sklearn_gpulda.datasets import make_lda_corpus  # noqa: E402

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sklearn_gpulda._corpus import tokens  # noqa: E402
+from sklearn_gpulda._input.corpus import tokens  # noqa: E402
 from sklearn_gpulda.backends.numpy.sampler import NumpySampler  # noqa: E402
 from sklearn_gpulda.datasets import load_uci_bow  # noqa: E402
 

@@ -32,7 +32,7 @@ def fit_model(model, X, progress, sweeps):
     an estimator without one (a scikit-learn model) falls back to its ``verbose`` lines, which
     cost a log-likelihood evaluation per sweep, so that fallback is never chosen by default.
     """
-    from sklearn_gpulda._progress import FitProgress
+    from sklearn_gpulda._present.progress import FitProgress
 
     has_hook = "callback" in inspect.signature(model.fit).parameters
     if progress is None:
@@ -94,7 +94,9 @@ def model_vocabulary(saved, vocab_path):
 def run_demo(args):
     from sklearn.model_selection import train_test_split
 
-    from sklearn_gpulda import GPULatentDirichletAllocation, _device, _fit
+    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda._fitting import loop as _fit
+    from sklearn_gpulda._runtime import device as _device
     from sklearn_gpulda.datasets import load_kjv_chapters
     from sklearn_gpulda.metrics import document_completion
 
@@ -146,7 +148,9 @@ def _save_with_vocabulary(model, X, names):
 
 
 def run_fit(args):
-    from sklearn_gpulda import GPULatentDirichletAllocation, _device, _fit
+    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda._fitting import loop as _fit
+    from sklearn_gpulda._runtime import device as _device
 
     if not args.input.is_file():
         raise CommandError(f"input file not found: {args.input}")

@@ -48,11 +48,12 @@ def n_jobs(text):
 def parse_device(text):
     """``text`` if it is a valid ``device``, else a usage error.
 
-    The estimator's own parser decides (``sklearn_gpulda._device.parse_device``), so the command
+    The estimator's own parser decides (``sklearn_gpulda._runtime.device.parse_device``), so the
+    command
     line accepts exactly what the ``device`` parameter accepts, case included ('CUDA' is refused
     by both), and a command never fails later, inside fit, on a value it let through.
     """
-    from sklearn_gpulda._device import parse_device as parse
+    from sklearn_gpulda._runtime.device import parse_device as parse
 
     try:
         parse(text)
@@ -64,7 +65,7 @@ def parse_device(text):
 
 def resolve_device(device):
     """The device a fit will use (``'cpu'`` or ``'cuda:N'``), asked before the data is loaded."""
-    from sklearn_gpulda import _device
+    from sklearn_gpulda._runtime import device as _device
 
     try:
         return str(_device.resolve_device(device))
@@ -74,7 +75,7 @@ def resolve_device(device):
 
 def describe_device(device):
     """One human line for a fitted ``device_`` string such as ``'cpu'`` or ``'cuda:0'``."""
-    from sklearn_gpulda import _device
+    from sklearn_gpulda._runtime import device as _device
 
     kind, indices = _device.parse_device(device)
     if kind == "cpu":

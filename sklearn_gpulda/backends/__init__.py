@@ -82,13 +82,14 @@ _MINIBATCH_WHY = ("every token's draw walks all K topics (the rule of doc/algori
 #: On the CPU both rules cost the same, and 'auto' keeps the reference (sparse) rule.
 
 BACKENDS = (
-    Backend("cuda-dense", "dense", "cuda", ".cuda.dense:CudaDenseSampler", max_topics=1024,
+    Backend("cuda-dense", "dense", "cuda", ".cuda.dense.sampler:CudaDenseSampler", max_topics=1024,
             auto_max_topics=0, why_max_topics=_DENSE_WHY),
-    Backend("cuda-sparse", "sparse", "cuda", ".cuda.sparse:CudaSparseSampler", max_topics=65536,
-            multi_target=".cuda.multi_gpu:MultiGpuSampler",
+    Backend("cuda-sparse", "sparse", "cuda", ".cuda.sparse.sampler:CudaSparseSampler",
+            max_topics=65536,
+            multi_target=".cuda.multi_gpu.sampler:MultiGpuSampler",
             why_max_topics="topics are stored in 16 bits in the sparse kernels' token and "
                            "document-topic layouts"),
-    Backend("cuda-minibatch", "minibatch", "cuda", ".cuda.minibatch:CudaMinibatchSampler",
+    Backend("cuda-minibatch", "minibatch", "cuda", ".cuda.minibatch.sampler:CudaMinibatchSampler",
             max_topics=4096, auto_max_topics=0, why_max_topics=_MINIBATCH_WHY),
     Backend("numpy-dense", "dense", "cpu", ".numpy.sampler:NumpySampler",
             options={"rule": "dense"}, max_topics=1024, auto_max_topics=0,
@@ -112,7 +113,7 @@ def choose_backend(algorithm, n_topics, device):
     algorithm : str
         'auto' or one of :func:`algorithm_names`.
     n_topics : int
-    device : sklearn_gpulda._device.Device
+    device : sklearn_gpulda._runtime.device.Device
 
     Returns
     -------
@@ -157,7 +158,8 @@ def fold_in(device, X, components, alpha, max_iter, tol, return_loglik=False, n_
     every backend of a device kind (it reads no sampler's state).
 
     See :func:`sklearn_gpulda.backends.numpy.fold_in` for the parameters; ``device`` is a
-    resolved :class:`~sklearn_gpulda._device.Device`; ``n_jobs`` sets the CPU's threads (a GPU
+    resolved :class:`~sklearn_gpulda._runtime.device.Device`; ``n_jobs`` sets the CPU's threads (a
+    GPU
     ignores it).
     """
     if device.kind == "cpu":

@@ -2,7 +2,8 @@
 
 A :class:`Sampler` holds one Gibbs chain on one device: the tokens of a corpus laid out as the
 backend likes, each token's topic, and the counts derived from them. It does the arithmetic of
-``doc/algorithm.md`` and nothing else: the fit loop (:mod:`sklearn_gpulda._fit`) decides what to
+``doc/algorithm.md`` and nothing else: the fit loop (:mod:`sklearn_gpulda._fitting.loop`) decides
+what to
 run when (sweeps, prior updates, averaging, evaluation, stopping), and the estimator validates
 user input before any of it.
 
@@ -23,8 +24,8 @@ import abc
 
 import numpy as np
 
-from .. import _priors
-from .._random import STREAM_INIT, STREAM_SAMPLE
+from . import priors as _priors
+from .random import STREAM_INIT, STREAM_SAMPLE
 
 
 def topic_prior(alpha, n_topics):
@@ -68,7 +69,7 @@ class Sampler(abc.ABC):
         Topic-word prior.
     seed : int
         32-bit seed; with the iteration number it keys every random draw.
-    device : sklearn_gpulda._device.Device
+    device : sklearn_gpulda._runtime.device.Device
         Where the chain lives.
     """
 
@@ -94,12 +95,12 @@ class Sampler(abc.ABC):
     # -- the chain ------------------------------------------------------------------------------
     @abc.abstractmethod
     def load(self, corpus):
-        """Lay out a :class:`~sklearn_gpulda._corpus.TokenCorpus`; raise MemoryError, before
+        """Lay out a :class:`~sklearn_gpulda._input.corpus.TokenCorpus`; raise MemoryError, before
         allocating, where it would not fit. Drops any earlier corpus."""
 
-    def load_batches(self, corpus, ranges):
+    def load_online_batches(self, corpus, ranges):
         """Hold the mini-batches of ``corpus`` (document ranges ``(d0, d1)``) for
-        :meth:`select_batch`; drops any earlier corpus.
+        :meth:`select_online_batch`; drops any earlier corpus.
 
         Online learning runs one short chain per mini-batch: a call that holds all of them at
         once lets a backend lay them out together instead of one by one. Here they stay on the
@@ -108,8 +109,8 @@ class Sampler(abc.ABC):
         self.release()
         self._held_batches = (corpus, [(int(d0), int(d1)) for d0, d1 in ranges])
 
-    def select_batch(self, i):
-        """Make mini-batch ``i`` of :meth:`load_batches` the loaded corpus: its documents
+    def select_online_batch(self, i):
+        """Make mini-batch ``i`` of :meth:`load_online_batches` the loaded corpus: its documents
         numbered from 0 and its tokens too (so that they draw the numbers they draw loaded on
         their own), no topics yet, nothing accumulated.
 
@@ -122,7 +123,7 @@ class Sampler(abc.ABC):
         """
         held = getattr(self, "_held_batches", None)
         if held is None:
-            raise RuntimeError("the sampler holds no mini-batches; call load_batches first")
+            raise RuntimeError("the sampler holds no mini-batches; call load_online_batches first")
         corpus, ranges = held
         # The batch's chain reads only its own words' columns of a fixed topic-word side.
         part, columns = corpus.doc_range(*ranges[i]).over_used_words()
@@ -227,14 +228,16 @@ class Sampler(abc.ABC):
         """
 
     def doc_topic_table(self):
-        """:meth:`doc_topic_histogram` split by :func:`sklearn_gpulda._priors.alpha_table`:
-        ``(table, (topic, count, n_docs))``, what :func:`~sklearn_gpulda._priors.update_alpha`
+        """:meth:`doc_topic_histogram` split by :func:`sklearn_gpulda.backends.priors.alpha_table`:
+        ``(table, (topic, count, n_docs))``, what
+        :func:`~sklearn_gpulda.backends.priors.update_alpha`
         reads. A GPU engine may return the table on its device."""
         return _priors.alpha_table(*self.doc_topic_histogram(), self.n_topics)
 
     def alpha_table_numerator(self, alpha, table):
         """The table's part of alpha's numerator for a table :meth:`doc_topic_table` returned
-        (:func:`sklearn_gpulda._priors.table_numerator`); a GPU engine runs it where its table
+        (:func:`sklearn_gpulda.backends.priors.table_numerator`); a GPU engine runs it where its
+        table
         lies."""
         return _priors.table_numerator(alpha, table)
 

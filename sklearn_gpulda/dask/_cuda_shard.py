@@ -11,7 +11,7 @@ for bit.
 Imported only on a worker that runs the CUDA engine (it needs CuPy).
 """
 
-from ..backends.cuda.multi_gpu import DeviceShard
+from ..backends.cuda.multi_gpu.sampler import DeviceShard
 from ._wire import cell_dtype
 
 

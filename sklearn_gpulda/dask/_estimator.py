@@ -6,11 +6,11 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import _fit_context, clone
 
-from .. import _fit
-from .._device import CPU, Device, parse_device
-from .._fitted import transaction
-from .._validation import check_counts
-from .._warnings import warn_caller
+from .._fitting import loop as _fit
+from .._fitting.fitted import transaction
+from .._input.validation import check_counts
+from .._runtime.device import CPU, Device, parse_device
+from .._runtime.warnings import warn_caller
 from ..estimator import GPULatentDirichletAllocation
 from ._sampler import DaskSampler, NcclDaskSampler, ShardedCorpus, WorkerLost
 from ._shard import Shard, validated_block
@@ -70,7 +70,7 @@ _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-paral
 
 def _worker_has_gpu():
     """Run on a worker: whether CuPy sees a GPU there."""
-    from .._device import gpu_count
+    from .._runtime.device import gpu_count
 
     return gpu_count() > 0
 

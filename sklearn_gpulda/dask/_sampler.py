@@ -1,7 +1,8 @@
 """The driver's side of a fit spread over Dask workers: a :class:`~sklearn_gpulda.backends.base.
 Sampler` whose tokens live in :class:`~._shard.Shard` actors.
 
-The fit loop (:func:`sklearn_gpulda._fit.fit_corpus`) drives it like any sampler. Each E-step
+The fit loop (:func:`sklearn_gpulda._fitting.loop.fit_corpus`) drives it like any sampler. Each
+E-step
 runs on every shard at once; the shards' parts of the word-topic matrix B are summed here and
 the total is sent back to every shard, which builds the sampling tables from it. Counts of
 integer tokens are integers, whose sums do not depend on their order, and every token draws
@@ -20,12 +21,11 @@ import time
 
 import numpy as np
 
-from .._random import STREAM_INIT, STREAM_SAMPLE
 from ..backends.base import Sampler
 from ..backends.numpy.sampler import HostWordTopic
-from .._priors import merge_histograms
+from ..backends.priors import merge_histograms
+from ..backends.random import STREAM_INIT, STREAM_SAMPLE
 from ._wire import cell_dtype, dense_word_topic
-
 
 #: Seconds a shard's cancelled or broken call waits for the scheduler to report a lost worker.
 LOSS_GRACE_S = 10.0

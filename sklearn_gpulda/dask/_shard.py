@@ -16,9 +16,9 @@ import scipy.sparse as sp
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_non_negative
 
-from .._corpus import tokens
-from .._random import STREAM_SAMPLE
+from .._input.corpus import tokens
 from ..backends.numpy.sampler import NumpySampler
+from ..backends.random import STREAM_SAMPLE
 from ._wire import cell_dtype, dense_word_topic
 
 
@@ -85,7 +85,7 @@ def shard_chain(engine, n_topics, alpha, beta, seed, n_jobs=None, rule="sparse")
         return ShardChain(n_topics, alpha, beta, seed, n_jobs=n_jobs, rule=rule)
     if engine != "cuda" or rule != "sparse":
         raise ValueError(f"no shard chain for engine={engine!r}, rule={rule!r}")
-    from .._device import resolve_device
+    from .._runtime.device import resolve_device
     from ._cuda_shard import CudaShardChain
 
     # A dask-cuda worker sees its own GPU first (CUDA_VISIBLE_DEVICES); others share GPU 0.
@@ -143,7 +143,7 @@ class Shard:
     # -- summing B among GPU workers with NCCL ---------------------------------------------------
     def gpu_identity(self):
         """``(host, PCI bus id)`` of the shard's GPU, or None for a CPU shard or without NCCL."""
-        from ..backends.cuda.all_reduce import gpu_identity, nccl_module
+        from ..backends.cuda.multi_gpu.all_reduce import gpu_identity, nccl_module
 
         if not hasattr(self.chain, "_dev") or nccl_module() is None:
             return None
@@ -151,13 +151,13 @@ class Shard:
             return gpu_identity(self.chain._cp)
 
     def nccl_unique_id(self):
-        from ..backends.cuda.all_reduce import nccl_unique_id
+        from ..backends.cuda.multi_gpu.all_reduce import nccl_unique_id
 
         return nccl_unique_id()
 
     def join_all_reduce(self, n_ranks, unique_id, rank):
         """Join the communicator of the GPU shards (every shard calls this at once)."""
-        from ..backends.cuda.all_reduce import NcclRank
+        from ..backends.cuda.multi_gpu.all_reduce import NcclRank
 
         self._rank = NcclRank(self.chain._cp, self.chain._index, n_ranks, unique_id, rank)
 

@@ -10,7 +10,7 @@ import numbers
 import numpy as np
 from sklearn.utils import Bunch
 
-from .._device import resolve_device
+from .._runtime.device import resolve_device
 from ..backends import fold_in
 from ..datasets._synthetic import _as_generator
 from ._checks import _as_counts, _as_float_matrix, _check_alpha, _check_vocabulary

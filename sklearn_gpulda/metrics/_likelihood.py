@@ -8,7 +8,6 @@ import numpy as np
 
 from ._checks import _as_counts, _as_float_matrix, _check_vocabulary, _normalise_rows
 
-
 # Gathered (non-zero x topic) arrays are built for about a million entries at a time: scoring a
 # 100 M-token corpus then needs tens of MB of scratch memory, and a fold-in chunk stays in cache
 # across its iterations.

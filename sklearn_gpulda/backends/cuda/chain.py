@@ -5,10 +5,10 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..._device import free_device_bytes
-from ..._hybrid_table import HybridTable
+from ..._runtime.device import free_device_bytes
 from ..base import normalised_rows
 from . import counts
+from .sparse.hybrid_table import HybridTable
 from .transfer import topic_major_to_host
 
 
@@ -168,7 +168,7 @@ class CudaChain:
     def _accumulate_hybrid(self):
         """Averaging for a sampler whose ``hybrid`` property is True (it provides
         ``_hybrid_parts``)."""
-        from .hybrid import HybridSum
+        from .sparse.hybrid import HybridSum
 
         dense, rare = self._hybrid_parts()
         if self._sum is None:
@@ -224,7 +224,7 @@ class CudaChain:
     def _hybrid_histogram(self):
         """:meth:`word_topic_histogram` of a hybrid B: the dense rows' values and the rare
         slots' counts binned apart and merged; the totals are the chain's (integer sums)."""
-        from ..._hybrid_table import slot_counts
+        from .sparse.hybrid_table import slot_counts
 
         dense, rare = self._hybrid_parts()
         found = [self._value_counts(dense.ravel()),

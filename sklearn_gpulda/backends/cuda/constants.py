@@ -7,7 +7,7 @@ The comments of the header say what each number is.
 
 import re
 
-from ..._kernels import source_dir
+from .kernels import source_dir
 
 _CONSTANT = re.compile(r"^\s*constexpr\s+int\s+(k\w+)\s*=\s*(\d+)\s*;", re.MULTILINE)
 

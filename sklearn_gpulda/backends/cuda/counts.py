@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from ... import _kernels, _priors
+from .. import priors as _priors
+from . import kernels as _kernels
 from .constants import COUNT_BLOCK, HIST_MAX_TOPICS, LONG_HIST_WINDOW, SHORT_DOC_MAX, WARP
 
 STEM = "counts"
@@ -177,7 +178,8 @@ def a_entry_histogram(chunk, table, overflow, n_overflow, n_sm):
 
 def alpha_table_numerator(alpha, table):
     """Device ``(K,)`` float64: the table's part of alpha's numerator
-    (:func:`sklearn_gpulda._priors.table_numerator`, bit for bit) from ``alpha`` (K float64) and
+    (:func:`sklearn_gpulda.backends.priors.table_numerator`, bit for bit) from ``alpha`` (K
+    float64) and
     ``table`` (K x C float64, C-contiguous), both on the device."""
     import cupy as cp
 

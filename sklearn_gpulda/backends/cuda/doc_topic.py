@@ -7,8 +7,8 @@ the corpus and the device; split from it so that each module keeps one job.
 
 import numpy as np
 
-from ..._device import is_device_array
-from ... import _priors
+from ..._runtime.device import is_device_array
+from .. import priors as _priors
 from . import counts
 from .chain import decode_keys
 

@@ -8,9 +8,9 @@ learning's evaluation call it through :func:`sklearn_gpulda.backends.fold_in`.
 import numpy as np
 import scipy.sparse as sp
 
-from ... import _kernels
-from ..._device import free_device_bytes, is_device_array
+from ..._runtime.device import free_device_bytes, is_device_array
 from ..base import topic_prior
+from . import kernels as _kernels
 from .constants import INFER_BLOCK
 
 #: Scratch budget of one launch (theta and gamma, float64).

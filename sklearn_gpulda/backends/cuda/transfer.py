@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..._device import is_device_array
+from ..._runtime.device import is_device_array
 
 #: Device bytes of one block in flight (and of each of the two pinned host buffers).
 BLOCK_BYTES = 64 << 20

@@ -5,9 +5,9 @@ batch (``doc/algorithm.md``, mini-batched sweeps; Moon, thesis ch. 2).
 
 import numpy as np
 
-from ..._device import CPU
-from ..._layouts import DEFAULT_BATCH_TOKENS, batch_bounds
-from ..._random import STREAM_SAMPLE
+from ..._input.layouts import DEFAULT_BATCH_TOKENS, batch_bounds
+from ..._runtime.device import CPU
+from ..random import STREAM_SAMPLE
 from .minibatch_rule import batch_doc_side, draw_batch_range
 from .sampler import NumpySampler
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import _random
+from .. import random as _random
 
 
 def count_pairs(index, topics, weight, n_rows, n_topics, dtype=np.float64):

@@ -8,15 +8,24 @@ Work is chunked over tokens so that no temporary exceeds a few tens of megabytes
 
 import numpy as np
 
-from ... import _random
-from ..._device import CPU
-from ..._layouts import _stable_counting_sort
+from ..._input.layouts import _stable_counting_sort
+from ..._runtime.device import CPU
+from .. import random as _random
 from ..base import Sampler, normalised_rows
 from .dense_rule import draw_topics_dense
 from .processes import make_team
-from .row_tasks import (UniformKey, add_rows, count_doc_and_word_rows, count_rows,
-                        merge_value_counts, nonzero_value_counts, topic_range, transpose_rows,
-                        uniform_range, value_counts)
+from .row_tasks import (
+    UniformKey,
+    add_rows,
+    count_doc_and_word_rows,
+    count_rows,
+    merge_value_counts,
+    nonzero_value_counts,
+    topic_range,
+    transpose_rows,
+    uniform_range,
+    value_counts,
+)
 from .sparse_rule import draw_topics, log_likelihood_terms
 from .tables import WordTables
 from .threads import ThreadTeam, resolve_n_jobs

@@ -3,7 +3,6 @@
 import numpy as np
 
 from ..base import topic_prior
-
 from .threads import ThreadTeam
 
 _ONE_THREAD = ThreadTeam(1)

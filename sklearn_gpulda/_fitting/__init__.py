@@ -1,0 +1,1 @@
+"""The fit loop and what it drives: plans, sweeps and passes, priors, stopping."""

@@ -1,0 +1,238 @@
+"""Online learning (``learning_method='online'`` and ``partial_fit``): mini-batches whose word-topic
+statistics, from short chains with the topics held fixed, are blended into the model
+(``doc/algorithm.md``, mini-batch learning). The shared pieces (Plan, FittedState, the history
+and the stopping rule) are :mod:`sklearn_gpulda._fitting.loop`'s.
+"""
+
+import time
+
+import numpy as np
+from sklearn.utils import gen_batches
+
+from .._input.corpus import tokens
+from .._runtime.device import array_module, to_host
+from ..backends import fold_in
+from ..backends.random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE
+from .cadence import Cadence
+from .loop import FittedState, _History, perplexity, public_prior
+
+
+def _batch_statistics(plan, sampler, components, iteration, want_loglik, columns=None):
+    """Word-topic statistics of the mini-batch ``sampler`` has loaded (``doc/algorithm.md``,
+    mini-batch learning), and the training log-likelihood of the batch's last state when asked
+    (else NaN).
+
+    ``components`` is float64, or None for the very first batch; where ``columns`` (an index
+    array where ``components`` lies) is given, the loaded batch holds only those columns of it
+    (the statistics too)."""
+    first = components is None
+    if not first:
+        # Bhat of the batch's words from the whole model's row sums: the numbers the whole
+        # model's Bhat holds for them.
+        cols = slice(None) if columns is None else columns
+        sampler.fix_topic_word(components[:, cols], row_sums=components.sum(axis=1))
+    sampler.init_topics(iteration, STREAM_BATCH_INIT)
+    keep_from = plan.n_batch_sweeps - (plan.n_batch_sweeps + 1) // 2
+    for s in range(plan.n_batch_sweeps):
+        sampler.sweep(iteration, STREAM_BATCH_SAMPLE, s)
+        if not first and s >= keep_from:
+            sampler.accumulate_word_topic()
+    # Where the chain lives: a GPU chain's statistics, and so the model, stay on its device.
+    stats = sampler.word_topic_statistics()
+    loglik = sampler.log_likelihood() if want_loglik else float("nan")
+    return stats, loglik
+
+
+def _blend(plan, components, stats, columns, n_docs, n_batch_iter, total_samples):
+    """The model after a mini-batch of ``n_docs`` documents whose statistics over ``columns``
+    of it (all where None) are ``stats``; the target itself after the very first batch."""
+    beta = plan.beta.value
+    rho = (plan.learning_offset + n_batch_iter) ** (-plan.learning_decay)
+    target = beta + (total_samples / max(n_docs, 1)) * stats
+    if components is None:
+        return target
+    xp = array_module(stats)
+    components = xp.asarray(components)
+    # A word the batch does not hold has no statistics: its target is beta alone. Each cell is
+    # the same IEEE expression as blending the whole (K, V) target.
+    new = (1.0 - rho) * components + rho * beta
+    columns = slice(None) if columns is None else xp.asarray(columns)
+    new[:, columns] = (1.0 - rho) * components[:, columns] + rho * target
+    return new
+
+
+class OnlineBatches:
+    """The mini-batches of one count matrix, held by a sampler (:meth:`~sklearn_gpulda.
+    backends.base.Sampler.load_online_batches`) over the words the matrix holds."""
+
+    def __init__(self, sampler, X, ranges):
+        corpus, self.used = tokens(X).over_used_words()
+        sampler.load_online_batches(corpus, ranges)
+        self.sampler = sampler
+        self._used_on = {}
+
+    def select(self, i, xp):
+        """Load batch ``i`` into the sampler; the model's columns it holds, on ``xp``."""
+        columns = self.sampler.select_online_batch(i)
+        used = self._used_on.get(xp)
+        if used is None:
+            used = self._used_on[xp] = xp.asarray(self.used)
+        return used[xp.asarray(columns)]
+
+
+def online_steps(plan, X, ranges, components, alpha, n_batch_iter, total_samples, sampler,
+                 want_loglik=False, held=None):
+    """Online learning's steps over the mini-batches ``ranges`` (document ranges) of ``X``.
+
+    Parameters
+    ----------
+    plan : Plan
+    X : validated counts
+    ranges : list of (int, int)
+    components : array of shape (n_topics, n_words) or None
+        The model so far (on the host, or on the sampler's GPU); None before the very first
+        batch.
+    alpha : float or ndarray
+        The document-topic prior (held as it is: online learning learns no prior).
+    n_batch_iter : int
+        Number of the first batch (keys its random numbers, sets its learning rate).
+    total_samples : float
+        Documents the corpus is assumed to hold.
+    sampler : Sampler
+    want_loglik : bool, default=False
+        Also compute the training log-likelihood of the last batch's last state.
+    held : OnlineBatches, optional
+        ``X``'s batches ``ranges``, already held by ``sampler`` (an earlier pass's).
+
+    Returns
+    -------
+    components : array of float64
+        On the sampler's device: a GPU chain's model stays there between batches.
+    n_batch_iter : int
+        The number the next batch takes.
+    loglik : float
+        NaN unless ``want_loglik``.
+    held : OnlineBatches or None
+        What the sampler holds, for a next pass over the same batches.
+    """
+    loglik = float("nan")
+    sampler.set_priors(alpha=alpha)
+    for i, (d0, d1) in enumerate(ranges):
+        want = want_loglik and i == len(ranges) - 1
+        columns = None
+        if components is None:
+            # The first batch learns B, whose denominators count the whole vocabulary: its
+            # chain runs over every column.
+            sampler.load(tokens(X[d0:d1]))
+        else:
+            # With the topic-word side fixed, a batch's chain reads only its own words' columns
+            # of the model. The sampler holds every batch at once, over the words X holds
+            # (laid out together where its engine can), and selects one at a time.
+            xp = array_module(components)
+            components = xp.asarray(components, dtype=np.float64)
+            if held is None:
+                held = OnlineBatches(sampler, X, ranges)
+            columns = held.select(i, xp)
+        stats, loglik = _batch_statistics(plan, sampler, components, n_batch_iter, want,
+                                          columns)
+        components = _blend(plan, components, stats, columns, d1 - d0, n_batch_iter,
+                            total_samples)
+        n_batch_iter += 1
+    return components, n_batch_iter, loglik, held
+
+
+def online_batch_ranges(n_docs, batch_size):
+    """Document ranges of the mini-batches of a pass."""
+    return [(b.start, b.stop) for b in gen_batches(n_docs, batch_size)]
+
+
+def online_pass(plan, X, components, alpha, n_batch_iter, total_samples, sampler,
+                want_loglik=False, held=None):
+    """One pass of :func:`online_steps` over ``X`` in mini-batches of ``plan.batch_size``
+    documents.
+
+    Returns
+    -------
+    components, alpha
+        As the steps leave them after the last batch.
+    n_batch_iter : int
+        The number the next batch takes.
+    loglik, n_tokens : float
+        The last batch's training log-likelihood and its tokens, where ``want_loglik`` (only
+        that batch's is computed); NaN and 0 otherwise, and for an empty ``X``.
+    held : OnlineBatches or None
+        Pass it to the next pass over the same ``X`` with the same sampler.
+    """
+    ranges = online_batch_ranges(X.shape[0], plan.batch_size)
+    if not ranges:
+        return components, alpha, n_batch_iter, float("nan"), 0.0, held
+    components, n_batch_iter, loglik, held = online_steps(
+        plan, X, ranges, components, alpha, n_batch_iter, total_samples, sampler, want_loglik,
+        held)
+    d0, d1 = ranges[-1]
+    n_tokens = float(X[d0:d1].sum()) if want_loglik else 0.0
+    return components, alpha, n_batch_iter, loglik, n_tokens, held
+
+
+def held_out_perplexity(plan, X, components, alpha):
+    """Perplexity of ``X`` by the deterministic fold-in (online learning's evaluation)."""
+    _, loglik = fold_in(plan.device, X, components, alpha, plan.max_doc_update_iter,
+                        plan.mean_change_tol, return_loglik=True, n_jobs=plan.n_jobs)
+    return perplexity(loglik.sum(), float(X.sum()))
+
+
+def fit_online(plan, X):
+    """Online learning: ``max_iter`` passes of mini-batches of ``batch_size`` documents.
+
+    Returns
+    -------
+    FittedState
+    """
+    n_samples = X.shape[0]
+    start = time.perf_counter()
+    n_tokens = float(X.sum())
+    history = _History()
+    history.stop_reason = f"max_iter={plan.max_iter} passes done"
+    components, alpha, n_batch_iter = None, plan.alpha.value, 1
+    n_iter, bound, held = 0, None, None
+    sampler = plan.sampler()
+    cadence = Cadence()
+    try:
+        for i in range(plan.max_iter):
+            # The sampler holds the pass's batches from the first pass on.
+            components, alpha, n_batch_iter, _, _, held = online_pass(
+                plan, X, components, alpha, n_batch_iter, n_samples, sampler, held=held)
+            n_iter = i + 1
+            evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
+            bound = None
+            if evaluate or (plan.verbose and cadence.due(n_iter)):
+                sampler.synchronize()
+                bound = cadence.timed(lambda: held_out_perplexity(plan, X, components, alpha))
+                history.add(iteration=n_iter, seconds=time.perf_counter() - start,
+                            train_perplexity=bound)
+            if plan.verbose:
+                line = f"iteration: {n_iter} of max_iter: {plan.max_iter}"
+                print(line if bound is None else f"{line}, perplexity: {bound:.4f}")
+            if plan.callback is not None:
+                plan.callback(n_iter, dict(max_iter=plan.max_iter, n_tokens=n_tokens,
+                                           seconds=time.perf_counter() - start,
+                                           log_likelihood=None))
+            if evaluate and history.settled(bound, plan, n_iter, "passes"):
+                break
+        if plan.verbose:
+            print(f"stopped: {history.stop_reason}")
+        sampler.synchronize()
+    finally:
+        sampler.release()
+    fit_time = time.perf_counter() - start
+    if components is None:
+        # max_iter=0: no batch was seen; topics stay at the prior.
+        components = np.full((plan.n_topics, X.shape[1]), plan.beta.value)
+    return FittedState(
+        components=to_host(components), doc_topic_prior=public_prior(alpha, plan.alpha),
+        topic_word_prior=float(plan.beta.value), n_iter=n_iter, n_batch_iter=n_batch_iter,
+        # The last pass's evaluation, when it had one, is the model's: not computed twice.
+        bound=held_out_perplexity(plan, X, components, alpha) if bound is None else bound,
+        n_tokens=n_tokens,
+        fit_time=fit_time, history=history.as_dict(),
+    )

@@ -1,0 +1,1 @@
+"""Input: validation of count matrices, token corpora, row blocks, host layouts."""

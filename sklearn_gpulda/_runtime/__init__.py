@@ -1,0 +1,1 @@
+"""The process's runtime: devices and their memory, stage clocks, warnings."""

@@ -1,0 +1,1 @@
+"""The dense CUDA engine: a thread per document over all K topics."""

@@ -1,0 +1,177 @@
+"""Launchers of the dense sampling kernels of ``cuda/sample_dense.cu``.
+
+Three kernels draw the same dense rule
+(:func:`~sklearn_gpulda.backends.numpy.dense_rule.draw_topics_dense`) for every token of a
+document-major corpus, one thread per document (Steele and Tristan, PPoPP'17):
+
+- ``"butterfly"``: Alg. 7, butterfly-patterned partial sums (the fast path);
+- ``"transpose"``: Alg. 4 with the register transposition of Fig. 2;
+- ``"plain"``: Alg. 1 + Alg. 3, the uncoalesced baseline.
+
+Nothing here validates user input beyond what a kernel needs to run safely (dtypes, contiguity,
+shapes, the K ceiling); CuPy is imported lazily so that the module imports without a GPU.
+"""
+
+import numpy as np
+
+from ...random import STREAM_SAMPLE
+from .. import kernels as _kernels
+from ..constants import DENSE_BLOCK as BLOCK, DENSE_BLOCK_MAX, DENSE_MAX_TOPICS as MAX_TOPICS
+
+VARIANTS = ("butterfly", "transpose", "plain")
+
+_STEM = "sample_dense"
+
+
+def document_order(doc_ptr):
+    """The master index: non-empty documents by decreasing length (ties by id), as int32.
+
+    Works on NumPy or CuPy arrays and returns the same kind. Warps take 32 consecutive entries,
+    so sorting makes the documents of a warp alike in length (Alg. 4's idiom for ragged lengths).
+
+    Parameters
+    ----------
+    doc_ptr : ndarray of int64, shape (n_docs + 1,)
+
+    Returns
+    -------
+    order : ndarray of int32, shape (n_nonempty_docs,)
+    """
+    xp = np
+    if type(doc_ptr).__module__.startswith("cupy"):
+        import cupy as xp
+    lengths = xp.diff(doc_ptr)
+    # A stable sort on -length keeps ids increasing among documents of one length.
+    order = xp.argsort(-lengths, kind="stable") if xp is np else xp.argsort(-lengths)
+    order = order[lengths[order] > 0]
+    return order.astype(xp.int32)
+
+
+def sample_dense(
+    variant,
+    doc_order,
+    doc_ptr,
+    word,
+    weight,
+    A,
+    bhat,
+    alpha,
+    seed,
+    iteration,
+    z,
+    stream=STREAM_SAMPLE,
+    sweep=0,
+    block=BLOCK,
+    word_counts=None,
+):
+    """Draw a new topic for every token of the listed documents on the GPU.
+
+    Parameters
+    ----------
+    variant : {"butterfly", "transpose", "plain"}
+    doc_order : cupy.ndarray of int32, shape (n_order,)
+        Documents to process, each at most once; best from :func:`document_order`.
+    doc_ptr : cupy.ndarray of int64, shape (n_docs + 1,)
+        Tokens of document d are ``doc_ptr[d]:doc_ptr[d + 1]`` in canonical order.
+    word : cupy.ndarray of int32, shape (n_tokens,)
+        Word of each canonical token.
+    weight : cupy.ndarray of float32 of shape (n_tokens,), or None
+        Token weights; None when every weight is 1.
+    A : cupy.ndarray of float32, shape (n_docs, n_topics)
+        Document-topic counts of the topics in ``z``, held fixed.
+    bhat : cupy.ndarray of float32, shape (n_words, n_topics)
+        Normalised word-topic matrix, word-major, held fixed.
+    alpha : cupy.ndarray of float32, shape (n_topics,)
+        Document-topic prior.
+    seed, iteration : int
+        Philox key (32 bits each).
+    z : cupy.ndarray of int32, shape (n_tokens,)
+        The current topic of each token; the tokens of the listed documents receive their new
+        topic, the others are left as they are.
+    stream, sweep : int, default=STREAM_SAMPLE, 0
+        Philox counter words (a training E-step uses stream 1, sweep 0).
+    block : int, default=128
+        Threads per block, a multiple of 32 up to 256.
+    word_counts : tuple (B, denom, beta) or None, default=None
+        What ``bhat`` came from: B (cupy float32, V x K), ``n + V beta`` (cupy float64, K) and beta,
+        for the word side of each token's own count; None when ``bhat`` is fixed.
+
+    Returns
+    -------
+    z : cupy.ndarray
+        The ``z`` argument.
+    """
+    import cupy as cp
+
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    arrays = [("doc_order", doc_order), ("doc_ptr", doc_ptr), ("word", word), ("A", A),
+              ("bhat", bhat), ("alpha", alpha), ("z", z)]
+    if weight is not None:
+        arrays.append(("weight", weight))
+    for name, arr in arrays:
+        if not isinstance(arr, cp.ndarray):
+            raise TypeError(f"{name} must be a cupy.ndarray, got {type(arr).__name__}")
+    if A.ndim != 2 or bhat.ndim != 2 or A.shape[1] != bhat.shape[1]:
+        raise ValueError(
+            f"A and bhat must be 2-d with the same number of topics, got {A.shape} and {bhat.shape}"
+        )
+    n_docs, n_topics = A.shape
+    if not 1 <= n_topics <= MAX_TOPICS:
+        raise ValueError(f"the dense kernels support 1 to {MAX_TOPICS} topics, got {n_topics}")
+    if alpha.shape != (n_topics,):
+        raise ValueError(f"alpha must have shape ({n_topics},), got {alpha.shape}")
+    if n_docs < 1 or bhat.shape[0] < 1:
+        raise ValueError("A and bhat need at least one row")
+    if bhat.shape[0] * n_topics >= 2**32:
+        raise ValueError(
+            "bhat must have fewer than 2**32 entries (the kernels use 32-bit row offsets)"
+        )
+    if doc_ptr.shape != (n_docs + 1,):
+        raise ValueError(
+            f"doc_ptr must have n_docs + 1 = {n_docs + 1} entries, got {doc_ptr.shape}"
+        )
+    if word.shape != z.shape or word.ndim != 1 or (weight is not None and weight.shape != z.shape):
+        raise ValueError(
+            f"word, z (and weight) must be 1-d of one length, got {word.shape} and {z.shape}"
+        )
+    if doc_order.ndim != 1 or doc_order.size > n_docs:
+        raise ValueError(
+            f"doc_order must be 1-d with at most {n_docs} entries, got {doc_order.shape}"
+        )
+    if block % 32 or not 32 <= block <= DENSE_BLOCK_MAX:
+        raise ValueError(f"block must be a multiple of 32 in [32, {DENSE_BLOCK_MAX}], got {block}")
+    B, denom, beta = (None, None, 0.0) if word_counts is None else word_counts
+    if B is not None and (B.shape != bhat.shape or denom.shape != (n_topics,)):
+        raise ValueError(f"B must have bhat's shape {bhat.shape} and denom ({n_topics},), got "
+                         f"{B.shape} and {denom.shape}")
+    n_order = int(doc_order.size)
+    if n_order == 0:
+        return z
+    grid = -(-n_order // block)
+    _kernels.launch(
+        _STEM,
+        f"sample_dense_{variant}",
+        grid,
+        block,
+        [
+            (doc_order, np.int32),
+            (n_order, "i32"),
+            (doc_ptr, np.int64),
+            (word, np.int32),
+            (weight, np.float32),
+            (A, np.float32),
+            (bhat, np.float32),
+            (alpha, np.float32),
+            (B, np.float32),
+            (denom, np.float64),
+            (beta, "f64"),
+            (int(seed) & 0xFFFFFFFF, "u32"),
+            (int(iteration) & 0xFFFFFFFF, "u32"),
+            (int(stream), "u32"),
+            (int(sweep), "u32"),
+            (z, np.int32),
+            (n_topics, "i32"),
+        ],
+    )
+    return z

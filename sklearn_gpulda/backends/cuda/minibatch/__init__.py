@@ -1,0 +1,1 @@
+"""The mini-batched CUDA engine (segmented CSR, ``algorithm='minibatch'``)."""

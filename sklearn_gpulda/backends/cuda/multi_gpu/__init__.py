@@ -1,0 +1,1 @@
+"""The sparse engine's chain spread over several GPUs of one host."""

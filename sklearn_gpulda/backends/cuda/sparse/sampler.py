@@ -1,0 +1,399 @@
+"""The sparse CUDA backend: ESCA on PDOW chunks (SaberLDA, Li et al., ASPLOS 2017, Sec. 3).
+
+B is dense, word-major (words relabelled by decreasing frequency), float32; Bhat and each word's
+W-ary tree are never stored: the block that samples a word builds them in shared memory from B
+and the topic totals (``cuda/sample_sparse.cu``). ``doc/performance.md`` has the measurements
+behind these choices.
+
+One iteration: for each chunk, sample then rebuild that chunk's A (A rows are private to a
+chunk); then B by atomics over every chunk, and the topic totals. Only the E-step needs the
+previous B, so when the chunks do not fit the device they are streamed (``streaming.py``, and
+``streamed_chain.py`` for the sweeps over them): per chunk, A from its topics, the E-step against
+B, and its counts into a second B, which becomes B after the last chunk; the same chain.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...._input.layouts import frequency_relabel
+from ...._runtime.stages import stage
+from ...base import Sampler
+from ...random import STREAM_INIT, STREAM_SAMPLE
+from .. import counts
+from ..chain import CudaChain
+from ..constants import MAX_TOPICS
+from ..doc_topic import DocTopicReading
+from ..transfer import topic_major_to_host
+from . import hybrid, memory_plan as sparse_memory, sample_sparse
+from .layout import build_chunks, chunk_bytes
+from .online_batches import OnlineBatchChain
+from .online_layout import build_online_chunks
+from .streamed_chain import StreamedChain
+from .streaming import ChunkStream, evict
+
+#: Device bytes of a load above which the layout's scratch is returned to the driver before the
+#: tables are made: below it (a mini-batch) the round trip costs more than the memory is worth.
+RETURN_CACHE_BYTES = 1 << 28
+
+
+@dataclass
+class WordSide:
+    """The word side of the chain on the device: what every E-step reads besides A."""
+
+    n_topics: int
+    n_words: int
+    B: object            # (n_dense, K) float32 counts of the first words (relabelled), V of them if dense
+    totals: object       # (K,) float64 topic totals n[k]
+    denom: object        # (K,) float64 n[k] + V beta
+    partial: object      # (slices, K) float64 scratch of the totals
+    counter: object      # (1,) int32 work-item counter
+    alpha: object        # (K,) float32
+    beta: float
+    bhat_fixed: object = None  # (V, K) float32 when the topic-word side is held fixed
+    leaf_scratch: object = None  # (grid, K) float32: the large-K sampler's Bhat rows, or None
+    b_current: bool = True     # whether B counts the current topics
+    rare: object = None        # hybrid.RareRows of words n_dense .. V - 1, or None (all dense)
+    prior: object = None       # float32 beta / denom (K) and its tree's levels, for the rare rows
+
+    @property
+    def n_dense(self):
+        return int(self.B.shape[0])
+
+    def zero(self):
+        hybrid.zero(self.B, self.rare)
+
+
+class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaChain, Sampler):
+    """ESCA on a CUDA GPU (see :class:`~sklearn_gpulda.backends.base.Sampler`).
+
+    Parameters
+    ----------
+    n_topics, alpha, beta, seed, device
+        As :class:`~sklearn_gpulda.backends.base.Sampler`; one GPU.
+    max_chunk_tokens : int or None
+        Token budget of one PDOW chunk; None puts the whole corpus in one chunk.
+    profile : bool
+        Record CUDA events around each stage of :meth:`sweep` into ``self.stage_ms``.
+    max_device_memory : int or None
+        Device bytes the chain may use; None means what the GPU has free. A corpus whose layout
+        does not fit is streamed: its chunks stay in pinned host memory and pass through the
+        device every sweep (:mod:`.streaming`), with the same chain.
+    word_topic_storage : {'dense', 'hybrid', 'auto'}, default='dense'
+        How B is stored: a dense (V, K) array, or dense rows for frequent words and small hash
+        tables for rare ones (:mod:`.hybrid`; integer counts only). The chain is the same bit for
+        bit; 'auto' decides at load (:func:`.sparse_memory.table_plan`).
+    averaging : {'required', 'optional', 'none'}, default='optional'
+        Whether the memory plan keeps room for averaging's running sum (:mod:`.sparse_memory`):
+        always (a corpus that fits only without it is streamed), where it fits, or not at all.
+        Averaging checks its room whatever this says, and raises MemoryError where there is
+        none.
+
+    Attributes
+    ----------
+    token_offset : int
+        Canonical index of the loaded corpus's first token (0 for a whole corpus); a shard of a
+        larger corpus sets it, so that its tokens draw the numbers they draw in the whole.
+    word_frequencies : ndarray or None
+        What words are relabelled by (decreasing frequency); None: the loaded corpus's own. The
+        shards of a multi-GPU chain set the whole corpus's, so that their B have the same rows.
+    """
+
+    def __init__(self, n_topics, alpha, beta, seed, device, max_chunk_tokens=None, profile=False,
+                 max_device_memory=None, word_topic_storage="dense", averaging="optional"):
+        super().__init__(n_topics, alpha, beta, seed, device)
+        hybrid.check_storage(word_topic_storage)
+        self.word_topic_storage = word_topic_storage
+        self.averaging = sparse_memory.check_averaging(averaging)
+        self.averaging_reserved = False
+        if not 1 <= self.n_topics <= MAX_TOPICS:
+            raise ValueError(
+                f"the CUDA engine supports 1 <= n_topics <= {MAX_TOPICS}, got {self.n_topics}"
+            )
+        self._attach(device)
+        self.max_chunk_tokens = max_chunk_tokens
+        self.profile = profile
+        self.stage_ms = {}
+        self.token_offset = 0
+        self.word_frequencies = None
+        self._corpus_frequencies = None
+        self.max_device_memory = None if max_device_memory is None else int(max_device_memory)
+        self.chunks = []
+        self._batches = None  # online_batches.OnlineBatchSet of load_online_batches
+        self._stream = None   # ChunkStream when the chunks live in host memory
+        self._b_next = None   # the B a streamed sweep counts into while sampling reads B
+        self.words = None
+        with self._dev():
+            props = self._cp.cuda.runtime.getDeviceProperties(self._index)
+            self._n_sm = int(props["multiProcessorCount"])
+            smem_sm = int(props["sharedMemPerMultiprocessor"])
+            smem_block_max = int(props.get("sharedMemPerBlockOptin", props["sharedMemPerBlock"]))
+        self.large_k, self._shape = sample_sparse.launch_shape(
+            self.n_topics, self._index, self._n_sm, smem_sm, smem_block_max)
+
+    # -- memory ---------------------------------------------------------------------------------
+    def estimate_bytes(self, corpus, table_plan=None):
+        """Device bytes a chain on ``corpus`` holds, and the peak while building the layout
+        (``table_plan``: :func:`.sparse_memory.table_plan`'s answer, when already made)."""
+        k = self.n_topics
+        layout, layout_peak = sizes = chunk_bytes(corpus, k, self.max_chunk_tokens)
+        if table_plan is None:
+            table_plan = sparse_memory.table_plan(self, corpus, sizes)
+        table = table_plan[3] + self._leaf_scratch_bytes()
+        # The table is allocated once the layout's build scratch is gone.
+        return int(layout + table), int(max(layout_peak, layout + table))
+
+    def _frequencies(self, corpus):
+        """What words are relabelled and split by: the set frequencies, or the corpus's (kept
+        for the corpus being loaded, which asks more than once)."""
+        if self.word_frequencies is not None:
+            return self.word_frequencies
+        cached = self._corpus_frequencies
+        if cached is None or cached[0] is not corpus:
+            cached = self._corpus_frequencies = (corpus, corpus.word_frequencies())
+        return cached[1]
+
+    @property
+    def hybrid(self):
+        """Whether the loaded chain stores B hybrid (dense frequent rows, hashed rare rows)."""
+        return self.words is not None and self.words.rare is not None
+
+    def _leaf_scratch_bytes(self):
+        """Device bytes of the large-K sampler's global Bhat rows (0 below that K)."""
+        return self._shape[0] * self.n_topics * 4 if self.large_k else 0
+
+    # -- the chain ------------------------------------------------------------------------------
+    def load(self, corpus):
+        self._load(corpus)
+
+    def _load(self, corpus, ranges=None, plan=None):
+        """:meth:`load`; with ``ranges`` (:meth:`load_online_batches`, a plan that does not stream),
+        a chunk per document range laid out by :mod:`.online_layout`; ``plan`` where already
+        made."""
+        cp = self._cp
+        with self._dev():
+            # The previous corpus's blocks stay in CuPy's pool for this one's arrays (online
+            # learning loads a mini-batch per step); fit's last release returns them.
+            self.release(return_cache=False)
+            with stage("load: relabel"):
+                frequencies = self._frequencies(corpus)
+                self.new_of_old, self.old_of_new = frequency_relabel(frequencies)
+            plan = self._load_plan(corpus) if plan is None else plan
+            self.averaging_reserved = plan.averaging_reserved
+            hybrid_b, n_dense, offsets = plan.hybrid, plan.n_dense, plan.offsets
+            with stage("load: layout"):
+                if ranges is not None:
+                    self.chunks = build_online_chunks(cp, corpus, self.new_of_old,
+                                                     self.n_topics, ranges)
+                elif plan.stream_tokens is None:
+                    self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
+                                               self.max_chunk_tokens)
+                else:
+                    self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
+                                               plan.stream_tokens, plan.piece_tokens,
+                                               each=evict)
+                    self._stream = ChunkStream(cp, self.chunks)
+                # Drop the layout's sort scratch before the large table, so the pool's peak is
+                # the larger of the two phases rather than their sum (for a corpus whose
+                # phases are large enough for that to matter).
+                if plan.peak_bytes > RETURN_CACHE_BYTES:
+                    cp.get_default_memory_pool().free_all_blocks()
+            k, v = self.n_topics, corpus.n_words
+            rare = hybrid.RareRows(cp, n_dense, offsets) if hybrid_b else None
+            self.words = WordSide(
+                n_topics=k, n_words=v, B=cp.zeros((n_dense, k), dtype=cp.float32),
+                totals=cp.zeros(k, dtype=cp.float64), denom=cp.empty(k, dtype=cp.float64),
+                partial=cp.empty((max(1, -(-n_dense // counts.ROWS_PER_SLICE)), k),
+                                 dtype=cp.float64),
+                counter=cp.zeros(1, dtype=cp.int32), alpha=None, beta=self.beta,
+                leaf_scratch=(cp.empty((self._shape[0], k), dtype=cp.float32)
+                              if self.large_k else None),
+                rare=rare,
+                prior=cp.empty(hybrid.prior_floats(k), dtype=cp.float32) if hybrid_b else None,
+            )
+            self.corpus = corpus
+            self._corpus_frequencies = None
+            self._priors_changed()
+
+    def _load_plan(self, corpus):
+        """How the chain lays itself out within its budget (:func:`.sparse_memory.load_plan`)."""
+        return sparse_memory.load_plan(self, corpus)
+
+    def _priors_changed(self):
+        if self.words is None:
+            return
+        cp = self._cp
+        with self._dev():
+            w = self.words
+            w.alpha = cp.asarray(self.alpha.astype(np.float32))
+            w.beta = self.beta
+            self._denominators()
+            alpha_sum = float(self.alpha.sum())
+            for ch in self._every_chunk():
+                ch.doc_norm = ch.doc_weight + alpha_sum
+
+    def init_topics(self, iteration=0, stream=STREAM_INIT):
+        self._require()
+        with self._dev():
+            if self.streamed:
+                return self._init_streamed(iteration, stream)
+            for ch in self.chunks:
+                ch.allocate_state(self._cp)
+                sample_sparse.init_topics(self.token_offset + ch.t0, self.n_topics,
+                                          self.seed, iteration, stream, ch.z_can)
+                counts.gather_topics(ch)
+            self._mstep()
+
+    def set_topics(self, topics):
+        topics = self._checked_topics(topics)
+        cp = self._cp
+        with self._dev():
+            if self.streamed:
+                self._stream.host_topics()  # no copy still writing the host arrays
+                for ch in self.chunks:
+                    ch.host_z_can[...] = topics[ch.t0 : ch.t1]
+                self._mstep()
+                return
+            for ch in self.chunks:
+                ch.allocate_state(cp)
+                ch.z_can[...] = cp.asarray(topics[ch.t0 : ch.t1].astype(ch.z.dtype))
+                counts.gather_topics(ch)
+            self._mstep()
+
+    def fix_topic_word(self, components, row_sums=None):
+        self._require()
+        if self.streamed:
+            raise NotImplementedError("a streamed chain learns its topic-word side; online "
+                                      "learning's mini-batches are never streamed")
+        with self._dev():
+            if components.shape[1] != self.words.n_words:
+                raise ValueError(f"components must have {self.words.n_words} columns, one per "
+                                 f"word of the loaded corpus, got {components.shape[1]}")
+            self.words.bhat_fixed = self._fixed_bhat(components, self.old_of_new, row_sums)
+            self.words.b_current = False
+
+    def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
+        self._require()
+        cp = self._cp
+        if self.streamed:
+            return self._sweep_streamed(iteration, stream, sub)
+        with self._dev():
+            ev = [cp.cuda.Event() for _ in range(4)] if self.profile else None
+            if ev:
+                ev[0].record()
+            for ch in self.chunks:
+                sample_sparse.sample_tokens(ch, self.words, self._shape, self.seed, iteration,
+                                            stream, sub, self.token_offset)
+            if ev:
+                ev[1].record()
+            for ch in self.chunks:
+                counts.rebuild_a(ch, self.n_topics, self._n_sm)
+            if ev:
+                ev[2].record()
+            self._count_words()
+            if ev:
+                ev[3].record()
+                ev[3].synchronize()
+                names = ("sample", "rebuild_a", "count_b_totals")
+                self.stage_ms = {
+                    name: cp.cuda.get_elapsed_time(a, b) for name, a, b in zip(names, ev, ev[1:])
+                }
+
+    def _mstep(self):
+        if not self.streamed:
+            for ch in self.chunks:
+                counts.rebuild_a(ch, self.n_topics, self._n_sm)
+        # A streamed chain keeps no A between passes: each pass rebuilds it from the topics.
+        self._count_words()
+
+    def _count_words(self):
+        """B and the topic totals from the current topics; only marks B stale while the
+        topic-word side is fixed (the E-step does not read B then)."""
+        w = self.words
+        if w.bhat_fixed is not None:
+            w.b_current = False
+            return
+        self._count_b()
+        self._topic_totals()
+
+    def _topic_totals(self):
+        """The topic totals and the E-step's denominators from B (its dense rows summed in
+        float64 by slices, the rare rows' integer counts added)."""
+        w = self.words
+        counts.column_partials(w.B, w.partial)
+        self._cp.sum(w.partial, axis=0, out=w.totals)
+        if w.rare is not None:
+            hybrid.add_rare_totals(w.rare, w.totals, self._n_sm)
+        self._denominators()
+
+    def _denominators(self):
+        """n[k] + V beta, and the rare rows' Bhat of a zero count with its tree's levels, after
+        the totals or a prior changed."""
+        w = self.words
+        w.denom[...] = w.totals + w.n_words * w.beta
+        if w.rare is not None:
+            hybrid.prior_tables(w.denom, w.beta, w.alpha, w.prior)
+
+    def _count_b(self):
+        w = self.words
+        w.zero()
+        if self.streamed:
+            self._count_b_streamed()
+        else:
+            for ch in self.chunks:
+                counts.count_b(ch, self.n_topics, w.B, self._n_sm, w.rare)
+        w.b_current = True
+
+    def _word_major_device(self):
+        """B, word-major: the dense array, or a :class:`~sklearn_gpulda.backends.cuda.sparse.hybrid_table.
+        HybridTable` over the dense rows and the rare ones."""
+        dense, rare = self._hybrid_parts()
+        return dense if rare is None else hybrid.table(self._cp, dense, rare, self.words.n_words)
+
+    def _hybrid_parts(self):
+        """The current B's dense rows and rare rows (None when B is all dense)."""
+        if not self.words.b_current:
+            self._count_b()
+        return self.words.B, self.words.rare
+
+    def _host_rows(self):
+        return None if self.new_of_old is None else self._cp.asarray(self.new_of_old)
+
+    # -- reading the state ----------------------------------------------------------------------
+    def topics(self):
+        self._require()
+        with self._dev():
+            if self.streamed:
+                parts = [z.astype(np.int32) for z in self._stream.host_topics()]
+            else:
+                parts = [ch.z_can.get().astype(np.int32) for ch in self.chunks]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+
+    def word_topic_counts(self):
+        self._require()
+        with self._reading():
+            return topic_major_to_host(self._cp, self._word_major_device(), self._host_rows())
+
+    def log_likelihood(self):
+        self._require()
+        cp = self._cp
+        total = 0.0
+        with self._dev():
+            for ch in self._chunks_with_a():
+                if ch.n_tokens == 0:
+                    continue
+                partial = cp.empty(ch.n_batches, dtype=cp.float64)
+                sample_sparse.token_loglik(ch, self.words, self._shape, partial)
+                total += float(partial.sum())
+        return total
+
+    def _release_state(self):
+        if self._stream is not None:
+            self._stream.release()
+        self._stream = self._b_next = None
+        for ch in self._every_chunk():
+            ch.release()
+        self.chunks = []
+        self._batches = None
+        self.words = None
+
