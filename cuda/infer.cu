@@ -31,7 +31,8 @@ __device__ __forceinline__ double block_sum(double v, double* red) {
 //       alpha (K float64): the document-topic prior of each topic.
 // [out] theta (launch docs x K float64, row b for document doc0 + b), gamma (same shape, scratch),
 //       loglik (launch docs float64).
-// NumPy: numpy_engine.fold_in. Empty documents: theta = 1/K, loglik = 0.
+// NumPy: sklearn_gpulda/backends/numpy/fold_in.py:fold_in. Empty documents: theta = 1/K,
+//        loglik = 0.
 // Float: every sum is float64 in a fixed order; den > 0 because phi > 0 wherever beta > 0.
 // ---------------------------------------------------------------------------------------------
 extern "C" __global__ void __launch_bounds__(gpulda::kInferBlock) fold_in_docs(

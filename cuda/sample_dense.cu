@@ -269,7 +269,7 @@ using namespace gpulda;
 // K = n_topics in [1, kDenseMaxTopics]; any other K returns without writing.
 // NumPy: z[t] = draw_topics_dense(doc[t], word[t], z[t], weight[t], token_uniform(seed, iteration,
 //        stream, t, sweep), A, bhat, alpha, (B, denom, beta))
-//        (sklearn_gpulda/backends/numpy/dense_rule.py).
+//        (sklearn_gpulda/backends/numpy/dense_rule.py:draw_topics_dense).
 // Float: every add and multiply is an _rn intrinsic (no FMA contraction). Terms are >= 0 for
 //        finite non-negative A, Bhat and alpha > 0; a NaN or Inf term makes the comparisons false
 //        and the search falls to the top of its range (K - 1 for the sequential kernels; NaN is

@@ -130,7 +130,8 @@ __device__ __forceinline__ void apply_batch_impl(const unsigned* __restrict__ to
 //      z_can (canonical minus t0), weight (canonical minus t0, or nullptr), totals (K float64),
 //      alpha (K float64), v_beta = V * beta.
 // [out] a_batch[i, k] = A[d0 + i, k] (float32), dnt[i, k] = float32((A + alpha_k) / (totals_k + v_beta)).
-// NumPy: minibatch_rule.batch_doc_side of the rows np.bincount(z_can[doc tokens], weight).
+// NumPy: sklearn_gpulda/backends/numpy/minibatch_rule.py:batch_doc_side of the rows
+//        np.bincount(z_can[doc tokens], weight).
 // Float: the histogram adds weights in arrival order: exact for integer counts, last-bit
 //      order-dependent for fractional weights.
 // ---------------------------------------------------------------------------------------------
@@ -140,13 +141,15 @@ __device__ __forceinline__ void apply_batch_impl(const unsigned* __restrict__ to
 //      a_batch, dnt (rows of documents d0..), B (V x K float32), totals, alpha, beta, v_beta,
 //      z_can (current topics); the token's uniform is keyed by t0 + tok[p] (its canonical index).
 // [out] z_new[tok[p]] = the drawn topic (only the batch's tokens are written).
-// NumPy: minibatch_rule.draw_batch, bit for bit (every float32 operation rounded as written).
+// NumPy: sklearn_gpulda/backends/numpy/minibatch_rule.py:draw_batch, bit for bit (every float32
+//        operation rounded as written).
 // ---------------------------------------------------------------------------------------------
 // apply_batch_{u16,i32}: thread per layout position p0..p1 (grid-strided).
 // Launch: grid any, block kBatchBlock, dynamic shared memory n_topics * 8 bytes.
 // [in] tok, word, weight, z_new. [in/out] z_can (takes z_new), B and totals (each changed token's
 //      weight moved from its old topic to its new one; totals through a per-block float64 sum).
-// NumPy: the np.add.at updates of NumpyMinibatchSampler.sweep. Exact for integer counts.
+// NumPy: sklearn_gpulda/backends/numpy/minibatch.py:NumpyMinibatchSampler.sweep, its np.add.at
+//        updates. Exact for integer counts.
 // ---------------------------------------------------------------------------------------------
 #define GPULDA_MINIBATCH(SUFFIX, TOPIC_T)                                                                     \
   extern "C" __global__ void __launch_bounds__(gpulda::kBatchBlock) batch_doc_side_##SUFFIX(                  \

@@ -210,7 +210,7 @@ using gpulda::Item;
 //       position is read and then written by the same thread. Nothing else is written, so A and
 //       B stay the old state.
 // NumPy: z = draw_topics(doc, word, z, weight, token_uniform(seed, iteration, stream, t, sweep),
-//        A, tables, alpha) (sklearn_gpulda/_engines/numpy_engine.py).
+//        A, tables) (sklearn_gpulda/backends/numpy/sparse_rule.py:draw_topics).
 // Float: sums use __fadd_rn/__fmul_rn (no FMA contraction) so S rounds identically in both passes.
 // ---------------------------------------------------------------------------------------------
 // Register caps of the sampler per architecture: the fewest registers with no spills, read off
@@ -283,7 +283,8 @@ GPULDA_SAMPLE(u16_wide_large_hybrid, unsigned short, false, true, true, GPULDA_S
 // (every batch slot is written). `weight` (canonical, minus t0) may be nullptr; doc_norm[d] is
 // N_d + sum_k alpha_k in float64; B with denom, or a fixed bhat (B = nullptr), and alpha (K
 // float32) as for the sampler.
-// NumPy: NumpyEngine.log_likelihood before the final sum.
+// NumPy: sklearn_gpulda/backends/numpy/sparse_rule.py:log_likelihood_terms, the per-token terms
+//        these partial sums add up.
 // ---------------------------------------------------------------------------------------------
 namespace gpulda {
 template <bool kPacked, bool kLargeK, bool kHybrid>
