@@ -44,7 +44,7 @@
 //   Sec. 7); the inner loop of the butterfly search is left rolled (register budget, see there).
 // - The tables are float32, as the paper's 32-bit measurements (Fig. 7(a)); K <= 1,024 because
 //   p' and theta are fixed-size local arrays (8 KB of stack per thread; the driver reserves it
-//   for every resident thread, about 2 GB on a 132-SM H100).
+//   for every thread the GPU can hold at once, gigabytes of device memory on a large GPU).
 
 #include "philox.cuh"
 #include "warp.cuh"
