@@ -1,6 +1,7 @@
 // Dense E-step for small K: every topic of p(k) = (A[d,k] - w [k = z] + alpha_k) * Bhat[v,k] is
-// evaluated for every token (z its current topic, w its weight), with no sparsity (issue 4). Three kernels over the same inputs, after Steele and
-// Tristan, "Using butterfly-patterned partial sums to draw from discrete distributions" (PPoPP'17):
+// evaluated for every token (z its current topic, w its weight), with no sparsity (issue 4).
+// Three kernels over the same inputs, after Steele and Tristan, "Using butterfly-patterned partial
+// sums to draw from discrete distributions" (PPoPP'17):
 //
 //   sample_dense_butterfly  Alg. 7 (with Alg. 5, 8, 9, 10): transposed coalesced loads and a
 //                           butterfly-patterned table of partial sums built with W-1 shuffles per
@@ -66,7 +67,8 @@ __device__ __forceinline__ float dense_term(float a, float alpha, float b) {
   return __fmul_rn(__fadd_rn(a, alpha), b);
 }
 
-// Row `row` of a row-major matrix with n_topics columns; 32 x 32 -> 64-bit multiply (one IMAD.WIDE).
+// Row `row` of a row-major matrix with n_topics columns; 32 x 32 -> 64-bit multiply (one
+// IMAD.WIDE).
 __device__ __forceinline__ const float* row_ptr(const float* base, int row, int n_topics) {
   return base + static_cast<unsigned long long>(static_cast<unsigned>(row)) * static_cast<unsigned>(n_topics);
 }
@@ -192,17 +194,18 @@ __device__ __forceinline__ DenseToken dense_token(const DenseLane& ln, int step,
 }
 
 // Alg. 5: this lane's copy of A[d_k] + alpha for the warp's 32 documents d_0..d_31, transposed
-// like the loads of the Bhat rows: theta[j + k] of lane r is A[d_k, j + r] + alpha_{j+r} for the blocks,
-// so every load reads 32 consecutive floats of one row; the remnant [0, R) is the lane's own row,
-// untransposed. The copy lives in local memory, where a compile-time offset from the lane's base
-// addresses it: no per-document pointers held in registers (those cost 64 registers).
+// like the loads of the Bhat rows: theta[j + k] of lane r is A[d_k, j + r] + alpha_{j+r} for the
+// blocks, so every load reads 32 consecutive floats of one row; the remnant [0, R) is the lane's
+// own row, untransposed. The copy lives in local memory, where a compile-time offset from the
+// lane's base addresses it: no per-document pointers held in registers (those cost 64 registers).
 __device__ __forceinline__ void cache_theta(float* theta, const float* __restrict__ A, int doc, int n_remnant,
                                             int n_topics, const float* __restrict__ alpha) {
   const float* own = row_ptr(A, doc, n_topics);
   for (int k = 0; k < n_remnant; ++k) theta[k] = __fadd_rn(__ldg(own + k), __ldg(alpha + k));
   const int lane = lane_id();
   for (int j = n_remnant; j < n_topics; j += kWarp) {
-    const float alpha_here = __ldg(alpha + j + lane);  // this lane's topic in every row of the block
+    // This lane's topic in every row of the block.
+    const float alpha_here = __ldg(alpha + j + lane);
 #pragma unroll
     for (int k = 0; k < kWarp; ++k) {
       const int doc_k = __shfl_sync(kFullMask, doc, k);

@@ -129,7 +129,8 @@ __device__ __forceinline__ void apply_batch_impl(const unsigned* __restrict__ to
 // [in] doc_off, doc_len (per document of the chunk: first canonical slot minus t0, tokens),
 //      z_can (canonical minus t0), weight (canonical minus t0, or nullptr), totals (K float64),
 //      alpha (K float64), v_beta = V * beta.
-// [out] a_batch[i, k] = A[d0 + i, k] (float32), dnt[i, k] = float32((A + alpha_k) / (totals_k + v_beta)).
+// [out] a_batch[i, k] = A[d0 + i, k] (float32),
+//      dnt[i, k] = float32((A + alpha_k) / (totals_k + v_beta)).
 // NumPy: sklearn_gpulda/backends/numpy/minibatch_rule.py:batch_doc_side of the rows
 //        np.bincount(z_can[doc tokens], weight).
 // Float: the histogram adds weights in arrival order: exact for integer counts, last-bit

@@ -192,8 +192,8 @@ using gpulda::Item;
 // ---------------------------------------------------------------------------------------------
 // sample_tokens_{u16,i32}: one E-step over a chunk.
 // Launch: grid = any number of blocks (persistent; a multiple of the SM count), block = a
-//   multiple of 64 threads up to kSampleBlockMax, dynamic shared memory = tree_floats(K) * 4 bytes (raise the kernel's
-//   limit above 48 KB). `counter` must be zero at launch.
+//   multiple of 64 threads up to kSampleBlockMax, dynamic shared memory = tree_floats(K) * 4
+//   bytes (raise the kernel's limit above 48 KB). `counter` must be zero at launch.
 // [in]  items (n_items x 4 int32), place (each token's place in its document: uint16 for the
 //       packed kernels, uint32 for the wide ones), doc, a_row, a_ent: the chunk, with A rebuilt
 //       from z; token p's canonical index minus t0 is a_row[doc[p]].x - 31 doc[p] + place[p];
@@ -228,7 +228,8 @@ using gpulda::Item;
 #else
 #define GPULDA_SAMPLE_REGS(PACKED) 56
 #endif
-// The large-K samplers take the same caps, except on sm_90: 40 for both (the wide one spills at 36).
+// The large-K samplers take the same caps, except on sm_90: 40 for both (the wide one spills at
+// 36).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define GPULDA_SAMPLE_LARGE_REGS(PACKED) 40
 #else
@@ -278,12 +279,13 @@ GPULDA_SAMPLE(u16_packed_large_hybrid, unsigned short, true, true, true, GPULDA_
 GPULDA_SAMPLE(u16_wide_large_hybrid, unsigned short, false, true, true, GPULDA_SAMPLE_HYBRID_REGS(false))
 
 // ---------------------------------------------------------------------------------------------
-// token_loglik_{packed,wide}: per-batch partial sums of w_t * log((S_t + Q_v) / (N_d + sum_k alpha_k)),
-// S_t = sum_k A[d,k] Bhat[v,k] and Q_v = sum_k alpha_k Bhat[v,k] (the word's tree total).
-// Launch as sample_tokens (the _large ones as the large samplers). [out] partial[item.batch + i] for the item's i-th 32-token batch
-// (every batch slot is written). `weight` (canonical, minus t0) may be nullptr; doc_norm[d] is
-// N_d + sum_k alpha_k in float64; B with denom, or a fixed bhat (B = nullptr), and alpha (K
-// float32) as for the sampler.
+// token_loglik_{packed,wide}: per-batch partial sums of
+// w_t * log((S_t + Q_v) / (N_d + sum_k alpha_k)), S_t = sum_k A[d,k] Bhat[v,k] and
+// Q_v = sum_k alpha_k Bhat[v,k] (the word's tree total).
+// Launch as sample_tokens (the _large ones as the large samplers). [out] partial[item.batch + i]
+// for the item's i-th 32-token batch (every batch slot is written). `weight` (canonical, minus
+// t0) may be nullptr; doc_norm[d] is N_d + sum_k alpha_k in float64; B with denom, or a fixed
+// bhat (B = nullptr), and alpha (K float32) as for the sampler.
 // NumPy: sklearn_gpulda/backends/numpy/sparse_rule.py:log_likelihood_terms, the per-token terms
 //        these partial sums add up.
 // ---------------------------------------------------------------------------------------------
