@@ -33,7 +33,9 @@ struct AEntry<false> {
   static __device__ __forceinline__ int topic(T e) { return e.x; }
   static __device__ __forceinline__ float count(T e) { return __int_as_float(e.y); }
   static __device__ __forceinline__ T zero() { return make_int2(0, 0); }
-  static __device__ __forceinline__ T make(int k, float c) { return make_int2(k, __float_as_int(c)); }
+  static __device__ __forceinline__ T make(int k, float c) {
+    return make_int2(k, __float_as_int(c));
+  }
 };
 
 template <>
