@@ -18,19 +18,23 @@ namespace gpulda {
 
 // Short documents: one warp each, keys in shared memory. 10 bits of key hold the position.
 constexpr int kShortDocBits = 10;
-static_assert(kShortDocMax == 1 << kShortDocBits, "a short document's positions fill the key's low bits");
+static_assert(kShortDocMax == 1 << kShortDocBits,
+              "a short document's positions fill the key's low bits");
 constexpr int kCountWarps = kCountBlock / kWarp;
 static_assert(kCountBlock % kWarp == 0, "count block must be whole warps");
-static_assert((kMaxTopics - 1) < (1u << (32 - kShortDocBits)), "topic and position must share one 32-bit key");
-static_assert(kShortDocMax * kCountWarps * 4 <= 48 * 1024, "short-document keys must fit static shared memory");
+static_assert((kMaxTopics - 1) < (1u << (32 - kShortDocBits)),
+              "topic and position must share one 32-bit key");
+static_assert(kShortDocMax * kCountWarps * 4 <= 48 * 1024,
+              "short-document keys must fit static shared memory");
 // Resident blocks per SM the short-document kernel asks registers for (16 KB of keys per block).
 constexpr int kCountBlocksPerSm = 12;
 
 template <typename TopicT, bool kPacked>
-__device__ __forceinline__ void rebuild_short(const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off,
-                                              const int* __restrict__ doc_len, const int* __restrict__ row_off,
-                                              const TopicT* __restrict__ z_can, const float* __restrict__ weight,
-                                              int2* __restrict__ a_row, typename AEntry<kPacked>::T* __restrict__ a_ent) {
+__device__ __forceinline__ void rebuild_short(
+    const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off,
+    const int* __restrict__ doc_len, const int* __restrict__ row_off,
+    const TopicT* __restrict__ z_can, const float* __restrict__ weight, int2* __restrict__ a_row,
+    typename AEntry<kPacked>::T* __restrict__ a_ent) {
   __shared__ unsigned s_keys[kCountWarps][kShortDocMax];
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
@@ -45,7 +49,8 @@ __device__ __forceinline__ void rebuild_short(const int* __restrict__ docs, int 
     int n_pad = kWarp;
     while (n_pad < n) n_pad <<= 1;
     for (int i = lane; i < n_pad; i += kWarp)
-      keys[i] = i < n ? (static_cast<unsigned>(z_can[off + i]) << kShortDocBits) | static_cast<unsigned>(i)
+      keys[i] = i < n ? (static_cast<unsigned>(z_can[off + i]) << kShortDocBits) |
+                            static_cast<unsigned>(i)
                       : 0xffffffffu;
     __syncwarp();
     // Bitonic sort; keys are unique apart from the padding, which sorts last.
@@ -72,7 +77,8 @@ __device__ __forceinline__ void rebuild_short(const int* __restrict__ docs, int 
       return i < n && (i == 0 || (keys[i] >> kShortDocBits) != (keys[i - 1] >> kShortDocBits));
     };
     int n_runs = 0;
-    for (int base = 0; base < n; base += kWarp) n_runs += __popc(__ballot_sync(kFullMask, is_start(base + lane)));
+    for (int base = 0; base < n; base += kWarp)
+      n_runs += __popc(__ballot_sync(kFullMask, is_start(base + lane)));
     int after = n, runs_after = 0;
     for (int base = ((n - 1) / kWarp) * kWarp; base >= 0; base -= kWarp) {
       const int i = base + lane;
@@ -86,12 +92,14 @@ __device__ __forceinline__ void rebuild_short(const int* __restrict__ docs, int 
         if (weight != nullptr) {
           // Positions ascend within a run: the oracle's bincount order, in float64.
           double acc = 0.0;
-          for (int q = i; q < en; ++q) acc += static_cast<double>(weight[off + (keys[q] & (kShortDocMax - 1))]);
+          for (int q = i; q < en; ++q)
+            acc += static_cast<double>(weight[off + (keys[q] & (kShortDocMax - 1))]);
           count = static_cast<float>(acc);
         } else {
           count = static_cast<float>(en - i);
         }
-        a_ent[row + segment_slot(r, n_runs)] = AEntry<kPacked>::make(static_cast<int>(keys[i] >> kShortDocBits), count);
+        a_ent[row + segment_slot(r, n_runs)] =
+            AEntry<kPacked>::make(static_cast<int>(keys[i] >> kShortDocBits), count);
       }
       if (m) after = base + __ffs(m) - 1;
       runs_after += __popc(m);
@@ -104,13 +112,15 @@ __device__ __forceinline__ void rebuild_short(const int* __restrict__ docs, int 
 // One document's histogram over the topic window [w0, w0 + wn) in shared memory. Whole block;
 // ends with __syncthreads.
 template <typename TopicT>
-__device__ __forceinline__ void window_histogram(float* hist, const TopicT* __restrict__ z, const float* __restrict__ weight,
-                                                 int n, int w0, int wn) {
+__device__ __forceinline__ void window_histogram(float* hist, const TopicT* __restrict__ z,
+                                                 const float* __restrict__ weight, int n, int w0,
+                                                 int wn) {
   for (int k = threadIdx.x; k < wn; k += blockDim.x) hist[k] = 0.0f;
   __syncthreads();
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const int k = static_cast<int>(z[i]) - w0;
-    if (static_cast<unsigned>(k) < static_cast<unsigned>(wn)) atomicAdd(&hist[k], weight != nullptr ? weight[i] : 1.0f);
+    if (static_cast<unsigned>(k) < static_cast<unsigned>(wn))
+      atomicAdd(&hist[k], weight != nullptr ? weight[i] : 1.0f);
   }
   __syncthreads();
 }
@@ -120,11 +130,11 @@ __device__ __forceinline__ void window_histogram(float* hist, const TopicT* __re
 // are counted one window at a time, twice: once for the row's length, which fixes its segment
 // layout, and once to write it. With one window the histogram is made once.
 template <typename TopicT, bool kPacked>
-__device__ __forceinline__ void rebuild_long(const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off,
-                                             const int* __restrict__ doc_len, const int* __restrict__ row_off,
-                                             const TopicT* __restrict__ z_can, const float* __restrict__ weight,
-                                             int n_topics, int window, int2* __restrict__ a_row,
-                                             typename AEntry<kPacked>::T* __restrict__ a_ent) {
+__device__ __forceinline__ void rebuild_long(
+    const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off,
+    const int* __restrict__ doc_len, const int* __restrict__ row_off,
+    const TopicT* __restrict__ z_can, const float* __restrict__ weight, int n_topics, int window,
+    int2* __restrict__ a_row, typename AEntry<kPacked>::T* __restrict__ a_ent) {
   extern __shared__ float hist[];
   __shared__ int s_warp_tot[kCountWarps];
   const int lane = lane_id();
@@ -162,7 +172,9 @@ __device__ __forceinline__ void rebuild_long(const int* __restrict__ docs, int n
           before += w < warp ? s_warp_tot[w] : 0;
           tile += s_warp_tot[w];
         }
-        if (flag) a_ent[row + segment_slot(written + before + incl - 1, nnz)] = AEntry<kPacked>::make(w0 + k, c);
+        if (flag)
+          a_ent[row + segment_slot(written + before + incl - 1, nnz)] =
+              AEntry<kPacked>::make(w0 + k, c);
         written += tile;
         __syncthreads();
       }
@@ -179,9 +191,12 @@ static_assert(kHistMaxTopics * 4 * kCountWarps <= 48 * 1024,
               "per-warp histograms at the largest K must fit 48 KB of dynamic shared memory");
 
 template <typename TopicT, bool kPacked>
-__device__ __forceinline__ void rebuild_hist(const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off,
-                                             const int* __restrict__ doc_len, const int* __restrict__ row_off,
-                                             const TopicT* __restrict__ z_can, int n_topics, int2* __restrict__ a_row,
+__device__ __forceinline__ void rebuild_hist(const int* __restrict__ docs, int n_docs,
+                                             const int* __restrict__ doc_off,
+                                             const int* __restrict__ doc_len,
+                                             const int* __restrict__ row_off,
+                                             const TopicT* __restrict__ z_can, int n_topics,
+                                             int2* __restrict__ a_row,
                                              typename AEntry<kPacked>::T* __restrict__ a_ent) {
   extern __shared__ float s_hist[];
   const int lane = lane_id();
@@ -210,14 +225,14 @@ __device__ __forceinline__ void rebuild_hist(const int* __restrict__ docs, int n
       const int k = k0 + lane;
       const float c = k < n_topics ? hist[k] : 0.0f;
       const unsigned m = __ballot_sync(kFullMask, c != 0.0f);
-      if (c != 0.0f) a_ent[row + segment_slot(written + __popc(m & lt_mask), nnz)] = AEntry<kPacked>::make(k, c);
+      if (c != 0.0f)
+        a_ent[row + segment_slot(written + __popc(m & lt_mask), nnz)] = AEntry<kPacked>::make(k, c);
       written += __popc(m);
     }
     if (lane == 0) a_row[d] = make_int2(row, nnz);
     __syncwarp();  // the histogram is reused by the next document
   }
 }
-
 
 // Large K, integer counts, short documents: a presence bitmap of the K topics instead of a K-bin
 // histogram. Marking the tokens' topics, a scan of the bitmap words' popcounts, and one counter per
@@ -230,9 +245,12 @@ static_assert(kCountWarps * (2 * (32768 / 32) + kShortDocMax) * 4 <= 48 * 1024,
               "per-warp bitmap, word prefixes and counters at K = 32,768 must fit 48 KB");
 
 template <typename TopicT, bool kPacked>
-__device__ __forceinline__ void rebuild_bitmap(const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off,
-                                               const int* __restrict__ doc_len, const int* __restrict__ row_off,
-                                               const TopicT* __restrict__ z_can, int n_topics, int2* __restrict__ a_row,
+__device__ __forceinline__ void rebuild_bitmap(const int* __restrict__ docs, int n_docs,
+                                               const int* __restrict__ doc_off,
+                                               const int* __restrict__ doc_len,
+                                               const int* __restrict__ row_off,
+                                               const TopicT* __restrict__ z_can, int n_topics,
+                                               int2* __restrict__ a_row,
                                                typename AEntry<kPacked>::T* __restrict__ a_ent) {
   extern __shared__ unsigned s_bitmap_area[];
   const int n_words = (n_topics + 31) >> 5;
@@ -240,7 +258,7 @@ __device__ __forceinline__ void rebuild_bitmap(const int* __restrict__ docs, int
   const int warp = threadIdx.x / kWarp;
   unsigned* bits = s_bitmap_area + warp * (2 * n_words + kShortDocMax);
   int* before = reinterpret_cast<int*>(bits + n_words);  // present topics in earlier words
-  unsigned* count = bits + 2 * n_words;                   // one counter per present topic
+  unsigned* count = bits + 2 * n_words;                  // one counter per present topic
   const int gw = blockIdx.x * kCountWarps + warp;
   const int n_warps = gridDim.x * kCountWarps;
   for (int i_doc = gw; i_doc < n_docs; i_doc += n_warps) {
@@ -277,7 +295,8 @@ __device__ __forceinline__ void rebuild_bitmap(const int* __restrict__ docs, int
       int r = before[j];
       while (w) {
         const int b = __ffs(w) - 1;
-        a_ent[row + segment_slot(r, nnz)] = AEntry<kPacked>::make(j * 32 + b, static_cast<float>(count[r]));
+        a_ent[row + segment_slot(r, nnz)] =
+            AEntry<kPacked>::make(j * 32 + b, static_cast<float>(count[r]));
         ++r;
         w &= w - 1u;
       }
@@ -337,61 +356,63 @@ __device__ __forceinline__ void move_topics(const TopicT* __restrict__ src,
 }
 }  // namespace gpulda
 
-#define GPULDA_ORDER(SUFFIX, TOPIC_T, PLACE_T)                                                    \
-  extern "C" __global__ void scatter_topics_##SUFFIX(const TOPIC_T* z, const PLACE_T* place,     \
-                                                     const int* doc, const int* doc_off,         \
-                                                     long long n, TOPIC_T* z_can) {              \
-    gpulda::move_topics<true>(z, place, doc, doc_off, n, z_can);                                  \
-  }                                                                                               \
-  extern "C" __global__ void gather_topics_##SUFFIX(const TOPIC_T* z_can, const PLACE_T* place,  \
-                                                    const int* doc, const int* doc_off,          \
-                                                    long long n, TOPIC_T* z) {                   \
-    gpulda::move_topics<false>(z_can, place, doc, doc_off, n, z);                                 \
+#define GPULDA_ORDER(SUFFIX, TOPIC_T, PLACE_T)                                                  \
+  extern "C" __global__ void scatter_topics_##SUFFIX(const TOPIC_T* z, const PLACE_T* place,    \
+                                                     const int* doc, const int* doc_off,        \
+                                                     long long n, TOPIC_T* z_can) {             \
+    gpulda::move_topics<true>(z, place, doc, doc_off, n, z_can);                                \
+  }                                                                                             \
+  extern "C" __global__ void gather_topics_##SUFFIX(const TOPIC_T* z_can, const PLACE_T* place, \
+                                                    const int* doc, const int* doc_off,         \
+                                                    long long n, TOPIC_T* z) {                  \
+    gpulda::move_topics<false>(z_can, place, doc, doc_off, n, z);                               \
   }
 GPULDA_ORDER(u16_packed, unsigned short, unsigned short)
 GPULDA_ORDER(u16_wide, unsigned short, unsigned)
 GPULDA_ORDER(i32_wide, int, unsigned)
 
-#define GPULDA_COUNTS(SUFFIX, TOPIC_T)                                                                       \
-  extern "C" __global__ void count_b_##SUFFIX(const int4* __restrict__ items, int n_items,                    \
-                                              const TOPIC_T* __restrict__ z,                              \
-                                              const unsigned* __restrict__ place,                         \
-                                              const int* __restrict__ doc,                                \
-                                              const int* __restrict__ doc_off,                            \
-                                              const float* __restrict__ weight, int n_topics, float* __restrict__ B, \
-                                              int n_dense, unsigned* __restrict__ rare,                       \
-                                              const long long* __restrict__ rare_off) {                       \
-    for (int it = blockIdx.x; it < n_items; it += gridDim.x) {                                                \
-      const int4 item = items[it];                                                                            \
-      if (item.x < n_dense) {                                                                                 \
-        float* row = B + static_cast<size_t>(item.x) * n_topics;                                              \
-        for (int p = item.y + threadIdx.x; p < item.z; p += blockDim.x)                                       \
-          atomicAdd(row + z[p], weight != nullptr ? weight[doc_off[doc[p]] + place[p]] : 1.0f);     \
-      } else {                                                                                                \
-        long long o0;                                                                                         \
-        const unsigned cap = gpulda::rare_row(rare_off, item.x - n_dense, o0);                                \
-        for (int p = item.y + threadIdx.x; p < item.z; p += blockDim.x)                                       \
-          gpulda::rare_insert(rare + o0, cap, static_cast<unsigned>(z[p]));                                   \
-      }                                                                                                       \
-    }                                                                                                         \
+#define GPULDA_COUNTS(SUFFIX, TOPIC_T)                                                          \
+  extern "C" __global__ void count_b_##SUFFIX(                                                  \
+      const int4* __restrict__ items, int n_items, const TOPIC_T* __restrict__ z,               \
+      const unsigned* __restrict__ place, const int* __restrict__ doc,                          \
+      const int* __restrict__ doc_off, const float* __restrict__ weight, int n_topics,          \
+      float* __restrict__ B, int n_dense, unsigned* __restrict__ rare,                          \
+      const long long* __restrict__ rare_off) {                                                 \
+    for (int it = blockIdx.x; it < n_items; it += gridDim.x) {                                  \
+      const int4 item = items[it];                                                              \
+      if (item.x < n_dense) {                                                                   \
+        float* row = B + static_cast<size_t>(item.x) * n_topics;                                \
+        for (int p = item.y + threadIdx.x; p < item.z; p += blockDim.x)                         \
+          atomicAdd(row + z[p], weight != nullptr ? weight[doc_off[doc[p]] + place[p]] : 1.0f); \
+      } else {                                                                                  \
+        long long o0;                                                                           \
+        const unsigned cap = gpulda::rare_row(rare_off, item.x - n_dense, o0);                  \
+        for (int p = item.y + threadIdx.x; p < item.z; p += blockDim.x)                         \
+          gpulda::rare_insert(rare + o0, cap, static_cast<unsigned>(z[p]));                     \
+      }                                                                                         \
+    }                                                                                           \
   }
 GPULDA_COUNTS(u16, unsigned short)
 GPULDA_COUNTS(i32, int)
 
-#define GPULDA_REBUILD(SUFFIX, TOPIC_T, PACKED)                                                               \
-  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock, gpulda::kCountBlocksPerSm) rebuild_a_short_##SUFFIX(                 \
-      const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off, const int* __restrict__ doc_len, \
-      const int* __restrict__ row_off, const TOPIC_T* __restrict__ z_can, const float* __restrict__ weight,  \
-      int2* __restrict__ a_row, void* __restrict__ a_ent) {                                                   \
-    gpulda::rebuild_short<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, weight, a_row,     \
-                                           static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));                   \
-  }                                                                                                           \
-  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) rebuild_a_long_##SUFFIX(                  \
-      const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off, const int* __restrict__ doc_len, \
-      const int* __restrict__ row_off, const TOPIC_T* __restrict__ z_can, const float* __restrict__ weight,  \
-      int n_topics, int window, int2* __restrict__ a_row, void* __restrict__ a_ent) {                         \
-    gpulda::rebuild_long<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, weight, n_topics,   \
-                                          window, a_row, static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));     \
+#define GPULDA_REBUILD(SUFFIX, TOPIC_T, PACKED)                                                    \
+  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock, gpulda::kCountBlocksPerSm)     \
+      rebuild_a_short_##SUFFIX(const int* __restrict__ docs, int n_docs,                           \
+                               const int* __restrict__ doc_off, const int* __restrict__ doc_len,   \
+                               const int* __restrict__ row_off, const TOPIC_T* __restrict__ z_can, \
+                               const float* __restrict__ weight, int2* __restrict__ a_row,         \
+                               void* __restrict__ a_ent) {                                         \
+    gpulda::rebuild_short<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, weight, \
+                                           a_row, static_cast<gpulda::AEntry<PACKED>::T*>(a_ent)); \
+  }                                                                                                \
+  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) rebuild_a_long_##SUFFIX(       \
+      const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off,                   \
+      const int* __restrict__ doc_len, const int* __restrict__ row_off,                            \
+      const TOPIC_T* __restrict__ z_can, const float* __restrict__ weight, int n_topics,           \
+      int window, int2* __restrict__ a_row, void* __restrict__ a_ent) {                            \
+    gpulda::rebuild_long<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, weight,  \
+                                          n_topics, window, a_row,                                 \
+                                          static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));         \
   }
 // rebuild_a_hist_*: rebuild_a_short's result for every document, for K <= kHistMaxTopics and
 //      integer counts (no weight array). Dynamic shared memory kCountWarps * K * 4 bytes.
@@ -399,13 +420,15 @@ GPULDA_COUNTS(i32, int)
 //      K > kHistMaxTopics and integer counts (no weight array). Dynamic shared memory
 //      kCountWarps * (2 * ceil(K / 32) + kShortDocMax) * 4 bytes.
 // Both: grid any (warp-strided over `docs`), block kCountBlock.
-#define GPULDA_REBUILD_INTEGER(KIND, SUFFIX, TOPIC_T, PACKED)                                                 \
-  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) rebuild_a_##KIND##_##SUFFIX(              \
-      const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off, const int* __restrict__ doc_len, \
-      const int* __restrict__ row_off, const TOPIC_T* __restrict__ z_can, int n_topics,                       \
-      int2* __restrict__ a_row, void* __restrict__ a_ent) {                                                   \
-    gpulda::rebuild_##KIND<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can, n_topics, a_row,  \
-                                            static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));                  \
+#define GPULDA_REBUILD_INTEGER(KIND, SUFFIX, TOPIC_T, PACKED)                                    \
+  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) rebuild_a_##KIND##_##SUFFIX( \
+      const int* __restrict__ docs, int n_docs, const int* __restrict__ doc_off,                 \
+      const int* __restrict__ doc_len, const int* __restrict__ row_off,                          \
+      const TOPIC_T* __restrict__ z_can, int n_topics, int2* __restrict__ a_row,                 \
+      void* __restrict__ a_ent) {                                                                \
+    gpulda::rebuild_##KIND<TOPIC_T, PACKED>(docs, n_docs, doc_off, doc_len, row_off, z_can,      \
+                                            n_topics, a_row,                                     \
+                                            static_cast<gpulda::AEntry<PACKED>::T*>(a_ent));     \
   }
 GPULDA_REBUILD_INTEGER(bitmap, u16_packed, unsigned short, true)
 GPULDA_REBUILD_INTEGER(bitmap, u16_wide, unsigned short, false)
@@ -415,7 +438,6 @@ GPULDA_REBUILD_INTEGER(hist, u16_wide, unsigned short, false)
 GPULDA_REBUILD(u16_packed, unsigned short, true)
 GPULDA_REBUILD(u16_wide, unsigned short, false)
 GPULDA_REBUILD(i32_wide, int, false)
-
 
 // ---------------------------------------------------------------------------------------------
 // a_entry_keys_{packed,wide}: every non-zero of A as one 64-bit key, (topic << 32) | bits of its
@@ -429,7 +451,8 @@ GPULDA_REBUILD(i32_wide, int, false)
 // ---------------------------------------------------------------------------------------------
 namespace gpulda {
 template <bool kPacked>
-__device__ __forceinline__ void entry_keys(const int2* __restrict__ a_row, const typename AEntry<kPacked>::T* __restrict__ a_ent,
+__device__ __forceinline__ void entry_keys(const int2* __restrict__ a_row,
+                                           const typename AEntry<kPacked>::T* __restrict__ a_ent,
                                            const long long* __restrict__ key_off, int n_docs,
                                            unsigned long long* __restrict__ keys) {
   const int lane = lane_id();
@@ -447,11 +470,12 @@ __device__ __forceinline__ void entry_keys(const int2* __restrict__ a_row, const
 }
 }  // namespace gpulda
 
-#define GPULDA_ENTRY_KEYS(SUFFIX, PACKED)                                                                       \
-  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) a_entry_keys_##SUFFIX(                    \
-      const int2* __restrict__ a_row, const void* __restrict__ a_ent, const long long* __restrict__ key_off,  \
-      int n_docs, unsigned long long* __restrict__ keys) {                                                     \
-    gpulda::entry_keys<PACKED>(a_row, static_cast<const gpulda::AEntry<PACKED>::T*>(a_ent), key_off, n_docs, keys); \
+#define GPULDA_ENTRY_KEYS(SUFFIX, PACKED)                                                         \
+  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) a_entry_keys_##SUFFIX(        \
+      const int2* __restrict__ a_row, const void* __restrict__ a_ent,                             \
+      const long long* __restrict__ key_off, int n_docs, unsigned long long* __restrict__ keys) { \
+    gpulda::entry_keys<PACKED>(a_row, static_cast<const gpulda::AEntry<PACKED>::T*>(a_ent),       \
+                               key_off, n_docs, keys);                                            \
   }
 GPULDA_ENTRY_KEYS(packed, true)
 GPULDA_ENTRY_KEYS(wide, false)
@@ -462,14 +486,15 @@ GPULDA_ENTRY_KEYS(wide, false)
 // [in] B (V x K float32); [out] partial (n_slices x K float64). The host sums the slices
 // (cupy sum over axis 0), so n[k] is reproducible run to run.
 // ---------------------------------------------------------------------------------------------
-extern "C" __global__ void column_partials(const float* __restrict__ B, int n_rows, int n_topics, int rows_per_slice,
-                                           double* __restrict__ partial) {
+extern "C" __global__ void column_partials(const float* __restrict__ B, int n_rows, int n_topics,
+                                           int rows_per_slice, double* __restrict__ partial) {
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= n_topics) return;
   const int v0 = blockIdx.y * rows_per_slice;
   const int v1 = min(n_rows, v0 + rows_per_slice);
   double acc = 0.0;
-  for (int v = v0; v < v1; ++v) acc += static_cast<double>(B[static_cast<size_t>(v) * n_topics + k]);
+  for (int v = v0; v < v1; ++v)
+    acc += static_cast<double>(B[static_cast<size_t>(v) * n_topics + k]);
   partial[static_cast<size_t>(blockIdx.y) * n_topics + k] = acc;
 }
 
@@ -485,7 +510,8 @@ extern "C" __global__ void rare_topic_totals(const unsigned* __restrict__ slots,
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     const unsigned s = slots[i];
     if (s != 0u) {
-      atomicAdd(totals + gpulda::rare_slot_topic(s), static_cast<unsigned long long>(gpulda::rare_slot_count(s)));
+      atomicAdd(totals + gpulda::rare_slot_topic(s),
+                static_cast<unsigned long long>(gpulda::rare_slot_count(s)));
     }
   }
 }
@@ -510,7 +536,10 @@ extern "C" __global__ void rare_add_to_whole(const unsigned* __restrict__ slots,
     int lo = 0, hi = n_rare;  // the row r with offsets[r] <= i < offsets[r + 1]
     while (hi - lo > 1) {
       const int mid = (lo + hi) >> 1;
-      if (offsets[mid] <= i) lo = mid; else hi = mid;
+      if (offsets[mid] <= i)
+        lo = mid;
+      else
+        hi = mid;
     }
     const long long cell =
         static_cast<long long>(n_dense + lo) * n_topics + gpulda::rare_slot_topic(s);
@@ -537,8 +566,9 @@ extern "C" __global__ void prior_row(const double* __restrict__ denom, double be
 // Launch: one block of a multiple of 32 threads (1,024). [in] prior (K float32), alpha (K
 // float32); [out] levels (2 tree_tiles(K) + tree_groups(K) float32), in that order.
 // ---------------------------------------------------------------------------------------------
-extern "C" __global__ void prior_levels(const float* __restrict__ prior, const float* __restrict__ alpha,
-                                        int n_topics, float* __restrict__ levels) {
+extern "C" __global__ void prior_levels(const float* __restrict__ prior,
+                                        const float* __restrict__ alpha, int n_topics,
+                                        float* __restrict__ levels) {
   const int n_tiles = gpulda::tree_tiles(n_topics);
   gpulda::first_levels(prior, alpha, n_topics, levels, levels + n_tiles, levels + 2 * n_tiles);
 }
@@ -553,14 +583,17 @@ extern "C" __global__ void prior_levels(const float* __restrict__ prior, const f
 // NumPy: v = values[values != 0]; small = (v < n_bins) & (v == floor(v));
 //        table = bincount(v[small]); overflow = v[~small].
 // ---------------------------------------------------------------------------------------------
-extern "C" __global__ void value_histogram(const float* __restrict__ values, long long n, int n_bins,
-                                           unsigned long long* __restrict__ table, float* __restrict__ overflow,
-                                           unsigned long long* __restrict__ n_overflow, long long capacity) {
+extern "C" __global__ void value_histogram(const float* __restrict__ values, long long n,
+                                           int n_bins, unsigned long long* __restrict__ table,
+                                           float* __restrict__ overflow,
+                                           unsigned long long* __restrict__ n_overflow,
+                                           long long capacity) {
   extern __shared__ unsigned int bins[];
   for (int i = threadIdx.x; i < n_bins; i += blockDim.x) bins[i] = 0u;
   __syncthreads();
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
-  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
     const float x = values[i];
     if (x == 0.0f) continue;
     if (x < static_cast<float>(n_bins) && x == floorf(x)) {
@@ -588,11 +621,11 @@ extern "C" __global__ void value_histogram(const float* __restrict__ values, lon
 // ---------------------------------------------------------------------------------------------
 namespace gpulda {
 template <bool kPacked>
-__device__ __forceinline__ void entry_histogram(const int2* __restrict__ a_row,
-                                                const typename AEntry<kPacked>::T* __restrict__ a_ent, int n_docs,
-                                                int n_bins, unsigned long long* __restrict__ table,
-                                                unsigned long long* __restrict__ overflow,
-                                                unsigned long long* __restrict__ n_overflow, long long capacity) {
+__device__ __forceinline__ void entry_histogram(
+    const int2* __restrict__ a_row, const typename AEntry<kPacked>::T* __restrict__ a_ent,
+    int n_docs, int n_bins, unsigned long long* __restrict__ table,
+    unsigned long long* __restrict__ overflow, unsigned long long* __restrict__ n_overflow,
+    long long capacity) {
   const int lane = lane_id();
   const int gw = (blockIdx.x * blockDim.x + threadIdx.x) / kWarp;
   const int n_warps = gridDim.x * (blockDim.x / kWarp);
@@ -603,23 +636,25 @@ __device__ __forceinline__ void entry_histogram(const int2* __restrict__ a_row,
       const float x = AEntry<kPacked>::count(ent);
       const unsigned long long topic = static_cast<unsigned long long>(AEntry<kPacked>::topic(ent));
       if (x < static_cast<float>(n_bins) && x == floorf(x)) {
-        atomicAdd(&table[topic * static_cast<unsigned long long>(n_bins) + static_cast<int>(x)], 1ull);
+        atomicAdd(&table[topic * static_cast<unsigned long long>(n_bins) + static_cast<int>(x)],
+                  1ull);
       } else {
         const unsigned long long slot = atomicAdd(n_overflow, 1ull);
-        if (slot < static_cast<unsigned long long>(capacity)) overflow[slot] = (topic << 32) | __float_as_uint(x);
+        if (slot < static_cast<unsigned long long>(capacity))
+          overflow[slot] = (topic << 32) | __float_as_uint(x);
       }
     }
   }
 }
 }  // namespace gpulda
 
-#define GPULDA_ENTRY_HISTOGRAM(SUFFIX, PACKED)                                                                  \
-  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) a_entry_histogram_##SUFFIX(               \
-      const int2* __restrict__ a_row, const void* __restrict__ a_ent, int n_docs, int n_bins,                   \
-      unsigned long long* __restrict__ table, unsigned long long* __restrict__ overflow,                       \
-      unsigned long long* __restrict__ n_overflow, long long capacity) {                                        \
-    gpulda::entry_histogram<PACKED>(a_row, static_cast<const gpulda::AEntry<PACKED>::T*>(a_ent), n_docs, n_bins, \
-                                    table, overflow, n_overflow, capacity);                                     \
+#define GPULDA_ENTRY_HISTOGRAM(SUFFIX, PACKED)                                                   \
+  extern "C" __global__ void __launch_bounds__(gpulda::kCountBlock) a_entry_histogram_##SUFFIX(  \
+      const int2* __restrict__ a_row, const void* __restrict__ a_ent, int n_docs, int n_bins,    \
+      unsigned long long* __restrict__ table, unsigned long long* __restrict__ overflow,         \
+      unsigned long long* __restrict__ n_overflow, long long capacity) {                         \
+    gpulda::entry_histogram<PACKED>(a_row, static_cast<const gpulda::AEntry<PACKED>::T*>(a_ent), \
+                                    n_docs, n_bins, table, overflow, n_overflow, capacity);      \
   }
 GPULDA_ENTRY_HISTOGRAM(packed, true)
 GPULDA_ENTRY_HISTOGRAM(wide, false)
@@ -633,8 +668,9 @@ GPULDA_ENTRY_HISTOGRAM(wide, false)
 // never fused into a multiply-add), the order the host's column loop takes: the same alpha from
 // a table on the device as from the same table on the host, bit for bit.
 // ---------------------------------------------------------------------------------------------
-extern "C" __global__ void alpha_table_numerator(const double* __restrict__ alpha, const double* __restrict__ table,
-                                                 int n_topics, int n_counts, double* __restrict__ out) {
+extern "C" __global__ void alpha_table_numerator(const double* __restrict__ alpha,
+                                                 const double* __restrict__ table, int n_topics,
+                                                 int n_counts, double* __restrict__ out) {
   const int stride = gridDim.x * blockDim.x;
   for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n_topics; k += stride) {
     const double a = alpha[k];

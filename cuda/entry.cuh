@@ -33,7 +33,9 @@ struct AEntry<false> {
   static __device__ __forceinline__ int topic(T e) { return e.x; }
   static __device__ __forceinline__ float count(T e) { return __int_as_float(e.y); }
   static __device__ __forceinline__ T zero() { return make_int2(0, 0); }
-  static __device__ __forceinline__ T make(int k, float c) { return make_int2(k, __float_as_int(c)); }
+  static __device__ __forceinline__ T make(int k, float c) {
+    return make_int2(k, __float_as_int(c));
+  }
 };
 
 template <>
@@ -42,7 +44,7 @@ struct AEntry<true> {
   static __device__ __forceinline__ int topic(T e) { return static_cast<int>(e >> 16); }
   // The count as a float, exactly: OR-ing an integer below 2^23 into the mantissa of 2^23 and
   // subtracting 2^23 gives it with a logic op and a full-rate add, where an int-to-float
-  // conversion runs at a quarter of the rate on sm_90 and the sampler is issue-bound.
+  // conversion issues at a fraction of that rate and the sampler is issue-bound.
   static __device__ __forceinline__ float count(T e) {
     return __fsub_rn(__int_as_float(0x4B000000 | static_cast<int>(e & 0xffffu)), 8388608.0f);
   }

@@ -7,7 +7,8 @@
 namespace gpulda {
 
 constexpr int kInferWarps = kInferBlock / kWarp;
-static_assert(kInferBlock % kWarp == 0 && kInferWarps <= kWarp, "block reduction assumes <= 32 whole warps");
+static_assert(kInferBlock % kWarp == 0 && kInferWarps <= kWarp,
+              "block reduction assumes <= 32 whole warps");
 
 // Block-wide sum in a fixed order (thread-local, butterfly per warp, warps in index order).
 // Every thread gets the result. Uses `red` (kInferWarps doubles) and two barriers.
@@ -31,14 +32,16 @@ __device__ __forceinline__ double block_sum(double v, double* red) {
 //       alpha (K float64): the document-topic prior of each topic.
 // [out] theta (launch docs x K float64, row b for document doc0 + b), gamma (same shape, scratch),
 //       loglik (launch docs float64).
-// NumPy: numpy_engine.fold_in. Empty documents: theta = 1/K, loglik = 0.
+// NumPy: sklearn_gpulda/backends/numpy/fold_in.py:fold_in. Empty documents: theta = 1/K,
+//        loglik = 0.
 // Float: every sum is float64 in a fixed order; den > 0 because phi > 0 wherever beta > 0.
 // ---------------------------------------------------------------------------------------------
-extern "C" __global__ void __launch_bounds__(gpulda::kInferBlock) fold_in_docs(
-    const long long* __restrict__ indptr, const int* __restrict__ indices, const double* __restrict__ data,
-    const double* __restrict__ phi_t, int n_topics, const double* __restrict__ alpha, int max_iter, double tol,
-    long long doc0,
-    double* __restrict__ theta, double* __restrict__ gamma, double* __restrict__ loglik) {
+extern "C" __global__ void __launch_bounds__(gpulda::kInferBlock)
+    fold_in_docs(const long long* __restrict__ indptr, const int* __restrict__ indices,
+                 const double* __restrict__ data, const double* __restrict__ phi_t, int n_topics,
+                 const double* __restrict__ alpha, int max_iter, double tol, long long doc0,
+                 double* __restrict__ theta, double* __restrict__ gamma,
+                 double* __restrict__ loglik) {
   using namespace gpulda;
   __shared__ double red[kInferWarps];
   const long long d = doc0 + blockIdx.x;

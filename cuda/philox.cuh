@@ -49,8 +49,8 @@ __device__ __forceinline__ Philox4 philox4x32_10(unsigned c0, unsigned c1, unsig
 __device__ __forceinline__ unsigned token_bits(unsigned seed, unsigned iteration, unsigned stream,
                                                long long token, unsigned sweep) {
   const unsigned long long t = static_cast<unsigned long long>(token);
-  return philox4x32_10(static_cast<unsigned>(t), static_cast<unsigned>(t >> 32), stream, sweep, seed,
-                       iteration)
+  return philox4x32_10(static_cast<unsigned>(t), static_cast<unsigned>(t >> 32), stream, sweep,
+                       seed, iteration)
       .x0;
 }
 

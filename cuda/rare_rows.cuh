@@ -9,7 +9,7 @@
 namespace gpulda {
 
 constexpr unsigned kRareHashMultiplier = 2654435761u;  // _hybrid_table.HASH_MULTIPLIER
-constexpr int kRareCountBits = 16;                      // _hybrid_table.COUNT_BITS
+constexpr int kRareCountBits = 16;                     // _hybrid_table.COUNT_BITS
 constexpr unsigned kRareCountMask = (1u << kRareCountBits) - 1u;
 
 // A non-empty slot's topic and count.

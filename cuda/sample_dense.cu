@@ -1,6 +1,7 @@
 // Dense E-step for small K: every topic of p(k) = (A[d,k] - w [k = z] + alpha_k) * Bhat[v,k] is
-// evaluated for every token (z its current topic, w its weight), with no sparsity (issue 4). Three kernels over the same inputs, after Steele and
-// Tristan, "Using butterfly-patterned partial sums to draw from discrete distributions" (PPoPP'17):
+// evaluated for every token (z its current topic, w its weight), with no sparsity (issue 4).
+// Three kernels over the same inputs, after Steele and Tristan, "Using butterfly-patterned partial
+// sums to draw from discrete distributions" (PPoPP'17):
 //
 //   sample_dense_butterfly  Alg. 7 (with Alg. 5, 8, 9, 10): transposed coalesced loads and a
 //                           butterfly-patterned table of partial sums built with W-1 shuffles per
@@ -44,7 +45,7 @@
 //   Sec. 7); the inner loop of the butterfly search is left rolled (register budget, see there).
 // - The tables are float32, as the paper's 32-bit measurements (Fig. 7(a)); K <= 1,024 because
 //   p' and theta are fixed-size local arrays (8 KB of stack per thread; the driver reserves it
-//   for every resident thread, about 2 GB on a 132-SM H100).
+//   for every thread the GPU can hold at once, gigabytes of device memory on a large GPU).
 
 #include "philox.cuh"
 #include "warp.cuh"
@@ -66,9 +67,11 @@ __device__ __forceinline__ float dense_term(float a, float alpha, float b) {
   return __fmul_rn(__fadd_rn(a, alpha), b);
 }
 
-// Row `row` of a row-major matrix with n_topics columns; 32 x 32 -> 64-bit multiply (one IMAD.WIDE).
+// Row `row` of a row-major matrix with n_topics columns; 32 x 32 -> 64-bit multiply (one
+// IMAD.WIDE).
 __device__ __forceinline__ const float* row_ptr(const float* base, int row, int n_topics) {
-  return base + static_cast<unsigned long long>(static_cast<unsigned>(row)) * static_cast<unsigned>(n_topics);
+  return base + static_cast<unsigned long long>(static_cast<unsigned>(row)) *
+                    static_cast<unsigned>(n_topics);
 }
 
 __device__ __forceinline__ int warp_max(int v) {
@@ -80,22 +83,24 @@ __device__ __forceinline__ int warp_max(int v) {
 // Where the word side of the own topic comes from: B and n + V beta in training, nothing (B =
 // nullptr) when the topic-word side is fixed.
 struct WordCounts {
-  const float* B;        // V x K counts, or nullptr
-  const double* denom;   // n[k] + V * beta
+  const float* B;       // V x K counts, or nullptr
+  const double* denom;  // n[k] + V * beta
   double beta;
 };
 
 // The change of the own topic's term, t_z - t'_z (see the top of this file), for a token of
 // current topic `own`, weight w, word row offset `b_off` (word * K) and document row `a_row`.
-__device__ __forceinline__ float own_delta(const float* __restrict__ a_row, const float* __restrict__ alpha,
-                                           const float* __restrict__ bhat, const WordCounts& wc, unsigned b_off,
-                                           int own, float w) {
+__device__ __forceinline__ float own_delta(const float* __restrict__ a_row,
+                                           const float* __restrict__ alpha,
+                                           const float* __restrict__ bhat, const WordCounts& wc,
+                                           unsigned b_off, int own, float w) {
   const float theta = __fadd_rn(__ldg(a_row + own), __ldg(alpha + own));
   const float b_own = __ldg(bhat + b_off + own);
   float b_adj = b_own;
   if (wc.B != nullptr) {
     const double b = static_cast<double>(__ldg(wc.B + b_off + own));
-    b_adj = static_cast<float>(__ddiv_rn(__dadd_rn(__dsub_rn(b, w), wc.beta), __dsub_rn(wc.denom[own], w)));
+    b_adj = static_cast<float>(
+        __ddiv_rn(__dadd_rn(__dsub_rn(b, w), wc.beta), __dsub_rn(wc.denom[own], w)));
   }
   return __fsub_rn(__fmul_rn(theta, b_own), __fmul_rn(__fsub_rn(theta, w), b_adj));
 }
@@ -147,7 +152,8 @@ struct DenseLane {
 
 // Returns false for a warp that has no entry of doc_order at all (warp-uniform).
 __device__ __forceinline__ bool dense_lane_setup(const int* __restrict__ doc_order, int n_order,
-                                                 const long long* __restrict__ doc_ptr, DenseLane& ln) {
+                                                 const long long* __restrict__ doc_ptr,
+                                                 DenseLane& ln) {
   const long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e - lane_id() >= n_order) return false;
   const bool in_range = e < n_order;
@@ -171,15 +177,16 @@ __device__ __forceinline__ bool dense_lane_setup(const int* __restrict__ doc_ord
 struct DenseToken {
   long long t;
   int word;
-  int own;   // current topic
-  float w;   // weight
+  int own;  // current topic
+  float w;  // weight
   float u;
   bool store;
 };
 
-__device__ __forceinline__ DenseToken dense_token(const DenseLane& ln, int step, const int* __restrict__ word,
-                                                  const int* z, const float* __restrict__ weight,
-                                                  unsigned seed, unsigned iteration, unsigned stream,
+__device__ __forceinline__ DenseToken dense_token(const DenseLane& ln, int step,
+                                                  const int* __restrict__ word, const int* z,
+                                                  const float* __restrict__ weight, unsigned seed,
+                                                  unsigned iteration, unsigned stream,
                                                   unsigned sweep) {
   DenseToken tk;
   tk.store = step < ln.len;
@@ -192,17 +199,19 @@ __device__ __forceinline__ DenseToken dense_token(const DenseLane& ln, int step,
 }
 
 // Alg. 5: this lane's copy of A[d_k] + alpha for the warp's 32 documents d_0..d_31, transposed
-// like the loads of the Bhat rows: theta[j + k] of lane r is A[d_k, j + r] + alpha_{j+r} for the blocks,
-// so every load reads 32 consecutive floats of one row; the remnant [0, R) is the lane's own row,
-// untransposed. The copy lives in local memory, where a compile-time offset from the lane's base
-// addresses it: no per-document pointers held in registers (those cost 64 registers).
-__device__ __forceinline__ void cache_theta(float* theta, const float* __restrict__ A, int doc, int n_remnant,
-                                            int n_topics, const float* __restrict__ alpha) {
+// like the loads of the Bhat rows: theta[j + k] of lane r is A[d_k, j + r] + alpha_{j+r} for the
+// blocks, so every load reads 32 consecutive floats of one row; the remnant [0, R) is the lane's
+// own row, untransposed. The copy lives in local memory, where a compile-time offset from the
+// lane's base addresses it: no per-document pointers held in registers (those cost 64 registers).
+__device__ __forceinline__ void cache_theta(float* theta, const float* __restrict__ A, int doc,
+                                            int n_remnant, int n_topics,
+                                            const float* __restrict__ alpha) {
   const float* own = row_ptr(A, doc, n_topics);
   for (int k = 0; k < n_remnant; ++k) theta[k] = __fadd_rn(__ldg(own + k), __ldg(alpha + k));
   const int lane = lane_id();
   for (int j = n_remnant; j < n_topics; j += kWarp) {
-    const float alpha_here = __ldg(alpha + j + lane);  // this lane's topic in every row of the block
+    // This lane's topic in every row of the block.
+    const float alpha_here = __ldg(alpha + j + lane);
 #pragma unroll
     for (int k = 0; k < kWarp; ++k) {
       const int doc_k = __shfl_sync(kFullMask, doc, k);
@@ -212,8 +221,8 @@ __device__ __forceinline__ void cache_theta(float* theta, const float* __restric
 }
 
 // Remnant topics [0, R): each lane sums its own terms in order (Alg. 8 lines 6-8).
-__device__ __forceinline__ float remnant_sums(const float* theta, const float* __restrict__ b_row, int n_remnant,
-                                              float* p) {
+__device__ __forceinline__ float remnant_sums(const float* theta, const float* __restrict__ b_row,
+                                              int n_remnant, float* p) {
   float sum = 0.0f;
   for (int k = 0; k < n_remnant; ++k) {
     sum = __fadd_rn(sum, __fmul_rn(theta[k], __ldg(b_row + k)));
@@ -269,7 +278,7 @@ using namespace gpulda;
 // K = n_topics in [1, kDenseMaxTopics]; any other K returns without writing.
 // NumPy: z[t] = draw_topics_dense(doc[t], word[t], z[t], weight[t], token_uniform(seed, iteration,
 //        stream, t, sweep), A, bhat, alpha, (B, denom, beta))
-//        (sklearn_gpulda/backends/numpy/dense_rule.py).
+//        (sklearn_gpulda/backends/numpy/dense_rule.py:draw_topics_dense).
 // Float: every add and multiply is an _rn intrinsic (no FMA contraction). Terms are >= 0 for
 //        finite non-negative A, Bhat and alpha > 0; a NaN or Inf term makes the comparisons false
 //        and the search falls to the top of its range (K - 1 for the sequential kernels; NaN is
@@ -282,12 +291,13 @@ using namespace gpulda;
 // end; then a binary search over block ends (Alg. 9) and the butterfly search inside the chosen
 // block, 2 x 31 shuffles (Alg. 10). Requires full warps executing together (blockDim % 32 == 0).
 extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
-    sample_dense_butterfly(const int* __restrict__ doc_order, int n_order, const long long* __restrict__ doc_ptr,
-                           const int* __restrict__ word, const float* __restrict__ weight,
-                           const float* __restrict__ A, const float* __restrict__ bhat,
-                           const float* __restrict__ alpha, const float* __restrict__ B,
-                           const double* __restrict__ denom, double beta, unsigned seed, unsigned iteration,
-                           unsigned stream, unsigned sweep, int* z, int n_topics) {
+    sample_dense_butterfly(const int* __restrict__ doc_order, int n_order,
+                           const long long* __restrict__ doc_ptr, const int* __restrict__ word,
+                           const float* __restrict__ weight, const float* __restrict__ A,
+                           const float* __restrict__ bhat, const float* __restrict__ alpha,
+                           const float* __restrict__ B, const double* __restrict__ denom,
+                           double beta, unsigned seed, unsigned iteration, unsigned stream,
+                           unsigned sweep, int* z, int n_topics) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
   DenseLane ln;
   if (!dense_lane_setup(doc_order, n_order, doc_ptr, ln)) return;
@@ -334,8 +344,8 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     // The own count: every running sum from the own topic on drops by delta (subtracted as each
     // sum is read, without the oracle's clamp: this kernel's sums are not the oracle's anyway).
     const int own = tk.own;
-    const float delta = own_delta(row_ptr(A, ln.doc, n_topics), alpha, bhat, WordCounts{B, denom, beta}, my_off,
-                                  own, tk.w);
+    const float delta = own_delta(row_ptr(A, ln.doc, n_topics), alpha, bhat,
+                                  WordCounts{B, denom, beta}, my_off, own, tk.w);
     auto adjusted = [&](float c, int k) { return k < own ? c : __fsub_rn(c, delta); };
     const float x = __fmul_rn(tk.u, fmaxf(__fsub_rn(sum, delta), 0.0f));
 
@@ -397,7 +407,8 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     }
     // Alg. 9 lines 13-17: x below the remnant's end (possible only when the first block was
     // chosen) or no block at all (K < 32): linear search of the remnant.
-    if (n_remnant > 0 && (n_blocks == 0 || (lo == 0 && x < adjusted(p[n_remnant - 1], n_remnant - 1)))) {
+    if (n_remnant > 0 &&
+        (n_blocks == 0 || (lo == 0 && x < adjusted(p[n_remnant - 1], n_remnant - 1)))) {
       int k = 0;
       while (k < n_remnant && !(x < adjusted(p[k], k))) ++k;
       topic = k < n_remnant ? k : n_topics - 1;
@@ -411,12 +422,13 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
 // its own distribution; the running sums go to a full table, searched with Alg. 3.
 // Requires full warps executing together (blockDim % 32 == 0).
 extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
-    sample_dense_transpose(const int* __restrict__ doc_order, int n_order, const long long* __restrict__ doc_ptr,
-                           const int* __restrict__ word, const float* __restrict__ weight,
-                           const float* __restrict__ A, const float* __restrict__ bhat,
-                           const float* __restrict__ alpha, const float* __restrict__ B,
-                           const double* __restrict__ denom, double beta, unsigned seed, unsigned iteration,
-                           unsigned stream, unsigned sweep, int* z, int n_topics) {
+    sample_dense_transpose(const int* __restrict__ doc_order, int n_order,
+                           const long long* __restrict__ doc_ptr, const int* __restrict__ word,
+                           const float* __restrict__ weight, const float* __restrict__ A,
+                           const float* __restrict__ bhat, const float* __restrict__ alpha,
+                           const float* __restrict__ B, const double* __restrict__ denom,
+                           double beta, unsigned seed, unsigned iteration, unsigned stream,
+                           unsigned sweep, int* z, int n_topics) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
   DenseLane ln;
   if (!dense_lane_setup(doc_order, n_order, doc_ptr, ln)) return;
@@ -429,8 +441,9 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
   for (int step = 0; step < ln.n_steps; ++step) {
     const DenseToken tk = dense_token(ln, step, word, z, weight, seed, iteration, stream, sweep);
     // Before the table: it needs none of it, and then only one float stays live through the loop.
-    const float delta = own_delta(row_ptr(A, ln.doc, n_topics), alpha, bhat, WordCounts{B, denom, beta},
-                                  static_cast<unsigned>(tk.word) * static_cast<unsigned>(n_topics), tk.own, tk.w);
+    const float delta =
+        own_delta(row_ptr(A, ln.doc, n_topics), alpha, bhat, WordCounts{B, denom, beta},
+                  static_cast<unsigned>(tk.word) * static_cast<unsigned>(n_topics), tk.own, tk.w);
     unsigned word_off[kWarp];
     const unsigned my_off = share_word_offsets(word_off, tk.word, n_topics);
     float sum = remnant_sums(theta, bhat + my_off, n_remnant, p);
@@ -473,11 +486,13 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
 // its own A row and the token's Bhat row sequentially (32 unrelated rows per warp load), building
 // the running sums and searching them. No shuffles, so lanes may finish at different times.
 extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
-    sample_dense_plain(const int* __restrict__ doc_order, int n_order, const long long* __restrict__ doc_ptr,
-                       const int* __restrict__ word, const float* __restrict__ weight, const float* __restrict__ A,
-                       const float* __restrict__ bhat, const float* __restrict__ alpha, const float* __restrict__ B,
-                       const double* __restrict__ denom, double beta, unsigned seed, unsigned iteration,
-                       unsigned stream, unsigned sweep, int* z, int n_topics) {
+    sample_dense_plain(const int* __restrict__ doc_order, int n_order,
+                       const long long* __restrict__ doc_ptr, const int* __restrict__ word,
+                       const float* __restrict__ weight, const float* __restrict__ A,
+                       const float* __restrict__ bhat, const float* __restrict__ alpha,
+                       const float* __restrict__ B, const double* __restrict__ denom, double beta,
+                       unsigned seed, unsigned iteration, unsigned stream, unsigned sweep, int* z,
+                       int n_topics) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
   const long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_order) return;
@@ -495,8 +510,9 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     const int own_topic = z[t];
     const unsigned b_off = static_cast<unsigned>(word[t]) * static_cast<unsigned>(n_topics);
     const float w = weight != nullptr ? weight[t] : 1.0f;
-    const OwnCount own = own_count(p, own_delta(a_row, alpha, bhat, WordCounts{B, denom, beta}, b_off, own_topic, w),
-                                   own_topic);
+    const OwnCount own =
+        own_count(p, own_delta(a_row, alpha, bhat, WordCounts{B, denom, beta}, b_off, own_topic, w),
+                  own_topic);
     const float u = bits_to_uniform(token_bits(seed, iteration, stream, t, sweep));
     z[t] = binary_search(p, n_topics, __fmul_rn(u, fmaxf(__fsub_rn(sum, own.delta), 0.0f)), own);
   }

@@ -28,30 +28,32 @@ static_assert(sizeof(Item) == 16, "Item must match the host's (n_items, 4) int32
 // Fills the leaves with Bhat[v, :]: Eq. (2) of SaberLDA divided in float64 and rounded once, as
 // the oracle does, or copied from a fixed table. A dense row of B: a rare word's row (hybrid
 // storage) is patched into the prior's row by for_each_item instead.
-__device__ __forceinline__ void load_bhat_row(float* leaf, const BhatSource& src, int v, int n_topics) {
+__device__ __forceinline__ void load_bhat_row(float* leaf, const BhatSource& src, int v,
+                                              int n_topics) {
   const size_t row = static_cast<size_t>(v) * n_topics;
   if (src.fixed != nullptr) {
     for (int k = threadIdx.x; k < n_topics; k += blockDim.x) leaf[k] = src.fixed[row + k];
   } else {
     for (int k = threadIdx.x; k < n_topics; k += blockDim.x)
-      leaf[k] = static_cast<float>(__ddiv_rn(static_cast<double>(src.counts[row + k]) + src.beta, src.denom[k]));
+      leaf[k] = static_cast<float>(
+          __ddiv_rn(static_cast<double>(src.counts[row + k]) + src.beta, src.denom[k]));
   }
 }
 
 struct ChunkTokens {
-  const void* place;     // TokenPos<kPacked>: the token's place in its document, PDOW order
-  const int* doc;        // document minus the chunk's first document, PDOW order
-  const int2* a_row;     // per document: (offset into a_ent, number of non-zeros)
-  const void* a_ent;     // AEntry<kPacked> entries, rows sorted by topic
-  const float* weight;   // token weight by canonical index minus t0, or nullptr (all 1)
-  long long t0;          // canonical index of the chunk's first token
+  const void* place;    // TokenPos<kPacked>: the token's place in its document, PDOW order
+  const int* doc;       // document minus the chunk's first document, PDOW order
+  const int2* a_row;    // per document: (offset into a_ent, number of non-zeros)
+  const void* a_ent;    // AEntry<kPacked> entries, rows sorted by topic
+  const float* weight;  // token weight by canonical index minus t0, or nullptr (all 1)
+  long long t0;         // canonical index of the chunk's first token
 };
 
 // A rare word's occupied topics (hybrid storage) written into a leaf row that holds the prior's
 // values (restore = false), or the prior's values written back (restore = true); the tiles
 // written are flagged in `touched` (bit t % 32 of word t / 32). Whole block, no barrier.
-__device__ __forceinline__ void rare_leaves(float* leaf, const BhatSource& src, int v, unsigned* touched,
-                                            bool restore) {
+__device__ __forceinline__ void rare_leaves(float* leaf, const BhatSource& src, int v,
+                                            unsigned* touched, bool restore) {
   const long long o0 = src.rare_off[v - src.n_dense], o1 = src.rare_off[v - src.n_dense + 1];
   for (long long i = o0 + threadIdx.x; i < o1; i += blockDim.x) {
     const unsigned s = src.rare[i];
@@ -60,7 +62,8 @@ __device__ __forceinline__ void rare_leaves(float* leaf, const BhatSource& src, 
     if (restore) {
       leaf[k] = src.prior[k];
     } else {
-      leaf[k] = static_cast<float>(__ddiv_rn(static_cast<double>(rare_slot_count(s)) + src.beta, src.denom[k]));
+      leaf[k] = static_cast<float>(
+          __ddiv_rn(static_cast<double>(rare_slot_count(s)) + src.beta, src.denom[k]));
       atomicOr(touched + k / (kWarp * kWarp), 1u << ((k / kWarp) % kWarp));
     }
   }
@@ -80,9 +83,10 @@ __device__ __forceinline__ void rare_leaves(float* leaf, const BhatSource& src, 
 // dense items, which come first (decreasing frequency), overwrite the row. The hybrid kernels
 // read B, never a fixed Bhat (the host launches the dense ones for that: sample_sparse.py).
 template <bool kLargeK, bool kHybrid, typename Body>
-__device__ __forceinline__ void for_each_item(const Item* __restrict__ items, int n_items, int* counter,
-                                              const BhatSource& src, const float* __restrict__ alpha,
-                                              int n_topics, float* leaf_scratch, Body body) {
+__device__ __forceinline__ void for_each_item(const Item* __restrict__ items, int n_items,
+                                              int* counter, const BhatSource& src,
+                                              const float* __restrict__ alpha, int n_topics,
+                                              float* leaf_scratch, Body body) {
   extern __shared__ float smem[];
   float* leaf = kLargeK ? leaf_scratch + static_cast<size_t>(blockIdx.x) * n_topics : smem;
   float* l2 = kLargeK ? smem : leaf + n_topics;
@@ -114,7 +118,8 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
       __syncthreads();
       const float* ref = src.prior + n_topics;
       const int n_tiles = tree_tiles(n_topics);
-      tree = patch_tree<kLargeK>(leaf, l2, l1, alpha, n_topics, touched, ref, ref + n_tiles, ref + 2 * n_tiles);
+      tree = patch_tree<kLargeK>(leaf, l2, l1, alpha, n_topics, touched, ref, ref + n_tiles,
+                                 ref + 2 * n_tiles);
     } else {
       load_bhat_row(leaf, src, item.word, n_topics);
       leaf_is_prior = false;
@@ -138,48 +143,52 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
 }
 
 template <typename TopicT, bool kPacked, bool kLargeK, bool kHybrid>
-__device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ items, int n_items, int* counter,
-                                                   ChunkTokens ch, BhatSource src, const float* __restrict__ alpha,
-                                                   int n_topics, unsigned seed, unsigned iteration, unsigned stream,
-                                                   unsigned sweep, TopicT* __restrict__ z, float* leaf_scratch) {
+__device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ items, int n_items,
+                                                   int* counter, ChunkTokens ch, BhatSource src,
+                                                   const float* __restrict__ alpha, int n_topics,
+                                                   unsigned seed, unsigned iteration,
+                                                   unsigned stream, unsigned sweep,
+                                                   TopicT* __restrict__ z, float* leaf_scratch) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;
   const auto* ent = static_cast<const typename AEntry<kPacked>::T*>(ch.a_ent);
   const auto* place = static_cast<const typename TokenPos<kPacked>::T*>(ch.place);
-  for_each_item<kLargeK, kHybrid>(items, n_items, counter, src, alpha, n_topics, leaf_scratch,
-                                  [&](const Item& item, const auto& tree, const float* leaf) {
-    for (int b = item.begin + warp * kWarp; b < item.end; b += n_warps * kWarp) {
-      // Lane j stages token b + j: its uniform, its A row and its own topic's word side Bhat'
-      // (a division each lane does once, instead of every lane once per token below). z[p] is
-      // overwritten only after the loop, by this lane, so it still holds the current topic.
-      const int p = b + lane;
-      const bool valid = p < item.end;
-      const int d = valid ? ch.doc[p] : 0;
-      const int2 row = valid ? ch.a_row[d] : make_int2(0, 0);
-      const unsigned t = valid ? token_from_row(row.x, d, place[p]) : 0u;
-      const int own = valid ? static_cast<int>(z[p]) : 0;
-      // Packed rows exist only for integer counts: every weight is 1 there.
-      const float w = (!kPacked && valid && ch.weight != nullptr) ? ch.weight[t] : 1.0f;
-      const float b_adj = own_bhat<kHybrid>(src, item.word, own, w, leaf[own], n_topics);
-      const float u = bits_to_uniform(token_bits(seed, iteration, stream, ch.t0 + t, sweep));
-      const int n = min(kWarp, item.end - b);
-      int mine = 0;
-      for (int j = 0; j < n; ++j) {
-        const int off = __shfl_sync(kFullMask, row.x, j);
-        const int len = __shfl_sync(kFullMask, row.y, j);
-        const float uj = __shfl_sync(kFullMask, u, j);
-        const int own_j = __shfl_sync(kFullMask, own, j);
-        const float w_j = kPacked ? 1.0f : __shfl_sync(kFullMask, w, j);
-        const float b_j = __shfl_sync(kFullMask, b_adj, j);
-        const int k = draw_one<kPacked>(ent + off, len, uj, own_j, w_j, b_j, leaf, tree);
-        if (lane == j) mine = k;
-      }
-      // PDOW-order store, coalesced. Storing to the token's canonical slot instead (folding the
-      // shuffle in) was measured 2.4 ms slower per iteration than the separate scatter pass.
-      if (valid) z[p] = static_cast<TopicT>(mine);
-    }
-  });
+  for_each_item<kLargeK, kHybrid>(
+      items, n_items, counter, src, alpha, n_topics, leaf_scratch,
+      [&](const Item& item, const auto& tree, const float* leaf) {
+        for (int b = item.begin + warp * kWarp; b < item.end; b += n_warps * kWarp) {
+          // Lane j stages token b + j: its uniform, its A row and its own topic's word side Bhat'
+          // (a division each lane does once, instead of every lane once per token below). z[p] is
+          // overwritten only after the loop, by this lane, so it still holds the current topic.
+          const int p = b + lane;
+          const bool valid = p < item.end;
+          const int d = valid ? ch.doc[p] : 0;
+          const int2 row = valid ? ch.a_row[d] : make_int2(0, 0);
+          const unsigned t = valid ? token_from_row(row.x, d, place[p]) : 0u;
+          const int own = valid ? static_cast<int>(z[p]) : 0;
+          // Packed rows exist only for integer counts: every weight is 1 there.
+          const float w = (!kPacked && valid && ch.weight != nullptr) ? ch.weight[t] : 1.0f;
+          const float b_adj = own_bhat<kHybrid>(src, item.word, own, w, leaf[own], n_topics);
+          const float u = bits_to_uniform(token_bits(seed, iteration, stream, ch.t0 + t, sweep));
+          const int n = min(kWarp, item.end - b);
+          int mine = 0;
+          for (int j = 0; j < n; ++j) {
+            const int off = __shfl_sync(kFullMask, row.x, j);
+            const int len = __shfl_sync(kFullMask, row.y, j);
+            const float uj = __shfl_sync(kFullMask, u, j);
+            const int own_j = __shfl_sync(kFullMask, own, j);
+            const float w_j = kPacked ? 1.0f : __shfl_sync(kFullMask, w, j);
+            const float b_j = __shfl_sync(kFullMask, b_adj, j);
+            const int k = draw_one<kPacked>(ent + off, len, uj, own_j, w_j, b_j, leaf, tree);
+            if (lane == j) mine = k;
+          }
+          // PDOW-order store, coalesced. Storing to the token's canonical slot instead (folding the
+          // shuffle in) scatters the stores of the busiest kernel, and costs more than this
+          // coalesced store and the separate scatter pass together.
+          if (valid) z[p] = static_cast<TopicT>(mine);
+        }
+      });
 }
 
 }  // namespace gpulda
@@ -191,8 +200,8 @@ using gpulda::Item;
 // ---------------------------------------------------------------------------------------------
 // sample_tokens_{u16,i32}: one E-step over a chunk.
 // Launch: grid = any number of blocks (persistent; a multiple of the SM count), block = a
-//   multiple of 64 threads up to kSampleBlockMax, dynamic shared memory = tree_floats(K) * 4 bytes (raise the kernel's
-//   limit above 48 KB). `counter` must be zero at launch.
+//   multiple of 64 threads up to kSampleBlockMax, dynamic shared memory = tree_floats(K) * 4
+//   bytes (raise the kernel's limit above 48 KB). `counter` must be zero at launch.
 // [in]  items (n_items x 4 int32), place (each token's place in its document: uint16 for the
 //       packed kernels, uint32 for the wide ones), doc, a_row, a_ent: the chunk, with A rebuilt
 //       from z; token p's canonical index minus t0 is a_row[doc[p]].x - 31 doc[p] + place[p];
@@ -210,7 +219,7 @@ using gpulda::Item;
 //       position is read and then written by the same thread. Nothing else is written, so A and
 //       B stay the old state.
 // NumPy: z = draw_topics(doc, word, z, weight, token_uniform(seed, iteration, stream, t, sweep),
-//        A, tables, alpha) (sklearn_gpulda/_engines/numpy_engine.py).
+//        A, tables) (sklearn_gpulda/backends/numpy/sparse_rule.py:draw_topics).
 // Float: sums use __fadd_rn/__fmul_rn (no FMA contraction) so S rounds identically in both passes.
 // ---------------------------------------------------------------------------------------------
 // Register caps of the sampler per architecture: the fewest registers with no spills, read off
@@ -227,7 +236,8 @@ using gpulda::Item;
 #else
 #define GPULDA_SAMPLE_REGS(PACKED) 56
 #endif
-// The large-K samplers take the same caps, except on sm_90: 40 for both (the wide one spills at 36).
+// The large-K samplers take the same caps, except on sm_90: 40 for both (the wide one spills at
+// 36).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define GPULDA_SAMPLE_LARGE_REGS(PACKED) 40
 #else
@@ -247,22 +257,20 @@ using gpulda::Item;
 #define GPULDA_SAMPLE_HYBRID_REGS(PACKED) GPULDA_SAMPLE_LARGE_REGS(PACKED)
 #endif
 
-#define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED, LARGE, HYBRID, REGS)                                          \
-  extern "C" __global__ void __maxnreg__(REGS) sample_tokens_##SUFFIX(                                       \
-      const Item* __restrict__ items, int n_items, int* counter, const void* __restrict__ place,             \
-      const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent,           \
-      const float* __restrict__ weight, long long t0, const float* __restrict__ B,                          \
-      const double* __restrict__ denom, double beta, const float* __restrict__ bhat,                        \
-      const unsigned* __restrict__ rare, const long long* __restrict__ rare_off,                            \
-      const float* __restrict__ prior, int n_dense,                                                         \
-      const float* __restrict__ alpha, int n_topics, unsigned seed, unsigned iteration, unsigned stream,     \
-      unsigned sweep, TOPIC_T* __restrict__ z, float* leaf_scratch) {                                        \
-    gpulda::sample_tokens_impl<TOPIC_T, PACKED, LARGE, HYBRID>(items, n_items, counter,                         \
-                                                       ChunkTokens{place, doc, a_row, a_ent, weight, t0},   \
-                                                       BhatSource{B, denom, bhat, beta, rare, rare_off,    \
-                                                                  prior, n_dense},                          \
-                                                       alpha, n_topics,                                     \
-                                                       seed, iteration, stream, sweep, z, leaf_scratch);    \
+#define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED, LARGE, HYBRID, REGS)                                \
+  extern "C" __global__ void __maxnreg__(REGS) sample_tokens_##SUFFIX(                             \
+      const Item* __restrict__ items, int n_items, int* counter, const void* __restrict__ place,   \
+      const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent, \
+      const float* __restrict__ weight, long long t0, const float* __restrict__ B,                 \
+      const double* __restrict__ denom, double beta, const float* __restrict__ bhat,               \
+      const unsigned* __restrict__ rare, const long long* __restrict__ rare_off,                   \
+      const float* __restrict__ prior, int n_dense, const float* __restrict__ alpha, int n_topics, \
+      unsigned seed, unsigned iteration, unsigned stream, unsigned sweep, TOPIC_T* __restrict__ z, \
+      float* leaf_scratch) {                                                                       \
+    gpulda::sample_tokens_impl<TOPIC_T, PACKED, LARGE, HYBRID>(                                    \
+        items, n_items, counter, ChunkTokens{place, doc, a_row, a_ent, weight, t0},                \
+        BhatSource{B, denom, bhat, beta, rare, rare_off, prior, n_dense}, alpha, n_topics, seed,   \
+        iteration, stream, sweep, z, leaf_scratch);                                                \
   }
 GPULDA_SAMPLE(u16_packed, unsigned short, true, false, false, GPULDA_SAMPLE_REGS(true))
 GPULDA_SAMPLE(u16_wide, unsigned short, false, false, false, GPULDA_SAMPLE_REGS(false))
@@ -273,75 +281,81 @@ GPULDA_SAMPLE(u16_wide_large, unsigned short, false, true, false, GPULDA_SAMPLE_
 // tokens or more.
 GPULDA_SAMPLE(u16_packed_hybrid, unsigned short, true, false, true, GPULDA_SAMPLE_HYBRID_REGS(true))
 GPULDA_SAMPLE(u16_wide_hybrid, unsigned short, false, false, true, GPULDA_SAMPLE_HYBRID_REGS(false))
-GPULDA_SAMPLE(u16_packed_large_hybrid, unsigned short, true, true, true, GPULDA_SAMPLE_HYBRID_REGS(true))
-GPULDA_SAMPLE(u16_wide_large_hybrid, unsigned short, false, true, true, GPULDA_SAMPLE_HYBRID_REGS(false))
+GPULDA_SAMPLE(u16_packed_large_hybrid, unsigned short, true, true, true,
+              GPULDA_SAMPLE_HYBRID_REGS(true))
+GPULDA_SAMPLE(u16_wide_large_hybrid, unsigned short, false, true, true,
+              GPULDA_SAMPLE_HYBRID_REGS(false))
 
 // ---------------------------------------------------------------------------------------------
-// token_loglik_{packed,wide}: per-batch partial sums of w_t * log((S_t + Q_v) / (N_d + sum_k alpha_k)),
-// S_t = sum_k A[d,k] Bhat[v,k] and Q_v = sum_k alpha_k Bhat[v,k] (the word's tree total).
-// Launch as sample_tokens (the _large ones as the large samplers). [out] partial[item.batch + i] for the item's i-th 32-token batch
-// (every batch slot is written). `weight` (canonical, minus t0) may be nullptr; doc_norm[d] is
-// N_d + sum_k alpha_k in float64; B with denom, or a fixed bhat (B = nullptr), and alpha (K
-// float32) as for the sampler.
-// NumPy: NumpyEngine.log_likelihood before the final sum.
+// token_loglik_{packed,wide}: per-batch partial sums of
+// w_t * log((S_t + Q_v) / (N_d + sum_k alpha_k)), S_t = sum_k A[d,k] Bhat[v,k] and
+// Q_v = sum_k alpha_k Bhat[v,k] (the word's tree total).
+// Launch as sample_tokens (the _large ones as the large samplers). [out] partial[item.batch + i]
+// for the item's i-th 32-token batch (every batch slot is written). `weight` (canonical, minus
+// t0) may be nullptr; doc_norm[d] is N_d + sum_k alpha_k in float64; B with denom, or a fixed
+// bhat (B = nullptr), and alpha (K float32) as for the sampler.
+// NumPy: sklearn_gpulda/backends/numpy/sparse_rule.py:log_likelihood_terms, the per-token terms
+//        these partial sums add up.
 // ---------------------------------------------------------------------------------------------
 namespace gpulda {
 template <bool kPacked, bool kLargeK, bool kHybrid>
-__device__ __forceinline__ void token_loglik_impl(const Item* __restrict__ items, int n_items, int* counter,
-                                                  const void* place_v, const int* __restrict__ doc,
-                                                  const int2* __restrict__ a_row, const void* a_ent_v,
-                                                  const float* __restrict__ weight, const double* __restrict__ doc_norm,
-                                                  const BhatSource& src, const float* __restrict__ alpha,
-                                                  int n_topics, double* __restrict__ partial, float* leaf_scratch) {
+__device__ __forceinline__ void token_loglik_impl(
+    const Item* __restrict__ items, int n_items, int* counter, const void* place_v,
+    const int* __restrict__ doc, const int2* __restrict__ a_row, const void* a_ent_v,
+    const float* __restrict__ weight, const double* __restrict__ doc_norm, const BhatSource& src,
+    const float* __restrict__ alpha, int n_topics, double* __restrict__ partial,
+    float* leaf_scratch) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;
   const auto* a_ent = static_cast<const typename AEntry<kPacked>::T*>(a_ent_v);
   const auto* place = static_cast<const typename TokenPos<kPacked>::T*>(place_v);
-  for_each_item<kLargeK, kHybrid>(items, n_items, counter, src, alpha, n_topics, leaf_scratch,
-                                  [&](const Item& item, const auto& tree, const float* leaf) {
-    const double q = static_cast<double>(tree.total());
-    for (int b = item.begin + warp * kWarp; b < item.end; b += n_warps * kWarp) {
-      const int p = b + lane;
-      const bool valid = p < item.end;
-      const int d = valid ? doc[p] : 0;
-      const int2 row = valid ? a_row[d] : make_int2(0, 0);
-      const float w =
-          (valid && weight != nullptr) ? weight[token_from_row(row.x, d, place[p])] : 1.0f;
-      const int n = min(kWarp, item.end - b);
-      double mine = 0.0;
-      for (int j = 0; j < n; ++j) {
-        const int off = __shfl_sync(kFullMask, row.x, j);
-        const int len = __shfl_sync(kFullMask, row.y, j);
-        float seg_end, own_count;
-        int last_topic;
-        const float s = sparse_mass<kPacked>(a_ent + off, len, leaf, -1, seg_end, last_topic, own_count);
-        if (lane == j) mine = log(static_cast<double>(s) + q) - log(doc_norm[d]);
-      }
-      const double total = warp_sum(valid ? mine * static_cast<double>(w) : 0.0);
-      if (lane == 0) partial[item.batch + (b - item.begin) / kWarp] = total;
-    }
-  });
+  for_each_item<kLargeK, kHybrid>(
+      items, n_items, counter, src, alpha, n_topics, leaf_scratch,
+      [&](const Item& item, const auto& tree, const float* leaf) {
+        const double q = static_cast<double>(tree.total());
+        for (int b = item.begin + warp * kWarp; b < item.end; b += n_warps * kWarp) {
+          const int p = b + lane;
+          const bool valid = p < item.end;
+          const int d = valid ? doc[p] : 0;
+          const int2 row = valid ? a_row[d] : make_int2(0, 0);
+          const float w =
+              (valid && weight != nullptr) ? weight[token_from_row(row.x, d, place[p])] : 1.0f;
+          const int n = min(kWarp, item.end - b);
+          double mine = 0.0;
+          for (int j = 0; j < n; ++j) {
+            const int off = __shfl_sync(kFullMask, row.x, j);
+            const int len = __shfl_sync(kFullMask, row.y, j);
+            float seg_end, own_count;
+            int last_topic;
+            const float s =
+                sparse_mass<kPacked>(a_ent + off, len, leaf, -1, seg_end, last_topic, own_count);
+            if (lane == j) mine = log(static_cast<double>(s) + q) - log(doc_norm[d]);
+          }
+          const double total = warp_sum(valid ? mine * static_cast<double>(w) : 0.0);
+          if (lane == 0) partial[item.batch + (b - item.begin) / kWarp] = total;
+        }
+      });
 }
 }  // namespace gpulda
 
 // Register note: __launch_bounds__(1024) alone makes ptxas budget 32 registers (two resident
 // blocks), which fits the sampler exactly (8 x 256 threads x 32 = the SM's 64 K registers) but
 // spills here; this kernel runs once per evaluation, so it takes 40 registers at lower occupancy.
-#define GPULDA_LOGLIK(SUFFIX, PACKED, LARGE, HYBRID)                                                             \
-  extern "C" __global__ void __launch_bounds__(gpulda::kSampleBlockMax, 1) token_loglik_##SUFFIX(                 \
-      const Item* __restrict__ items, int n_items, int* counter, const void* __restrict__ place,                 \
-      const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent,               \
-      const float* __restrict__ weight, const double* __restrict__ doc_norm, const float* __restrict__ B,        \
-      const double* __restrict__ denom, double beta, const float* __restrict__ bhat,                             \
-      const unsigned* __restrict__ rare, const long long* __restrict__ rare_off,                                 \
-      const float* __restrict__ prior, int n_dense,                                                              \
-      const float* __restrict__ alpha, int n_topics, double* __restrict__ partial, float* leaf_scratch) {        \
-    gpulda::token_loglik_impl<PACKED, LARGE, HYBRID>(items, n_items, counter, place, doc, a_row, a_ent, weight, doc_norm, \
-                                             BhatSource{B, denom, bhat, beta, rare, rare_off,    \
-                                                                prior, n_dense},                            \
-                                             alpha, n_topics, partial,                                       \
-                                             leaf_scratch);                                                     \
+#define GPULDA_LOGLIK(SUFFIX, PACKED, LARGE, HYBRID)                                               \
+  extern "C" __global__ void __launch_bounds__(gpulda::kSampleBlockMax, 1) token_loglik_##SUFFIX(  \
+      const Item* __restrict__ items, int n_items, int* counter, const void* __restrict__ place,   \
+      const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent, \
+      const float* __restrict__ weight, const double* __restrict__ doc_norm,                       \
+      const float* __restrict__ B, const double* __restrict__ denom, double beta,                  \
+      const float* __restrict__ bhat, const unsigned* __restrict__ rare,                           \
+      const long long* __restrict__ rare_off, const float* __restrict__ prior, int n_dense,        \
+      const float* __restrict__ alpha, int n_topics, double* __restrict__ partial,                 \
+      float* leaf_scratch) {                                                                       \
+    gpulda::token_loglik_impl<PACKED, LARGE, HYBRID>(                                              \
+        items, n_items, counter, place, doc, a_row, a_ent, weight, doc_norm,                       \
+        BhatSource{B, denom, bhat, beta, rare, rare_off, prior, n_dense}, alpha, n_topics,         \
+        partial, leaf_scratch);                                                                    \
   }
 GPULDA_LOGLIK(packed, true, false, false)
 GPULDA_LOGLIK(wide, false, false, false)
@@ -357,16 +371,14 @@ GPULDA_LOGLIK(wide_large_hybrid, false, true, true)
 // batch), in canonical order: a chunk gathers its PDOW copy from it (counts.cu gather_topics).
 // Launch: 1-D, >= n threads. NumPy: _random.token_topic(seed, iteration, stream, t, K, sweep).
 // ---------------------------------------------------------------------------------------------
-#define GPULDA_INIT(SUFFIX, TOPIC_T)                                                                       \
-  extern "C" __global__ void init_topics_##SUFFIX(long long n,                                             \
-                                                  long long t0, unsigned n_topics, unsigned seed,           \
-                                                  unsigned iteration, unsigned stream, unsigned sweep,      \
-                                                  TOPIC_T* __restrict__ z) {                                \
-    const long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;                     \
-    if (p >= n) return;                                                                                     \
-    const unsigned bits = gpulda::token_bits(seed, iteration, stream, t0 + p, sweep);                       \
-    z[p] = static_cast<TOPIC_T>(gpulda::bits_to_topic(bits, n_topics));                                     \
+#define GPULDA_INIT(SUFFIX, TOPIC_T)                                                   \
+  extern "C" __global__ void init_topics_##SUFFIX(                                     \
+      long long n, long long t0, unsigned n_topics, unsigned seed, unsigned iteration, \
+      unsigned stream, unsigned sweep, TOPIC_T* __restrict__ z) {                      \
+    const long long p = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; \
+    if (p >= n) return;                                                                \
+    const unsigned bits = gpulda::token_bits(seed, iteration, stream, t0 + p, sweep);  \
+    z[p] = static_cast<TOPIC_T>(gpulda::bits_to_topic(bits, n_topics));                \
   }
 GPULDA_INIT(u16, unsigned short)
 GPULDA_INIT(i32, int)
-

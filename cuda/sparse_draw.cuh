@@ -38,9 +38,9 @@ __device__ __forceinline__ float own_part(typename AEntry<kPacked>::T e, int own
 // A plain reduction per chunk would need a scan per 32 entries: ~5x the instructions, and the
 // sampler is bound by instruction issue, not by the bytes of A.
 template <bool kPacked>
-__device__ __forceinline__ float sparse_mass(const typename AEntry<kPacked>::T* __restrict__ ent, int len,
-                                             const float* leaf, int own, float& seg_end, int& last_topic,
-                                             float& own_count) {
+__device__ __forceinline__ float sparse_mass(const typename AEntry<kPacked>::T* __restrict__ ent,
+                                             int len, const float* leaf, int own, float& seg_end,
+                                             int& last_topic, float& own_count) {
   using E = AEntry<kPacked>;
   const int lane = lane_id();
   const int m = segment_length(len);
@@ -74,23 +74,23 @@ __device__ __forceinline__ float sparse_mass(const typename AEntry<kPacked>::T* 
 // hybrid storage (rare_rows.cuh) B holds the first n_dense words' rows and the others are rare
 // rows, whose cells of count 0 take `prior` (beta / denom, the same float a dense row gives).
 struct BhatSource {
-  const float* counts;   // B, n_dense x K (training), or nullptr
-  const double* denom;   // n[k] + V * beta, K doubles
-  const float* fixed;    // Bhat given (mini-batch with topics fixed), or nullptr
+  const float* counts;  // B, n_dense x K (training), or nullptr
+  const double* denom;  // n[k] + V * beta, K doubles
+  const float* fixed;   // Bhat given (mini-batch with topics fixed), or nullptr
   double beta;
-  const unsigned* rare;        // rare rows' slots, or nullptr (all dense)
-  const long long* rare_off;   // first slot of each rare word's row, and the total
-  const float* prior;          // beta / denom in float32 (K), for the rare rows, then its tree's
-                               // levels (first_levels: tiles, tiles, groups floats)
-  int n_dense;                 // first rare word (V when all dense)
+  const unsigned* rare;       // rare rows' slots, or nullptr (all dense)
+  const long long* rare_off;  // first slot of each rare word's row, and the total
+  const float* prior;         // beta / denom in float32 (K), for the rare rows, then its tree's
+                              // levels (first_levels: tiles, tiles, groups floats)
+  int n_dense;                // first rare word (V when all dense)
 };
 
 // Bhat[v, own] with the token's own weight taken out of B[v, own] and n[own]: the word side of
 // the collapsed conditional, (B - w + beta) / (n - w + V beta) divided in float64 as the oracle
 // does. With the topic-word side fixed the token is in neither, and Bhat is used as it is.
 template <bool kHybrid>
-__device__ __forceinline__ float own_bhat(const BhatSource& src, int v, int own, float w, float bhat_own,
-                                          int n_topics) {
+__device__ __forceinline__ float own_bhat(const BhatSource& src, int v, int own, float w,
+                                          float bhat_own, int n_topics) {
   if (src.counts == nullptr) return bhat_own;
   double b;
   if (!kHybrid || v < src.n_dense) {
@@ -100,7 +100,8 @@ __device__ __forceinline__ float own_bhat(const BhatSource& src, int v, int own,
     const unsigned cap = rare_row(src.rare_off, v - src.n_dense, o0);
     b = static_cast<double>(rare_count(src.rare + o0, cap, static_cast<unsigned>(own)));
   }
-  return static_cast<float>(__ddiv_rn(__dadd_rn(__dsub_rn(b, w), src.beta), __dsub_rn(src.denom[own], w)));
+  return static_cast<float>(
+      __ddiv_rn(__dadd_rn(__dsub_rn(b, w), src.beta), __dsub_rn(src.denom[own], w)));
 }
 
 // The two-branch draw of doc/algorithm.md for one token of topic `own`, weight `own_w` and
@@ -119,9 +120,9 @@ __device__ __forceinline__ float own_bhat(const BhatSource& src, int v, int own,
 // plus a warp scan of its entries (windows of 32). Where rounding leaves no entry of the segment
 // above x, the segment's last entry is taken, as the contract takes K - 1 at the top.
 template <bool kPacked, typename Tree>
-__device__ __forceinline__ int draw_one(const typename AEntry<kPacked>::T* __restrict__ ent, int len, float u,
-                                        int own, float own_w, float b_adj, const float* leaf,
-                                        const Tree& tree) {
+__device__ __forceinline__ int draw_one(const typename AEntry<kPacked>::T* __restrict__ ent,
+                                        int len, float u, int own, float own_w, float b_adj,
+                                        const float* leaf, const Tree& tree) {
   using E = AEntry<kPacked>;
   const int lane = lane_id();
   float seg_end, own_part_here;
@@ -131,7 +132,8 @@ __device__ __forceinline__ int draw_one(const typename AEntry<kPacked>::T* __res
   // One lane's segment holds the own entry (a consistent state always has it).
   const int holder = warp_first(own_part_here != 0.0f);
   const float a_own = holder >= 0 ? __shfl_sync(kFullMask, own_part_here, holder) : 0.0f;
-  const float delta = __fsub_rn(__fmul_rn(a_own, b_own), __fmul_rn(fmaxf(__fsub_rn(a_own, own_w), 0.0f), b_adj));
+  const float delta =
+      __fsub_rn(__fmul_rn(a_own, b_own), __fmul_rn(fmaxf(__fsub_rn(a_own, own_w), 0.0f), b_adj));
   const float alpha_own = __ldg(tree.alpha + own);
   const float eps = __fsub_rn(__fmul_rn(alpha_own, b_own), __fmul_rn(alpha_own, b_adj));
   const float s_own = fmaxf(__fsub_rn(s, delta), 0.0f);
@@ -157,7 +159,8 @@ __device__ __forceinline__ int draw_one(const typename AEntry<kPacked>::T* __res
   for (int w = 0; w < n_here; w += kWarp) {
     const int j = w + lane;
     const typename E::T e = j < n_here ? ent[j * kWarp + l] : E::zero();
-    const float run = __fadd_rn(base, warp_inclusive_scan(j < n_here ? entry_mass<kPacked>(e, leaf) : 0.0f));
+    const float run =
+        __fadd_rn(base, warp_inclusive_scan(j < n_here ? entry_mass<kPacked>(e, leaf) : 0.0f));
     const float run_own = E::topic(e) >= own ? __fsub_rn(run, delta) : run;
     const int hit = warp_first(j < n_here && run_own > x);
     if (hit >= 0) return __shfl_sync(kFullMask, E::topic(e), hit);

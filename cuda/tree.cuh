@@ -20,20 +20,26 @@
 namespace gpulda {
 
 // Groups of 32 tiles of 32 leaves; level 1 holds one running sum per group, in whole windows of 32.
-static_assert(kMaxTopics <= 2 * kWarp * kWarp * kWarp, "level 1 is searched in at most two windows");
+static_assert(kMaxTopics <= 2 * kWarp * kWarp * kWarp,
+              "level 1 is searched in at most two windows");
 
 __host__ __device__ constexpr int tree_tiles(int k) { return (k + kWarp - 1) / kWarp; }
 __host__ __device__ constexpr int tree_groups(int k) { return (tree_tiles(k) + kWarp - 1) / kWarp; }
 // Floats of level 1: the groups rounded up to whole windows of 32 (32 for any K <= 32,768).
-__host__ __device__ constexpr int tree_level1(int k) { return (tree_groups(k) + kWarp - 1) / kWarp * kWarp; }
+__host__ __device__ constexpr int tree_level1(int k) {
+  return (tree_groups(k) + kWarp - 1) / kWarp * kWarp;
+}
 // Floats of shared memory a table for k topics needs (leaves, level 2, level 1).
 __host__ __device__ constexpr int tree_floats(int k) { return k + tree_tiles(k) + tree_level1(k); }
 // The same with the leaves in global memory (kLargeK): levels 1 and 2 only.
-__host__ __device__ constexpr int tree_upper_floats(int k) { return tree_tiles(k) + tree_level1(k); }
+__host__ __device__ constexpr int tree_upper_floats(int k) {
+  return tree_tiles(k) + tree_level1(k);
+}
 
 // q_k = alpha_k * Bhat[v, k], rounded on its own (never fused into a running sum): the oracle's
 // float32 product.
-__device__ __forceinline__ float prior_term(const float* __restrict__ alpha, const float* leaf, int k) {
+__device__ __forceinline__ float prior_term(const float* __restrict__ alpha, const float* leaf,
+                                            int k) {
   return __fmul_rn(__ldg(alpha + k), leaf[k]);
 }
 
@@ -71,7 +77,8 @@ struct WordTreeT {
     const float base = j > 0 ? l2[j - 1] : 0.0f;
     const int k = j * kWarp + lane;
     const bool valid = k < n_topics;
-    const float run = __fadd_rn(base, warp_inclusive_scan(valid ? prior_term(alpha, leaf, k) : 0.0f));
+    const float run =
+        __fadd_rn(base, warp_inclusive_scan(valid ? prior_term(alpha, leaf, k) : 0.0f));
     int kl = warp_first(valid && run > y);
     if (kl < 0) kl = min(kWarp, n_topics - j * kWarp) - 1;
     return j * kWarp + kl;
@@ -80,8 +87,8 @@ struct WordTreeT {
 using WordTree = WordTreeT<false>;
 
 // Warp: tile j's total, the scan of its terms that the query repeats (every lane gets it).
-__device__ __forceinline__ float tile_total(const float* leaf, const float* __restrict__ alpha, int n_topics,
-                                            int j) {
+__device__ __forceinline__ float tile_total(const float* leaf, const float* __restrict__ alpha,
+                                            int n_topics, int j) {
   const int k = j * kWarp + lane_id();
   const float s = warp_inclusive_scan(k < n_topics ? prior_term(alpha, leaf, k) : 0.0f);
   return __shfl_sync(kFullMask, s, kWarp - 1);
@@ -102,7 +109,8 @@ __device__ __forceinline__ float group_scan(const float* tiles, float* local, in
 // block; ends with __syncthreads.
 template <bool kWide>
 __device__ __forceinline__ WordTreeT<kWide> finish_tree(const float* leaf, float* l2, float* l1,
-                                                const float* __restrict__ alpha, int n_topics) {
+                                                        const float* __restrict__ alpha,
+                                                        int n_topics) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
   const int n_tiles = tree_tiles(n_topics);
@@ -134,7 +142,8 @@ __device__ __forceinline__ WordTreeT<kWide> finish_tree(const float* leaf, float
 // sampler's build_tree writes them in place; counts.cu's prior_levels keeps the prior row's
 // apart, for patch_tree.
 __device__ __forceinline__ void first_levels(const float* leaf, const float* __restrict__ alpha,
-                                                 int n_topics, float* tiles, float* local, float* groups) {
+                                             int n_topics, float* tiles, float* local,
+                                             float* groups) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;
@@ -156,7 +165,8 @@ __device__ __forceinline__ void first_levels(const float* leaf, const float* __r
 // level 2 (tree_tiles(K) floats), `l1` level 1 (tree_level1(K) floats); `alpha` is K floats.
 template <bool kWide = false>
 __device__ __forceinline__ WordTreeT<kWide> build_tree(const float* leaf, float* l2, float* l1,
-                                               const float* __restrict__ alpha, int n_topics) {
+                                                       const float* __restrict__ alpha,
+                                                       int n_topics) {
   first_levels(leaf, alpha, n_topics, l2, l2, l1);
   return finish_tree<kWide>(leaf, l2, l1, alpha, n_topics);
 }
@@ -169,10 +179,11 @@ __device__ __forceinline__ WordTreeT<kWide> build_tree(const float* leaf, float*
 // `touched` visible (the caller's __syncthreads); ends with __syncthreads.
 template <bool kWide = false>
 __device__ __forceinline__ WordTreeT<kWide> patch_tree(const float* leaf, float* l2, float* l1,
-                                               const float* __restrict__ alpha, int n_topics,
-                                               const unsigned* touched, const float* __restrict__ ref_tiles,
-                                               const float* __restrict__ ref_local,
-                                               const float* __restrict__ ref_groups) {
+                                                       const float* __restrict__ alpha,
+                                                       int n_topics, const unsigned* touched,
+                                                       const float* __restrict__ ref_tiles,
+                                                       const float* __restrict__ ref_local,
+                                                       const float* __restrict__ ref_groups) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;

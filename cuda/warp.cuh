@@ -40,11 +40,14 @@ __device__ __forceinline__ double warp_sum(double v) {
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
-  for (int off = kWarp / 2; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, off));
+  for (int off = kWarp / 2; off > 0; off >>= 1)
+    v = __fadd_rn(v, __shfl_xor_sync(kFullMask, v, off));
   return v;
 }
 
 // Index of the first lane whose predicate holds, or -1 (SaberLDA's warp_vote: __ballot + __ffs).
-__device__ __forceinline__ int warp_first(bool pred) { return __ffs(__ballot_sync(kFullMask, pred)) - 1; }
+__device__ __forceinline__ int warp_first(bool pred) {
+  return __ffs(__ballot_sync(kFullMask, pred)) - 1;
+}
 
 }  // namespace gpulda
