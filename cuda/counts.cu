@@ -502,7 +502,7 @@ extern "C" __global__ void column_partials(const float* __restrict__ B, int n_ro
 // rare_topic_totals: totals[k] += the counts of topic k over every occupied slot of the rare rows
 // (hybrid storage, rare_rows.cuh). Integer additions, so the result does not depend on order.
 // Launch: grid any (grid-strided), block any. [in] slots (n uint32); [in/out] totals (K uint64).
-// NumPy: _hybrid_table.entries, then bincount(topic, weights=count, minlength=K).
+// NumPy: hybrid_table.entries, then bincount(topic, weights=count, minlength=K).
 // ---------------------------------------------------------------------------------------------
 extern "C" __global__ void rare_topic_totals(const unsigned* __restrict__ slots, long long n,
                                              unsigned long long* __restrict__ totals) {
@@ -523,7 +523,7 @@ extern "C" __global__ void rare_topic_totals(const unsigned* __restrict__ slots,
 // so no two threads add to one cell and the sums are exact integers.
 // Launch: grid any (grid-strided), block any. [in] slots (n uint32); [in] offsets (n_rare + 1
 // int64, offsets[0] = 0, offsets[n_rare] = n); [in/out] whole ((n_dense + n_rare) x K float64).
-// NumPy: word, topic, count = _hybrid_table.entries(...); whole[word, topic] += count.
+// NumPy: word, topic, count = hybrid_table.entries(...); whole[word, topic] += count.
 // ---------------------------------------------------------------------------------------------
 extern "C" __global__ void rare_add_to_whole(const unsigned* __restrict__ slots, long long n,
                                              const long long* __restrict__ offsets, int n_rare,

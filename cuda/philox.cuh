@@ -1,5 +1,5 @@
 // Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC'11),
-// the device twin of sklearn_gpulda/_random.py. Every draw is a pure function of
+// the device twin of sklearn_gpulda/backends/random.py. Every draw is a pure function of
 // (seed, iteration, stream, token, sweep), so any thread may draw any token's number and the
 // CUDA engine reproduces the NumPy engine's numbers bit for bit.
 #pragma once
@@ -12,7 +12,7 @@ constexpr unsigned kPhiloxM1 = 0xCD9E8D57u;
 constexpr unsigned kPhiloxW0 = 0x9E3779B9u;
 constexpr unsigned kPhiloxW1 = 0xBB67AE85u;
 
-// Stream ids: the third counter word; must match _random.STREAM_*.
+// Stream ids: the third counter word; must match random.STREAM_*.
 constexpr unsigned kStreamInit = 0;
 constexpr unsigned kStreamSample = 1;
 constexpr unsigned kStreamBatchInit = 2;
@@ -54,12 +54,12 @@ __device__ __forceinline__ unsigned token_bits(unsigned seed, unsigned iteration
       .x0;
 }
 
-// 24 random bits scaled by 2^-24: exact in float32, so it equals _random.token_uniform bit for bit.
+// 24 random bits scaled by 2^-24: exact in float32, so it equals random.token_uniform bit for bit.
 __device__ __forceinline__ float bits_to_uniform(unsigned bits) {
   return __uint2float_rn(bits >> 8) * 5.9604644775390625e-08f;
 }
 
-// floor(bits * K / 2^32): the high word of the 64-bit product, as _random.token_topic.
+// floor(bits * K / 2^32): the high word of the 64-bit product, as random.token_topic.
 __device__ __forceinline__ int bits_to_topic(unsigned bits, unsigned n_topics) {
   return static_cast<int>(__umulhi(bits, n_topics));
 }

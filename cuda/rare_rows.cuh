@@ -1,15 +1,16 @@
-// Rare words' rows of B in hybrid storage (ezLDA IV; sklearn_gpulda/_hybrid_table.py says which
-// words are rare and how their slots are laid out). A row is an open-addressing table of 1.5 slots
+// Rare words' rows of B in hybrid storage (ezLDA IV; the host's hybrid_table.py, in
+// sklearn_gpulda/backends/cuda/sparse/, says which words are rare and how their slots are laid
+// out). A row is an open-addressing table of 1.5 slots
 // per token (any size of at least 2), at most two thirds full; a slot is 0 when empty, else
 // (topic << 16) | count. The probe sequence starts at the topic's multiply-shift hash and walks
-// forward with wrap-around; the host's _hybrid_table.home_slot / next_slot / insert / lookup are
+// forward with wrap-around; the host's hybrid_table.home_slot / next_slot / insert / lookup are
 // the NumPy statement of the functions below.
 #pragma once
 
 namespace gpulda {
 
-constexpr unsigned kRareHashMultiplier = 2654435761u;  // _hybrid_table.HASH_MULTIPLIER
-constexpr int kRareCountBits = 16;                     // _hybrid_table.COUNT_BITS
+constexpr unsigned kRareHashMultiplier = 2654435761u;  // hybrid_table.HASH_MULTIPLIER
+constexpr int kRareCountBits = 16;                     // hybrid_table.COUNT_BITS
 constexpr unsigned kRareCountMask = (1u << kRareCountBits) - 1u;
 
 // A non-empty slot's topic and count.

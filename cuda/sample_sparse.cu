@@ -369,7 +369,7 @@ GPULDA_LOGLIK(wide_large_hybrid, false, true, true)
 // ---------------------------------------------------------------------------------------------
 // init_topics_{u16,i32}: z[p] = uniform topic of canonical token t0 + p (stream 0, or 2 for a
 // batch), in canonical order: a chunk gathers its PDOW copy from it (counts.cu gather_topics).
-// Launch: 1-D, >= n threads. NumPy: _random.token_topic(seed, iteration, stream, t, K, sweep).
+// Launch: 1-D, >= n threads. NumPy: random.token_topic(seed, iteration, stream, t, K, sweep).
 // ---------------------------------------------------------------------------------------------
 #define GPULDA_INIT(SUFFIX, TOPIC_T)                                                   \
   extern "C" __global__ void init_topics_##SUFFIX(                                     \
