@@ -48,6 +48,24 @@ def fit_model(model, X, progress, sweeps):
         raise CommandError(one_line(exc)) from None
 
 
+def fit_and_report(args, X, device, progress):
+    """The estimator the command's options describe, fitted to ``X`` on the resolved
+    ``device`` with a line announcing the fit before and the fit's report after."""
+    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda._fitting import loop as _fit
+    from sklearn_gpulda._runtime import device as _device
+
+    model = GPULatentDirichletAllocation(n_components=args.n_components, max_iter=args.max_iter,
+                                         device=args.device, random_state=args.random_state,
+                                         n_jobs=args.n_jobs)
+    sweeps = _fit.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
+    print(f"fitting:     {args.n_components} topics, {sweeps} sweeps, "
+          f"device={args.device!r} ({device})", flush=True)
+    fit_model(model, X, progress, sweeps)
+    print_fit_report(model)
+    return model
+
+
 def print_fit_report(model):
     # The estimator's own clock rather than one around fit(): it leaves out input validation and
     # token-array building, which are not the sampler's work the throughput figure is about.
@@ -94,9 +112,6 @@ def model_vocabulary(saved, vocab_path):
 def run_demo(args):
     from sklearn.model_selection import train_test_split
 
-    from sklearn_gpulda import GPULatentDirichletAllocation
-    from sklearn_gpulda._fitting import loop as _fit
-    from sklearn_gpulda._runtime import device as _device
     from sklearn_gpulda.datasets import load_kjv_chapters
     from sklearn_gpulda.metrics import document_completion
 
@@ -110,14 +125,7 @@ def run_demo(args):
     print(f"split:       {X_train.shape[0]} training chapters, {X_test.shape[0]} held out "
           f"(seed {DEMO_SPLIT_SEED})")
 
-    model = GPULatentDirichletAllocation(n_components=args.n_components, max_iter=args.max_iter,
-                                         device=args.device, random_state=args.random_state,
-                                         n_jobs=args.n_jobs)
-    sweeps = _fit.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
-    print(f"fitting:     {args.n_components} topics, {sweeps} sweeps, "
-          f"device={args.device!r} ({device})", flush=True)
-    fit_model(model, X_train, None, sweeps)
-    print_fit_report(model)
+    model = fit_and_report(args, X_train, device, progress=None)
     completion = document_completion(X_test, model.components_, model.doc_topic_prior_,
                                      random_state=DEMO_SPLIT_SEED)
     print(f"held-out perplexity: {model.perplexity(X_test):.1f} "
@@ -148,10 +156,6 @@ def _save_with_vocabulary(model, X, names):
 
 
 def run_fit(args):
-    from sklearn_gpulda import GPULatentDirichletAllocation
-    from sklearn_gpulda._fitting import loop as _fit
-    from sklearn_gpulda._runtime import device as _device
-
     if not args.input.is_file():
         raise CommandError(f"input file not found: {args.input}")
     check_output_path(args.output, "--output")
@@ -181,14 +185,7 @@ def run_fit(args):
               f"max_features={options['max_features']}, ngram_range={options['ngram_range']})")
     print(f"corpus:      {X.shape[0]} documents x {X.shape[1]} words, {X.sum():,.0f} tokens")
 
-    model = GPULatentDirichletAllocation(n_components=args.n_components, max_iter=args.max_iter,
-                                         device=args.device, random_state=args.random_state,
-                                         n_jobs=args.n_jobs)
-    sweeps = _fit.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
-    print(f"fitting:     {args.n_components} topics, {sweeps} sweeps, "
-          f"device={args.device!r} ({device})", flush=True)
-    fit_model(model, X, args.progress, sweeps)
-    print_fit_report(model)
+    model = fit_and_report(args, X, device, progress=args.progress)
 
     if vectorizer is not None:
         from sklearn.pipeline import Pipeline
