@@ -147,7 +147,7 @@ def main(argv=None):
     import cupy as cp
 
     from sklearn_gpulda.backends import BACKENDS
-    from sklearn_gpulda.backends.cuda.dense.sampler.sample_dense import MAX_TOPICS
+    from sklearn_gpulda.backends.cuda.dense.sample_dense import MAX_TOPICS
 
     name = describe_device(cp)
     for b in BACKENDS:

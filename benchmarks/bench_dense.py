@@ -72,7 +72,7 @@ def time_dense(cp, variant, order_d, doc_ptr_d, word_d, z0, A, bhat, alpha, z, r
     ``z`` is the kernel's in/out topic array; it is reset from ``z0`` before every launch,
     outside the timed region, so each launch removes the counts A really holds.
     """
-    from sklearn_gpulda.backends.cuda.dense.sampler.sample_dense import sample_dense
+    from sklearn_gpulda.backends.cuda.dense.sample_dense import sample_dense
 
     alpha_d = cp.full(A.shape[1], alpha, dtype=cp.float32)
     start, stop = cp.cuda.Event(), cp.cuda.Event()
@@ -144,7 +144,7 @@ def main(argv=None):
 
     import cupy as cp
 
-    from sklearn_gpulda.backends.cuda.dense.sampler.sample_dense import MAX_TOPICS, document_order
+    from sklearn_gpulda.backends.cuda.dense.sample_dense import MAX_TOPICS, document_order
 
     name = describe_device(cp)
     topics = [k for k in (args.topics or paper_sweep()) if 1 <= k <= MAX_TOPICS]

@@ -264,13 +264,13 @@ def test_resolved_algorithm_is_kept_for_later_calls(monkeypatch):
 
 # -- the GPU engine ---------------------------------------------------------------------------------
 def _dense_engine(n_topics, alpha=ALPHA, **kw):
-    from sklearn_gpulda.backends.cuda.dense.sampler.sampler import CudaDenseSampler
+    from sklearn_gpulda.backends.cuda.dense.sampler import CudaDenseSampler
 
     return CudaDenseSampler(n_topics, alpha, BETA, SEED, GPU, **kw)
 
 
 def _sparse_engine(n_topics):
-    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 
     return CudaSparseSampler(n_topics, ALPHA, BETA, SEED, GPU)
 
@@ -371,8 +371,8 @@ def test_gpu_batch_statistics(first):
 
 @pytest.mark.gpu
 def test_gpu_engine_choice_and_limits():
-    from sklearn_gpulda.backends.cuda.dense.sampler.sampler import CudaDenseSampler
-    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.dense.sampler import CudaDenseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 
     assert isinstance(choose_backend("dense", 8, GPU).make(8, ALPHA, BETA, SEED, GPU),
                       CudaDenseSampler)

@@ -22,7 +22,7 @@ GPU = Device("cuda", (0,))
 
 
 def _gpu(n_topics, batch_tokens, alpha=ALPHA):
-    from sklearn_gpulda.backends.cuda.minibatch.sampler.sampler import CudaMinibatchSampler
+    from sklearn_gpulda.backends.cuda.minibatch.sampler import CudaMinibatchSampler
 
     return CudaMinibatchSampler(n_topics, alpha, BETA, SEED, GPU, batch_tokens=batch_tokens)
 
@@ -105,7 +105,7 @@ def test_one_batch_draws_from_the_collapsed_conditional(n_topics):
 
 
 def test_layout_is_the_host_segmented_csr():
-    from sklearn_gpulda.backends.cuda.minibatch.sampler.sampler import panel_width
+    from sklearn_gpulda.backends.cuda.minibatch.sampler import panel_width
 
     corpus = _kjv(90)
     eng = _gpu(50, 6000)

@@ -185,7 +185,7 @@ def test_gpu_workers_equal_one_gpu_fit(kjv, gpu_reference, n_workers, monkeypatc
     # Worker processes of a plain cluster share GPU 0: two shards, each keyed by its tokens'
     # places in the whole corpus, with B summed on the driver, give the one-GPU chain. One
     # worker sums B in place (NCCL on one rank) where its CuPy has NCCL.
-    from sklearn_gpulda.backends.cuda.multi_gpu.sampler.all_reduce import nccl_module
+    from sklearn_gpulda.backends.cuda.multi_gpu.all_reduce import nccl_module
 
     joined = _spy_on_nccl(monkeypatch)
     cluster, client = _cluster(n_workers)

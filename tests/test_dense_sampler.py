@@ -13,7 +13,7 @@ import pytest
 
 from sklearn_gpulda.backends import random as _random
 from sklearn_gpulda._input.corpus import tokens
-from sklearn_gpulda.backends.cuda.dense.sampler.sample_dense import VARIANTS, document_order
+from sklearn_gpulda.backends.cuda.dense.sample_dense import VARIANTS, document_order
 from sklearn_gpulda.backends.numpy import tables, threads
 from sklearn_gpulda.backends.numpy.dense_rule import draw_topics_dense
 from sklearn_gpulda.backends.numpy.row_tasks import count_pairs
@@ -199,7 +199,7 @@ def _gpu_draw(variant, doc_ptr, word, z, A, bhat, alpha, order=None, word_side=N
     as for the oracle."""
     import cupy as cp
 
-    from sklearn_gpulda.backends.cuda.dense.sampler.sample_dense import sample_dense
+    from sklearn_gpulda.backends.cuda.dense.sample_dense import sample_dense
 
     doc_ptr_d, word_d = _device_corpus(doc_ptr, word)
     order_d = (
@@ -347,7 +347,7 @@ def test_only_listed_documents_are_written(variant):
 def test_launcher_rejects_bad_arguments():
     import cupy as cp
 
-    from sklearn_gpulda.backends.cuda.dense.sampler.sample_dense import sample_dense
+    from sklearn_gpulda.backends.cuda.dense.sample_dense import sample_dense
 
     doc_ptr = cp.asarray(np.array([0, 2], dtype=np.int64))
     word = cp.zeros(2, dtype=cp.int32)

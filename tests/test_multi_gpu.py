@@ -30,13 +30,13 @@ def kjv():
 
 
 def _single(k, **kw):
-    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 
     return CudaSparseSampler(k, ALPHA, BETA, SEED, ONE, **kw)
 
 
 def _multi(k, gpus=(0, 0, 0), **kw):
-    from sklearn_gpulda.backends.cuda.multi_gpu.sampler.sampler import MultiGpuSampler
+    from sklearn_gpulda.backends.cuda.multi_gpu.sampler import MultiGpuSampler
 
     return MultiGpuSampler(k, ALPHA, BETA, SEED, Device("cuda", tuple(gpus)), **kw)
 
@@ -138,8 +138,8 @@ def test_weighted_tokens_agree_up_to_the_order_of_float_additions(kjv):
 def test_streamed_shards_and_row_blocks(kjv, monkeypatch):
     # Each shard streams its part (a budget too small for it) and the corpus comes as row
     # blocks: still the one-GPU chain.
-    from sklearn_gpulda.backends.cuda.sparse.sampler import streaming
-    from sklearn_gpulda.backends.cuda.multi_gpu.sampler.sampler import DeviceShard
+    from sklearn_gpulda.backends.cuda.sparse import streaming
+    from sklearn_gpulda.backends.cuda.multi_gpu.sampler import DeviceShard
 
     monkeypatch.setattr(streaming, "MIN_STREAM_CHUNK", 1)
     monkeypatch.setattr(DeviceShard, "estimate_bytes",
@@ -176,7 +176,7 @@ def test_fit_loop_on_shards_is_the_one_gpu_fit(kjv):
 
 
 def test_nccl_on_one_rank(kjv):
-    from sklearn_gpulda.backends.cuda.multi_gpu.sampler.all_reduce import nccl_module
+    from sklearn_gpulda.backends.cuda.multi_gpu.all_reduce import nccl_module
 
     if nccl_module() is None:
         pytest.skip("this CuPy has no NCCL")
