@@ -133,7 +133,7 @@ def launch(stem, name, grid, block, args, shared_mem=0):
     import cupy
 
     # A small batch of online learning makes about eighty launches, so the checks here are
-    # written for speed: they were half of a launch's 40 us of host time.
+    # written to cost little host time per launch.
     fn = get_function(stem, name)
     ndarray = cupy.ndarray
     cast = []

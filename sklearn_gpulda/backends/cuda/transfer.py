@@ -76,9 +76,8 @@ def _pipelined(cp, blocks, block, out, step):
     it into one buffer, host threads copy block i - 1 out of the other into ``out``.
 
     A copy from the device into pageable memory goes through the driver's own staging and the
-    page faults of a fresh array on one thread: about 3 GB/s, 2 s for the 5.8 GB of a
-    K = 10,000 model. Into pinned memory it runs at the link's speed, and the threads share the
-    page faults.
+    page faults of a fresh array on one thread, far below the link's speed for a large model.
+    Into pinned memory it runs at the link's speed, and the threads share the page faults.
     """
     import cupyx
 
@@ -86,7 +85,7 @@ def _pipelined(cp, blocks, block, out, step):
     stream = cp.cuda.Stream(non_blocking=True)
     # A non-blocking stream does not wait for the caller's stream by itself: without this, the
     # blocks could be read while the table is still being written (an averaged sum updated just
-    # before came back corrupted: online learning at K = 1,000, V = 102,660 on an H100).
+    # before would come back corrupted).
     stream.wait_event(cp.cuda.get_current_stream().record())
     buffers = [cupyx.empty_pinned((step, out.shape[1]), dtype=out.dtype) for _ in range(2)]
     events = [None, None]

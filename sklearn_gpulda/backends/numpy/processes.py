@@ -2,8 +2,8 @@
 
 Threads share arrays for free but not the interpreter: every NumPy call takes the GIL to start
 and to finish. A draw makes some thirty calls per chunk of tokens, most of them on one value per
-token, and measured on a 16-core host (``tools/thread_scaling_probe.py``) calls of 16 k elements
-ran no faster on 4 to 16 threads than on one, and ``bincount`` holds the GIL throughout. So from
+token, so calls on arrays of some thousands of elements gain nothing from more threads, and
+``bincount`` holds the GIL throughout. So from
 two jobs on the engine runs its tasks in processes instead (worker processes started once per
 Python process and size, each serving rounds of tasks over a socket of its own:
 :mod:`.worker_rounds`), and the arrays they read and write are

@@ -52,8 +52,8 @@ def count_doc_and_word_rows(item, a, b, doc, word, topics, weight, doc_ptr, word
 
     Returns, for B's rows of a corpus of unit tokens (``weight`` None), the number of their
     tokens in each topic (int64, K): summed over the items, the topic totals, exact in any
-    order, without a pass over every token in the caller (2-3 ms a sweep of 1 M tokens that no
-    number of workers shortened). None otherwise.
+    order, without a pass over every token in the caller (a serial pass that no number of
+    workers would shorten). None otherwise.
     """
     which, rows = item
     if which == "a":

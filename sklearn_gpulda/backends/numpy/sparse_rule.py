@@ -152,8 +152,8 @@ def draw_range(tokens, doc, word, topic, weight, u, doc_topic, bhat, qtotal, alp
 
 #: Most topics for which running sums along a token's row are formed topic by topic (one
 #: vectorised add per topic over every token of a chunk) instead of by ``np.cumsum`` along the
-#: rows, which adds one element at a time: 4x faster at K = 20 and 50, 3x at K = 100 (2-core
-#: EPYC, chunks of 2^18 elements). The float32 sums are the same, added in the same order.
+#: rows, which adds one element at a time; past some hundred topics the per-topic calls cost
+#: more than they save. The float32 sums are the same, added in the same order.
 LOOP_MAX_TOPICS = 128
 
 

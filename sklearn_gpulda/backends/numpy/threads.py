@@ -20,15 +20,15 @@ import numpy as np
 from joblib import effective_n_jobs
 
 #: Elements of a (tokens x topics) temporary per chunk: 1 MB per float32 array, so that a chunk's
-#: temporaries stay in the core's cache between the steps of a draw. Measured on KOS (2-core
-#: EPYC, one thread, 5 sweeps): 1.6x, 1.4x and 1.3x faster at K = 20, 100 and 1,000 than 16 MB
-#: chunks; 256 KB chunks were slower again. Each thread works on chunks of this size.
+#: temporaries stay in the core's cache between the steps of a draw: chunks much larger spill
+#: to memory, much smaller ones pay NumPy's per-call cost more often. Each thread works on chunks
+#: of this size.
 CHUNK_ELEMENTS = 1 << 18
 
 #: Fewest tokens in a chunk (unless that would pass MAX_CHUNK_ELEMENTS): a draw makes some thirty
 #: NumPy calls per chunk, and with fewer tokens their fixed cost, and with threads their turns at
-#: the GIL, outweigh what small temporaries gain in the cache. Measured on KOS at K = 1,000 with
-#: two threads: 262-token chunks drew no faster than one thread, 1,048-token chunks 1.8x faster.
+#: the GIL, outweigh what small temporaries gain in the cache (a few hundred tokens per chunk
+#: leave a second thread with nothing to gain).
 MIN_CHUNK_TOKENS = 1024
 
 #: Most elements of a (tokens x topics) temporary whatever the chunk (16 MB in float32).

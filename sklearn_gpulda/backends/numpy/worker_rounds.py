@@ -1,10 +1,9 @@
 """Rounds of tasks on worker processes, at a small fixed cost per round.
 
-A CPU sweep is three rounds of tasks (draws, counts, tables), each waiting for the last. Sent
-through loky's executor, one future per group of items, a round of 32 empty tasks took 7-13 ms
-on the 16-core host of ``doc/performance.md`` (every task crosses two threads of the main
-process and two shared queues); three of those were a third of a 16-job sweep of a million
-tokens at K = 20. So the workers are now plain processes, started the way loky starts its own
+A CPU sweep is three rounds of tasks (draws, counts, tables), each waiting for the last, so
+the fixed cost of a round counts three times a sweep. Through loky's executor every task
+crosses two threads of the main process and two shared queues, which at many jobs costs a good
+part of a sweep of a small corpus. So the workers are plain processes, started the way loky starts its own
 (a fresh interpreter that does not run the user's ``__main__``), each running :func:`_serve`:
 it connects back to this process over a Unix socket of its own and then runs rounds until told
 to stop.

@@ -34,8 +34,8 @@ class CudaDenseSampler(CudaChain, Sampler):
         As :class:`~sklearn_gpulda.backends.base.Sampler`; ``n_topics`` at most
         :data:`~sklearn_gpulda.backends.cuda.dense.sample_dense.MAX_TOPICS` (1,024).
     variant : {'transpose', 'butterfly', 'plain'}, default='transpose'
-        Dense kernel of the E-step. 'transpose' (Alg. 4 with the register transposition) measured
-        fastest on an H200 at every K of ``doc/performance.md``; the other two are for comparison.
+        Dense kernel of the E-step. 'transpose' (Alg. 4 with the register transposition) is the
+        fastest at every K ``doc/performance.md`` measures; the other two are for comparison.
     block : int, default=128
         Threads per block of the sampling kernel.
     profile : bool, default=False
