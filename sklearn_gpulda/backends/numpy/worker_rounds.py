@@ -3,10 +3,10 @@
 A CPU sweep is three rounds of tasks (draws, counts, tables), each waiting for the last, so
 the fixed cost of a round counts three times a sweep. Through loky's executor every task
 crosses two threads of the main process and two shared queues, which at many jobs costs a good
-part of a sweep of a small corpus. So the workers are plain processes, started the way loky starts its own
-(a fresh interpreter that does not run the user's ``__main__``), each running :func:`_serve`:
-it connects back to this process over a Unix socket of its own and then runs rounds until told
-to stop.
+part of a sweep of a small corpus. So the workers are plain processes, started the way loky
+starts its own (a fresh interpreter that does not run the user's ``__main__``), each running
+:func:`_serve`: it connects back to this process over a Unix socket of its own and then runs
+rounds until told to stop.
 
 A round: this process sets a shared counter to 0 and sends every worker the same message (the
 task, the items, the arguments); each worker takes the next item by incrementing the counter
