@@ -2,8 +2,7 @@
 bench_end_to_end.py) and the peer benchmark's worker.
 
 Nothing here imports the package or CuPy at module level: ``bench_cuda.py --compare-with`` runs
-these helpers in a subprocess against another checkout's package, which may predate the sampler
-protocol.
+these helpers in a subprocess against another checkout's package.
 """
 
 import csv
@@ -54,17 +53,9 @@ def cuda_sampler(algorithm, n_topics, alpha, beta, seed, **options):
 
 
 def start_chain(sampler, corpus):
-    """Lay ``corpus`` out and draw the initial topics.
-
-    Samplers of the protocol do it in two calls (``load``, ``init_topics``); the engines of
-    checkouts older than the protocol had one, ``initialize(corpus)``, which the comparison mode
-    of ``bench_cuda.py`` still times.
-    """
-    if hasattr(sampler, "load"):
-        sampler.load(corpus)
-        sampler.init_topics()
-    else:
-        sampler.initialize(corpus)
+    """Lay ``corpus`` out and draw the initial topics (the protocol's ``load``, ``init_topics``)."""
+    sampler.load(corpus)
+    sampler.init_topics()
 
 
 def run_sweeps(cp, sampler, corpus, iters, before_sweep=None):
@@ -75,7 +66,7 @@ def run_sweeps(cp, sampler, corpus, iters, before_sweep=None):
     cp : module
         CuPy.
     sampler : object
-        A profiled CUDA sampler (``stage_ms`` filled by each sweep), or an old engine.
+        A profiled CUDA sampler (``stage_ms`` filled by each sweep).
     corpus : TokenCorpus
     iters : int
         Sweeps, numbered 1..iters as the fit loop numbers them.

@@ -12,16 +12,15 @@ more draws to the prior branch, so throughput is quoted at both 50 / K and 1 / K
 ``--compare-with DIR`` times the same work with two versions of the package on this GPU. DIR is
 another checkout of the repository, e.g. the commit before a change::
 
-    mkdir -p .carry/old && git archive 18f275e^ | tar -x -C .carry/old
+    mkdir -p .carry/old && git archive HEAD~1 | tar -x -C .carry/old
 
 The corpus is drawn once and saved to ``<out>/bench_cuda_corpus.npz`` (deleted at the end); then
 for every prior and K a subprocess that imports DIR's package (``PYTHONPATH=DIR``) and one that
-imports this checkout's each load that file and time the sparse engine of their own version --
-the sampler protocol's ``CudaSparseSampler``, or for a checkout older than the protocol
-``sklearn_gpulda._engines.cuda_engine.CudaEngine`` (``initialize`` in place of ``load`` and
-``init_topics``). The two alternate (old first in even rounds of ``--rounds``, new first in odd
-ones) so that a drift of the machine falls on both. Printed: K, Mtoken/s old and new, new / old,
-and each stage's ms; written: ``<out>/bench_cuda_compare.json``. DIR's kernels are compiled by
+imports this checkout's each load that file and time the sparse sampler of their own version
+(``CudaSparseSampler`` from the registry of ``sklearn_gpulda.backends``, which DIR must have).
+The two alternate (old first in even rounds of ``--rounds``, new first in odd ones) so that a
+drift of the machine falls on both. Printed: K, Mtoken/s old and new, new / old, and each
+stage's ms; written: ``<out>/bench_cuda_compare.json``. DIR's kernels are compiled by
 NVRTC at its first run unless built beforehand (``tools/build_kernels.py --src DIR/cuda --out
 DIR/sklearn_gpulda/_fatbin``; ``tools/gpu_stages.sh bench-compare`` does it).
 
@@ -37,7 +36,6 @@ Usage::
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -55,7 +53,7 @@ sys.path.insert(0, str(HERE))
 from _bench_common import (  # noqa: E402
     ALPHA_HELP, after_first, alpha_for, cuda_sampler, describe_device, device_name, run_sweeps)
 
-#: Stages of a sweep the sparse engine profiles (the same names before and after the protocol).
+#: Stages of a sweep the sparse sampler profiles.
 STAGES = ("sample", "rebuild_a", "count_b_totals")
 BETA = 0.01
 CORPUS_FILE = "bench_cuda_corpus.npz"
@@ -103,8 +101,8 @@ def save_corpus(corpus, path):
 
 
 def load_corpus(path):
-    """A TokenCorpus of the imported package's own class from :func:`save_corpus`'s file
-    (the counts' CSR arrays: the constructor since the corpus became its counts)."""
+    """A TokenCorpus of the imported package's own class from :func:`save_corpus`'s file, so
+    that each version lays the same counts out its own way."""
     from sklearn_gpulda._input.corpus import TokenCorpus
 
     with np.load(path) as f:
@@ -116,25 +114,9 @@ def load_corpus(path):
 # -- one point ----------------------------------------------------------------------------------
 def sparse_sampler(n_topics, alpha, seed, storage=None):
     """The imported package's sparse CUDA sampler, profiled (with ``word_topic_storage=storage``
-    unless None), and which API it has.
-
-    A checkout older than the sampler protocol has no ``backends`` package; its engine is
-    ``_engines.cuda_engine.CudaEngine``, which takes the current GPU when given no device.
-    """
-    if importlib.util.find_spec("sklearn_gpulda.backends") is None:
-        from sklearn_gpulda._engines.cuda_engine import CudaEngine
-
-        return CudaEngine(n_topics, alpha, BETA, seed, profile=True), "_engines.CudaEngine"
+    unless None)."""
     options = {} if storage is None else {"word_topic_storage": storage}
-    return (cuda_sampler("sparse", n_topics, alpha, BETA, seed, **options),
-            "backends.CudaSparseSampler")
-
-
-def chunk_layout(sampler):
-    """The sampler's PDOW chunks and its sampling block size (older engines kept both elsewhere)."""
-    if hasattr(sampler, "chunks"):
-        return sampler.chunks, sampler._shape[1]
-    return sampler._state.chunks, sampler._sample_block
+    return cuda_sampler("sparse", n_topics, alpha, BETA, seed, **options)
 
 
 def mean_row_nnz(chunks, n_tokens):
@@ -151,7 +133,7 @@ def bench_one(cp, corpus, n_topics, alpha_spec, iters, seed=0, storage=None):
     memory pool's peaks (after initialisation, and during the sweeps)."""
     pool = cp.get_default_memory_pool()
     pool.free_all_blocks()
-    sampler, api = sparse_sampler(n_topics, alpha_for(alpha_spec, n_topics), seed, storage)
+    sampler = sparse_sampler(n_topics, alpha_for(alpha_spec, n_topics), seed, storage)
     mem = dict(init_peak=None, peak=0)
 
     def before_sweep(s):
@@ -160,14 +142,14 @@ def bench_one(cp, corpus, n_topics, alpha_spec, iters, seed=0, storage=None):
             mem["init_peak"] = pool.total_bytes()
             pool.free_all_blocks()
         mem["peak"] = max(mem["peak"], pool.total_bytes())
-        return dict(row_nnz=mean_row_nnz(chunk_layout(s)[0], corpus.n_tokens))
+        return dict(row_nnz=mean_row_nnz(s.chunks, corpus.n_tokens))
 
     try:
         timed = run_sweeps(cp, sampler, corpus, iters, before_sweep)
         mem["peak"] = max(mem["peak"], pool.total_bytes())
         loglik = sampler.log_likelihood() / corpus.n_tokens
-        chunks, block = chunk_layout(sampler)
-        entry_bytes = 4 if chunks[0].packed else 8
+        block = sampler._shape[1]
+        entry_bytes = 4 if sampler.chunks[0].packed else 8
     finally:
         sampler.release()
     rows = [
@@ -175,7 +157,7 @@ def bench_one(cp, corpus, n_topics, alpha_spec, iters, seed=0, storage=None):
         for i, (ms, extra, stages) in enumerate(zip(timed["ms"], timed["extra"], timed["stages"]))
     ]
     return dict(
-        n_topics=n_topics, alpha=alpha_spec, api=api, init_s=timed["init_s"],
+        n_topics=n_topics, alpha=alpha_spec, init_s=timed["init_s"],
         init_peak_gb=(mem["init_peak"] or 0) / 1e9, peak_gb=mem["peak"] / 1e9,
         loglik_per_token=loglik, entry_bytes=entry_bytes, block=block, iterations=rows,
         summary=summarise(rows, entry_bytes, corpus.n_tokens),
