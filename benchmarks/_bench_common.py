@@ -1,5 +1,6 @@
-"""Pieces shared by the GPU benchmarks (bench_cuda.py, bench_dense.py, bench_algorithms.py,
-bench_end_to_end.py) and the peer benchmark's worker.
+"""Pieces shared by the benchmarks: where they write, the GPU benchmarks' timing helpers
+(bench_cuda.py, bench_dense.py, bench_algorithms.py, bench_end_to_end.py) and the peer
+benchmark's worker.
 
 Nothing here imports the package or CuPy at module level: ``bench_cuda.py --compare-with`` runs
 these helpers in a subprocess against another checkout's package.
@@ -14,6 +15,26 @@ import numpy as np
 
 #: The dense sampling kernels of cuda/sample_dense.cu.
 VARIANTS = ("butterfly", "transpose", "plain")
+
+#: Where a benchmark writes unless told otherwise: one folder per script under
+#: ``benchmarks/results/``, which git ignores. Results are evidence for ``doc/performance.md``,
+#: whose tables say how they were made; the files themselves are not kept in the repository.
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def results_path(script, filename=None):
+    """``benchmarks/results/<script>``, or the file ``filename`` in it: a script's default
+    output. Nothing is created here; :func:`save_json` and the writers make the folder."""
+    folder = RESULTS / script
+    return folder if filename is None else folder / filename
+
+
+def save_json(path, obj):
+    """Write ``obj`` as indented JSON to ``path``, making its folder first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=1, default=str))
+
 
 ALPHA_HELP = ("document-topic prior: a number, or 'C/K' for C divided by the number of topics "
               "(e.g. 50/K, 1/K)")

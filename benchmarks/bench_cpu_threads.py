@@ -4,16 +4,17 @@ For each ``--threads`` value the script fits ``GPULatentDirichletAllocation(devi
 n_jobs=n)`` on one corpus for ``--sweeps`` sweeps (fixed priors and no averaging, so that every
 sweep does the same work; ``--defaults`` keeps the estimator's learnt priors and averaging) and
 reports whole-fit Mtoken/s, the speed-up over the first thread count, the time of a first
-tiny fit with that many jobs (worker processes start then, once per Python process), and whether ``components_`` equals the first fit's bit for bit. The corpus is KOS or NIPS
-from ``--data`` when given, else a synthetic NYTimes-shaped sample
-(``make_lda_corpus(shape='nytimes', scale=--scale)``).
+tiny fit with that many jobs (worker processes start then, once per Python process), and
+whether ``components_`` equals the first fit's bit for bit. The corpus is KOS or NIPS from
+``--data`` when given, else a synthetic NYTimes-shaped sample (``make_lda_corpus(shape='nytimes',
+scale=--scale)``).
 
 Usage::
 
     python benchmarks/bench_cpu_threads.py --threads 1 2 --topics 100
     python benchmarks/bench_cpu_threads.py --threads 1 2 4 8 16 --topics 20 100 1000 --out DIR
 
-Writes ``cpu_threads.csv`` to ``--out`` when given.
+Writes ``cpu_threads.csv`` to ``--out`` (default ``benchmarks/results/bench_cpu_threads``).
 """
 
 import argparse
@@ -23,6 +24,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from _bench_common import results_path
 
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda.backends.numpy.sampler import PROCESS_MIN_TOKENS
@@ -56,7 +59,7 @@ def main(argv=None):
     p.add_argument("--defaults", action="store_true",
                    help="the estimator's defaults (learnt priors, averaging) instead of fixed "
                         "priors and no averaging")
-    p.add_argument("--out", type=Path)
+    p.add_argument("--out", type=Path, default=results_path("bench_cpu_threads"))
     args = p.parse_args(argv)
     X, name = _corpus(args)
     n_tokens = float(X.sum())
@@ -86,7 +89,7 @@ def main(argv=None):
                              seconds=round(seconds, 3), first_fit_s=round(start_up, 3),
                              mtoken_s=round(rate, 3),
                              speedup=round(rate / first[1], 3), same_model=same))
-    if args.out:
+    if rows:
         args.out.mkdir(parents=True, exist_ok=True)
         with open(args.out / "cpu_threads.csv", "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=list(rows[0]))

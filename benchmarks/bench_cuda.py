@@ -30,9 +30,13 @@ reported as cut.
 
 Usage::
 
-    python benchmarks/bench_cuda.py --topics 100 1000 10000 --iters 51 --json out.json
+    python benchmarks/bench_cuda.py --topics 100 1000 10000 --iters 51
     python benchmarks/bench_cuda.py --alpha 50/K 1/K --scale 0.1
     python benchmarks/bench_cuda.py --compare-with .carry/old --budget-s 400 --out /tmp/out
+
+Every point goes to ``--json`` (default ``benchmarks/results/bench_cuda/bench_cuda.json``), and
+a comparison to ``--out`` (default ``benchmarks/results/bench_cuda``), rewritten after every
+point.
 """
 
 import argparse
@@ -40,7 +44,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -51,7 +54,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from _bench_common import (  # noqa: E402
-    ALPHA_HELP, after_first, alpha_for, cuda_sampler, describe_device, device_name, run_sweeps)
+    ALPHA_HELP, after_first, alpha_for, cuda_sampler, describe_device, device_name, results_path,
+    run_sweeps, save_json)
 
 #: Stages of a sweep the sparse sampler profiles.
 STAGES = ("sample", "rebuild_a", "count_b_totals")
@@ -217,8 +221,7 @@ def measure(args, t_begin):
             res = bench_one(cp, corpus, k, spec, args.iters, storage=args.storage)
             results["runs"].append(res)
             print(point_line(res, gbs), flush=True)
-            if args.json:
-                Path(args.json).write_text(json.dumps(results, indent=1))
+            save_json(args.json, results)
 
 
 # -- before against after -----------------------------------------------------------------------
@@ -291,7 +294,7 @@ def compare(args, t_begin):
     old = Path(args.compare_with).resolve()
     if not (old / "sklearn_gpulda" / "__init__.py").is_file():
         raise SystemExit(f"--compare-with {old}: no sklearn_gpulda package there")
-    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench_cuda_"))
+    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     deadline = t_begin + args.budget_s
     t = time.perf_counter()
@@ -345,14 +348,16 @@ def main(argv=None):
                     help="seconds after which no new point starts (default 480)")
     ap.add_argument("--storage", choices=["dense", "hybrid", "auto"], default=None,
                     help="the sampler's word_topic_storage (default: the sampler's own, dense)")
-    ap.add_argument("--json", default=None, help="write every point here (this checkout alone)")
+    ap.add_argument("--json", default=results_path("bench_cuda", "bench_cuda.json"),
+                    help="every point of this checkout alone (default benchmarks/results/"
+                         "bench_cuda/bench_cuda.json)")
     ap.add_argument("--compare-with", metavar="DIR",
                     help="another checkout of the repository to time against this one")
     ap.add_argument("--rounds", type=int, default=1,
                     help="with --compare-with: old/new pairs per point (default 1)")
-    ap.add_argument("--out", default=os.environ.get("OUT"),
+    ap.add_argument("--out", default=results_path("bench_cuda"),
                     help="with --compare-with: folder of the corpus file and the JSON "
-                         "(default $OUT, else a new temporary folder)")
+                         "(default benchmarks/results/bench_cuda)")
     # The comparison's subprocesses: one point with the package of --package.
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--package", help=argparse.SUPPRESS)

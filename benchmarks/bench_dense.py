@@ -22,7 +22,7 @@ so the corpus needs tens of thousands of documents to fill a large GPU: ``--scal
 documents, ~25 M tokens) is about one wave on an H100 at the kernels' 128 registers per thread.
 
 Writes ``bench_dense.csv``, ``bench_dense.json`` and ``bench_dense.png`` (when matplotlib imports)
-into ``--out`` (default ``$OUT``, else nothing is written).
+into ``--out`` (default ``benchmarks/results/bench_dense``).
 
 Usage::
 
@@ -30,7 +30,6 @@ Usage::
 """
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -43,7 +42,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _bench_common import (  # noqa: E402
     ALPHA_HELP, VARIANTS, alpha_for, coarse_to_fine, cuda_sampler, describe_device, load_corpora,
-    plot_throughput, run_sweeps, write_rows)
+    plot_throughput, results_path, run_sweeps, write_rows)
 
 
 def paper_sweep():
@@ -137,7 +136,9 @@ def main(argv=None):
         default=200.0,
         help="wall-clock budget; sparse-backend points stop when it is spent",
     )
-    ap.add_argument("--out", default=os.environ.get("OUT"))
+    ap.add_argument("--out", default=results_path("bench_dense"),
+                    help="folder of the CSV, JSON and plot (default benchmarks/results/"
+                         "bench_dense)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     t_begin = time.perf_counter()

@@ -31,18 +31,18 @@ token.
 
 Time: no new point starts once ``--budget-s`` (counted from the start, corpora included) is spent,
 nor one that the last point's duration says would overrun it; a fit in progress is not
-interrupted, so give the process a hard limit a little above the budget. ``--json`` is rewritten
-after every point, so a run cut short keeps what it measured.
+interrupted, so give the process a hard limit a little above the budget. ``--json`` (default
+``benchmarks/results/bench_end_to_end/bench_end_to_end.json``) is rewritten after every point,
+so a run cut short keeps what it measured.
 
 Usage::
 
-    python benchmarks/bench_end_to_end.py --json e2e.json
+    python benchmarks/bench_end_to_end.py
     python benchmarks/bench_end_to_end.py --topics 1000 --stack 1 7 --budget-s 500
     python benchmarks/bench_end_to_end.py --device cpu --scale 0.002 --topics 5 --sweeps 2 4
 """
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -53,7 +53,8 @@ import scipy.sparse as sp
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-from _bench_common import ALPHA_HELP, DevicePeak, alpha_for  # noqa: E402
+from _bench_common import (  # noqa: E402
+    ALPHA_HELP, DevicePeak, alpha_for, results_path, save_json)
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda._runtime.device import describe_device, resolve_device  # noqa: E402
@@ -224,7 +225,9 @@ def main(argv=None):
                     help="the estimator's word_topic_storage (default auto)")
     ap.add_argument("--no-default-fit", action="store_true",
                     help="skip the fit of the default number of sweeps (1,000 on the GPU)")
-    ap.add_argument("--json", default=None, help="write every point here")
+    ap.add_argument("--json", default=results_path("bench_end_to_end", "bench_end_to_end.json"),
+                    help="every point (default benchmarks/results/bench_end_to_end/"
+                         "bench_end_to_end.json)")
     args = ap.parse_args(argv)
     n1, n2 = args.sweeps
     if not 0 < n1 < n2:
@@ -280,8 +283,7 @@ def main(argv=None):
                 last = time.perf_counter() - tic
             corpus["points"].append(point)
             print(point_line(point), flush=True)
-            if args.json:
-                Path(args.json).write_text(json.dumps(results, indent=1))
+            save_json(args.json, results)
     print(f"total {time.perf_counter() - t_begin:.0f} s")
 
 

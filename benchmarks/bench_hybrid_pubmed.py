@@ -12,6 +12,8 @@ memory pool over the whole fit and where it was reached, the median time of swee
 the same budget admits the dense storage (the dense sampler's load plan, before any allocation).
 Also printed: whether the plan kept room for averaging's sum, and whether the fit went on without
 averaging (the estimator's default averaging, given up where its sum does not fit the budget).
+Every fit goes to ``--json`` (default ``benchmarks/results/bench_hybrid_pubmed/
+bench_hybrid_pubmed.json``).
 
 Usage::
 
@@ -19,7 +21,6 @@ Usage::
 """
 
 import argparse
-import json
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -40,7 +41,7 @@ from sklearn_gpulda.backends.cuda.sparse import (
 )
 from sklearn_gpulda.datasets import make_lda_corpus
 
-from _bench_common import budget_fit
+from _bench_common import budget_fit, results_path, save_json
 
 
 def fit(X, k, sweeps, budget):
@@ -95,7 +96,8 @@ def main(argv=None):
     ap.add_argument("--sweeps", type=int, default=8)
     ap.add_argument("--budget", default="8GB")
     ap.add_argument("--parts", type=int, default=1)
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--json", default=results_path("bench_hybrid_pubmed",
+                                                   "bench_hybrid_pubmed.json"))
     args = ap.parse_args(argv)
     budget = parse_bytes(args.budget)
     tic = time.perf_counter()
@@ -123,9 +125,7 @@ def main(argv=None):
             print(f"K={k}: dense storage within {args.budget}: MemoryError: "
                   f"{plans['dense_refused']}")
         results["fits"].append(r)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=1)
+        save_json(args.json, results)
 
 
 if __name__ == "__main__":

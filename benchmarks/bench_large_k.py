@@ -10,7 +10,8 @@ script times the same chain with each size (``LARGE_K_BLOCK`` of
 
 Corpus: ``make_lda_corpus(shape='nytimes', n_topics=100, random_state=0, scale=--scale)``.
 Printed per K and block: the grid, the mean of sweeps 2..n of the whole sweep and of its sampling
-stage (CUDA events), and the device pool's peak.
+stage (CUDA events), and the device pool's peak; every point goes to ``--json`` (default
+``benchmarks/results/bench_large_k/bench_large_k.json``).
 
 Usage::
 
@@ -18,7 +19,6 @@ Usage::
 """
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -29,7 +29,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from _bench_common import after_first, cuda_sampler, describe_device, run_sweeps  # noqa: E402
+from _bench_common import (  # noqa: E402
+    after_first, cuda_sampler, describe_device, results_path, run_sweeps, save_json)
 
 BETA = 0.01
 
@@ -40,7 +41,7 @@ def main(argv=None):
     ap.add_argument("--blocks", type=int, nargs="+", default=[256, 512, 1024])
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--iters", type=int, default=6)
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--json", default=results_path("bench_large_k", "bench_large_k.json"))
     args = ap.parse_args(argv)
 
     import cupy as cp
@@ -77,8 +78,7 @@ def main(argv=None):
                   + ("" if same is None else f", same topics as the first: {same}"))
             sampler.release()
             pool.free_all_blocks()
-    if args.json:
-        Path(args.json).write_text(json.dumps(points, indent=1))
+            save_json(args.json, points)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ The minibatch system runs once per ``--batch-tokens``.
 Printed per (corpus, K): each system's held-out log-likelihood per token at each checkpoint and
 its seconds, the per-sweep time, and how soon (sweeps, seconds) each system first reaches the
 'sparse' system's final (converged) figure less ``--tol`` nats per token. Writes
-``bench_minibatch.csv`` and ``.json`` into ``--out`` (default ``$OUT``).
+``bench_minibatch.csv`` and ``.json`` into ``--out`` (default
+``benchmarks/results/bench_minibatch``).
 
 Usage (corpora found as ``benchmarks/_peer_corpora.py`` looks for them)::
 
@@ -20,7 +21,6 @@ Usage (corpora found as ``benchmarks/_peer_corpora.py`` looks for them)::
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _bench_common import results_path  # noqa: E402
 from _peer_corpora import CorpusUnavailable, load_corpus  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
@@ -101,7 +102,7 @@ def main():
     parser.add_argument("--tol", type=float, default=0.01)
     parser.add_argument("--budget-s", type=float, default=480.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    parser.add_argument("--out", default=results_path("bench_minibatch"))
     args = parser.parse_args()
     import cupy as cp
 

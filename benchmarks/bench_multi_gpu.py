@@ -34,12 +34,14 @@ besides the link: two shards on GPU 0 (B summed by copies there) against the one
 
 Usage::
 
-    python benchmarks/bench_multi_gpu.py --gpus 0,1 --stack 1 7 --json multi.json
+    python benchmarks/bench_multi_gpu.py --gpus 0,1 --stack 1 7
     python benchmarks/bench_multi_gpu.py --shards-on-one-gpu 2 --stack 1 --json same_gpu.json
+
+Every point goes to ``--json`` (default ``benchmarks/results/bench_multi_gpu/
+bench_multi_gpu.json``), rewritten after each.
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -53,6 +55,7 @@ import scipy.sparse as sp  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
+from _bench_common import results_path, save_json  # noqa: E402
 from bench_end_to_end import nytimes_counts  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
@@ -203,7 +206,7 @@ def main(argv=None):
     ap.add_argument("--shards-on-one-gpu", type=int, default=0, metavar="N",
                     help="instead: N shards on GPU 0 against the one-GPU chain (what the "
                          "multi-GPU chain costs besides the link; runs on a one-GPU machine)")
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--json", default=results_path("bench_multi_gpu", "bench_multi_gpu.json"))
     args = ap.parse_args(argv)
     start = time.perf_counter()
     if args.shards_on_one_gpu:
@@ -217,8 +220,7 @@ def main(argv=None):
             for k in args.topics:
                 results.append(dict(stack=stack, **same_gpu_overhead(
                     X, k, args.shards_on_one_gpu, args.repeats, args.burn_in)))
-                if args.json:
-                    Path(args.json).write_text(json.dumps(results, indent=1))
+                save_json(args.json, results)
         return results
     multi = "cuda:" + args.gpus
     n_gpus = len(resolve_device(multi).indices)
@@ -278,8 +280,7 @@ def main(argv=None):
                 print("    projected: " + ", ".join(
                     f"{n} GPUs {v:.2f} ms ({point['projected_ratio'][n]:.3f} of one)"
                     for n, v in point["projected_ms"].items()), flush=True)
-            if args.json:
-                Path(args.json).write_text(json.dumps(results, indent=1))
+            save_json(args.json, results)
     return results
 
 

@@ -10,7 +10,8 @@ before the first sweep, the median time of sweeps 3 onwards
 (each timed with the device drained), the chunks streamed, the peak of CuPy's memory pool (the
 pinned host memory is not in it); then the
 streamed/held throughput ratio and whether ``components_``, the priors and ``bound_`` are
-identical (``bound_`` to 12 digits: it is summed chunk by chunk).
+identical (``bound_`` to 12 digits: it is summed chunk by chunk). Every K's figures go to
+``--json`` (default ``benchmarks/results/bench_streaming/bench_streaming.json``).
 
 Usage::
 
@@ -19,7 +20,6 @@ Usage::
 """
 
 import argparse
-import json
 import time
 
 import numpy as np
@@ -31,7 +31,7 @@ from sklearn_gpulda._runtime.device import resolve_device
 from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 from sklearn_gpulda.datasets import make_lda_corpus
 
-from _bench_common import budget_fit
+from _bench_common import budget_fit, results_path, save_json
 
 
 def main(argv=None):
@@ -41,7 +41,7 @@ def main(argv=None):
     ap.add_argument("--topics", type=int, nargs="+", default=[1000])
     ap.add_argument("--sweeps", type=int, default=12)
     ap.add_argument("--fraction", type=float, default=0.25)
-    ap.add_argument("--json")
+    ap.add_argument("--json", default=results_path("bench_streaming", "bench_streaming.json"))
     args = ap.parse_args(argv)
 
     tic = time.perf_counter()
@@ -94,9 +94,7 @@ def main(argv=None):
                            held=h, streamed=s, ratio=ratio, same_model=bool(same),
                            storage=storage))
         del streamed, held
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(stack=args.stack, sweeps=args.sweeps, points=points), f, indent=1)
+        save_json(args.json, dict(stack=args.stack, sweeps=args.sweeps, points=points))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ fitted ``--rounds`` times with each setting, alternating which goes first, every
 at the estimator's default except ``max_iter=--sweeps``; a warm-up fit on the first 2,000
 documents comes first. The printed lines go to a buffer, not the terminal. Reported per K: the
 median wall time of each setting, their ratio, how many iterations printed a likelihood, and
-whether the two models are identical (``verbose`` must not change the model).
+whether the two models are identical (``verbose`` must not change the model); written to
+``--json`` (default ``benchmarks/results/bench_verbose/bench_verbose.json``).
 
 Usage::
 
@@ -17,7 +18,6 @@ Usage::
 import argparse
 import contextlib
 import io
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,6 +26,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+from _bench_common import results_path, save_json  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda._runtime.device import describe_device, resolve_device  # noqa: E402
@@ -51,7 +53,7 @@ def main(argv=None):
     ap.add_argument("--topics", type=int, nargs="+", default=[1000])
     ap.add_argument("--sweeps", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--json", default=results_path("bench_verbose", "bench_verbose.json"))
     args = ap.parse_args(argv)
     device = resolve_device(args.device)
     X = make_lda_corpus(shape="nytimes", n_topics=100, random_state=0, scale=args.scale).data
@@ -77,8 +79,7 @@ def main(argv=None):
               f"iterations printed a likelihood; same model: {same}", flush=True)
         points.append(dict(k=k, quiet_s=walls[0], verbose_s=walls[1], overhead=loud / quiet - 1,
                            scored=scored, same_model=same))
-    if args.json:
-        Path(args.json).write_text(json.dumps(dict(args=vars(args), points=points), indent=1))
+        save_json(args.json, dict(args=vars(args), points=points))
 
 
 if __name__ == "__main__":

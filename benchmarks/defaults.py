@@ -9,7 +9,8 @@ averaging (``n_averaged_sweeps``) are refitted at each count instead, since the 
 is the last sweeps of a fit.
 
 Corpora are those of ``benchmarks/peers.py`` (same training/test split): 20news, nips, kos and the
-synthetic NYTimes shape. Writes ``defaults.csv`` (one row per snapshot) and prints, per corpus
+synthetic NYTimes shape. Writes ``defaults.csv`` (one row per snapshot) to ``--out`` (default
+``benchmarks/results/defaults``) and prints, per corpus
 and K, a table of configurations by sweep count, with the best configuration at each count.
 
 Examples::
@@ -29,6 +30,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
+from _bench_common import results_path  # noqa: E402
 from _peer_corpora import CORPORA, CorpusUnavailable, load_corpus  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
@@ -60,7 +62,7 @@ def _parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--budget-s", type=float, default=float("inf"),
                    help="wall seconds for the whole run; later fits are skipped")
-    p.add_argument("--out", type=Path, default=HERE / "results" / "defaults")
+    p.add_argument("--out", type=Path, default=results_path("defaults"))
     return p.parse_args(argv)
 
 

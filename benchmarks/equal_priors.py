@@ -16,7 +16,8 @@ Examples
     python benchmarks/equal_priors.py                           # KOS and NIPS, K = 20 and 100
     python benchmarks/equal_priors.py --corpora kos --topics 20 --sweeps 50 100 --device cpu
 
-Writes ``equal_priors.csv`` (one row per corpus, K, system and sweeps) to ``--out`` and prints
+Writes ``equal_priors.csv`` (one row per corpus, K, system and sweeps) to ``--out`` (default
+``benchmarks/results/equal_priors``) and prints
 the table with the difference ours minus tomotopy's.
 """
 
@@ -30,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _bench_common import results_path  # noqa: E402
 from _peer_corpora import CorpusUnavailable, load_corpus  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
@@ -107,7 +109,7 @@ def main(argv=None):
     p.add_argument("--max-test-docs", type=int, default=500)
     p.add_argument("--eval-iter", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results/equal_priors"))
+    p.add_argument("--out", type=Path, default=results_path("equal_priors"))
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     sweeps = sorted(set(args.sweeps))
