@@ -8,11 +8,13 @@ For each K in ``K`` (default "20 100") on the NYTimes shape at ``SCALE`` (defaul
 time their compute. A round's ideal is its compute divided by the jobs; what it takes beyond
 the larger of that and its slowest item is the round's overhead (submission, pickling, the
 result queue, workers waiting). An empty round (tasks that do nothing) gives the bare latency.
+It backs the CPU engine's choice of its own round pool over an executor, and the K = 20 row of
+doc/performance.md's CPU table, where a sweep is short enough for round trips to matter.
 
 Usage::
 
-    JOBS=16 K="20 100" python tools/process_round_probe.py
-    CHUNKS=8 JOBS=16 K=20 python tools/process_round_probe.py   # 8 ranges per worker, not 4
+    JOBS=16 K="20 100" python benchmarks/probes/process_round_probe.py
+    CHUNKS=8 JOBS=16 K=20 python benchmarks/probes/process_round_probe.py   # 8 ranges per worker
 """
 
 import os
@@ -20,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout
 
 from sklearn_gpulda._input.corpus import tokens  # noqa: E402
 from sklearn_gpulda._runtime.device import CPU  # noqa: E402

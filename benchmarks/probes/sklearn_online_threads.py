@@ -1,10 +1,15 @@
 """Seconds per pass of scikit-learn's online LDA over 20 Newsgroups, by n_jobs and by the
-BLAS/OpenMP threads threadpoolctl allows: which setting the peer benchmark should give it.
+BLAS/OpenMP threads threadpoolctl allows: which setting the peer benchmark gives it.
 
-    python tools/sklearn_online_threads.py --topics 20 100 --jobs 1 16 --blas 1 0
+``benchmarks/peers.py`` runs scikit-learn's online learning with one job because, with
+mini-batches of 128 documents, more jobs split every batch over worker processes; this probe
+is how that setting is checked on a new host, and how the host's speed for scikit-learn is
+judged when ratios against it are quoted (doc/performance.md, online learning).
+
+    python benchmarks/probes/sklearn_online_threads.py --topics 20 100 --jobs 1 16 --blas 1 0
 
 ``--blas 0`` leaves the thread pools as they are. Reads the corpus as benchmarks/peers.py does
-(``SKLEARN_GPULDA_DATA`` or ``../shared/data``).
+(``SKLEARN_GPULDA_DATA``, ``.carry/data`` or ``../shared/data``).
 """
 
 import argparse
@@ -12,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _peer_corpora
 
 
 def main(argv=None):

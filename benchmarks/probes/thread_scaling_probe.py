@@ -5,11 +5,13 @@ The CPU engine spreads a sweep over threads and relies on NumPy releasing the GI
 kernels. Not every kernel does (``bincount`` holds it), and every call takes the GIL to start
 and to finish, so calls that are short next to that stop scaling at a few threads. For each
 kind of call the engine makes, this runs the same total work at each thread count (each
-thread on its own arrays) and prints the speed-up over one thread.
+thread on its own arrays) and prints the speed-up over one thread. It is the measurement behind
+the CPU engine's worker processes (``n_jobs`` > 1 runs processes, not threads: see
+doc/user_guide.rst, ``n_jobs``); run it on a new host to see where threads stop scaling there.
 
 Usage::
 
-    python tools/thread_scaling_probe.py --threads 1 4 8 16 --elements 16384 262144
+    python benchmarks/probes/thread_scaling_probe.py --threads 1 4 8 16 --elements 16384 262144
 """
 
 import argparse

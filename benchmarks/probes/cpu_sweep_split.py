@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""Where a CPU-engine sweep goes, per thread count: the whole sweep, its draws, its M-step and
-its uniforms.
+"""Seconds of one CPU-engine sweep per number of jobs, split into its draws, its M-step and its
+uniforms: the per-sweep speed-up of the CPU engine on many cores (doc/performance.md, "The CPU
+engine on 16 cores").
 
-The NumPy engine's sweep is the draw of every token (spread over ``n_jobs`` threads) followed by
-the M-step (A and B recounted, the per-word tables rebuilt: V x K work). This prints them for
-each thread count and each K in ``K`` (default 1,000), on the NYTimes shape at ``SCALE``
+The NumPy engine's sweep is the draw of every token (spread over ``n_jobs`` workers: threads for
+one job, worker processes for more) followed by the M-step (A and B recounted, the per-word
+tables rebuilt: V x K work). For each job count in ``THREADS`` and each K in ``K`` (default
+1,000) this prints the best of three sweeps and of each part, on the NYTimes shape at ``SCALE``
 (default 0.01, about 1 M tokens, V = 102,660), or on the UCI docword file ``DATA``; with
-``PROFILE_AT`` threads, a profile of one sweep.
+``PROFILE_AT`` jobs, a profile of one sweep. Fixed priors (alpha = 1 / K, beta = 0.01).
 
 Usage::
 
-    K="20 1000" THREADS="1 4 16" PROFILE_AT=16 python tools/cpu_sweep_split.py
+    K="20 1000" THREADS="1 16" python benchmarks/probes/cpu_sweep_split.py
+    SCALE=0.1 K="20 100" THREADS="1 16" PROFILE_AT=16 python benchmarks/probes/cpu_sweep_split.py
 """
 
 import cProfile
@@ -21,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout
 
 import numpy as np  # noqa: E402
 
@@ -56,7 +59,7 @@ def main():
             s = NumpySampler(k, 1.0 / k, 0.01, 0, CPU, n_jobs=n)
             s.load(corpus)
             s.init_topics()
-            s.sweep(1)  # the first sweep pays for thread start-up and first touches
+            s.sweep(1)  # the first sweeps pay for worker start-up and first touches
             s.sweep(2)
             sweep_s = _best(lambda: s.sweep(3))
             z = s.topics()
