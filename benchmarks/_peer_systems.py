@@ -348,10 +348,10 @@ class SklearnOnline(_Continuing, SklearnBatch):
         super().prepare(X_train)  # starts joblib's workers
         # total_samples = the corpus size makes one partial_fit call exactly one pass of
         # fit(learning_method="online"), so passes can be added one call at a time.
-        # One job: scikit-learn splits each mini-batch of 128 documents over its jobs, and the
-        # dispatch costs more than the E-step saves. A pass over 20 Newsgroups at K = 20 took
-        # 1.9 s with one job and 6.1 s with two on a 2-core machine, and 15.6 s with 16 jobs on
-        # the 16-core H100 host (2026-11-24), where earlier runs gave it every core.
+        # One job: scikit-learn splits each mini-batch of 128 documents over its jobs, and
+        # dispatching so little work to worker processes costs more than the E-step saves, so
+        # one job is its fastest setting here (benchmarks/probes/sklearn_online_threads.py
+        # checks that on a given host).
         self.model = LatentDirichletAllocation(
             n_components=self.n_topics, learning_method="online",
             total_samples=X_train.shape[0], n_jobs=1, random_state=self.seed,

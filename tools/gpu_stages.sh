@@ -67,7 +67,7 @@ PUBMED_TOPICS=${PUBMED_TOPICS:-32768}
 STAGES=(
   "build|300|kernels for \$ARCH (tools/build_kernels.py), then each cuda/*.cu through NVRTC"
   "tests|300|every pytest test marked gpu (alias: gpu-tests)"
-  "sklearn-checks|300|scikit-learn's checks on the GPU default path (test_sklearn_compat.py; more than 200 s on the lent H100 on 2026-11-24, the code before and after that day's changes alike)"
+  "sklearn-checks|300|scikit-learn's checks on the GPU default path (test_sklearn_compat.py; a long list of small fits, hence the box)"
   "demo|90|python -m sklearn_gpulda demo"
   "sanitizer|300|compute-sanitizer memcheck, then racecheck, over benchmarks/sanitizer_run.py"
   "bench-sparse|300|bench_cuda.py: K = \$TOPICS, 51 sweeps, alpha 50/K and 1/K"
@@ -246,7 +246,7 @@ stage_bench_multi_gpu() {
 }
 
 stage_bench_dask_gpu() {
-  # Needs dask[distributed] and dask-cuda: carry .whl and install it first (benchmarks/README.md).
+  # Needs dask[distributed] and dask-cuda: carry their wheels in .whl and install them first.
   if ! python3 -c "import dask_cuda" 2>/dev/null; then
     echo "dask_cuda does not import: carry the wheels in .whl and install them first"
     return 2
