@@ -58,7 +58,7 @@ exclude_patterns = ["_build", "generated/*.examples", "auto_examples/*.ipynb",
                     "auto_examples/*.py", "auto_examples/*.zip"]
 # Pages index.rst links only when they can be built here (see setup() below).
 optional_pages = []
-# performance.md, the CUDA engine's measurement page, is not a page of its own: performance.rst
+# performance.md, the measurements page, is not a page of its own: performance.rst
 # (same name) includes it when myst-parser is here and the file exists.
 include_performance_md = False
 
