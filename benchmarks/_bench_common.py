@@ -22,7 +22,7 @@ VARIANTS = ("butterfly", "transpose", "plain")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def results_path(script, filename=None):
+def output_path(script, filename=None):
     """``benchmarks/results/<script>``, or the file ``filename`` in it: a script's default
     output. Nothing is created here; :func:`save_json` and the writers make the folder."""
     folder = RESULTS / script

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _bench_common import (  # noqa: E402
     ALPHA_HELP, VARIANTS, after_first, alpha_for, coarse_to_fine, cuda_sampler, describe_device,
-    load_corpora, plot_throughput, results_path, run_sweeps, write_rows)
+    load_corpora, plot_throughput, output_path, run_sweeps, write_rows)
 
 DEFAULT_TOPICS = [16, 48, 80, 144, 256, 512, 1024]
 #: 'auto' counts as right where its backend is at least this share of the faster one's speed.
@@ -139,7 +139,7 @@ def main(argv=None):
                     help="sweeps per sampler; iterations 2..n timed")
     ap.add_argument("--alpha", default="50/K", help=ALPHA_HELP + " (default 50/K)")
     ap.add_argument("--budget-s", type=float, default=150.0, help="time for measurements")
-    ap.add_argument("--out", default=results_path("bench_algorithms"),
+    ap.add_argument("--out", default=output_path("bench_algorithms"),
                     help="folder of the CSV, JSON and plot (default benchmarks/results/"
                          "bench_algorithms)")
     ap.add_argument("--seed", type=int, default=0)

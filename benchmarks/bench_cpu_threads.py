@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _bench_common import results_path
+from _bench_common import output_path
 
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda.backends.numpy.sampler import PROCESS_MIN_TOKENS
@@ -59,7 +59,7 @@ def main(argv=None):
     p.add_argument("--defaults", action="store_true",
                    help="the estimator's defaults (learnt priors, averaging) instead of fixed "
                         "priors and no averaging")
-    p.add_argument("--out", type=Path, default=results_path("bench_cpu_threads"))
+    p.add_argument("--out", type=Path, default=output_path("bench_cpu_threads"))
     args = p.parse_args(argv)
     X, name = _corpus(args)
     n_tokens = float(X.sum())

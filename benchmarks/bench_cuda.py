@@ -54,7 +54,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from _bench_common import (  # noqa: E402
-    ALPHA_HELP, after_first, alpha_for, cuda_sampler, describe_device, device_name, results_path,
+    ALPHA_HELP, after_first, alpha_for, cuda_sampler, describe_device, device_name, output_path,
     run_sweeps, save_json)
 
 #: Stages of a sweep the sparse sampler profiles.
@@ -348,14 +348,14 @@ def main(argv=None):
                     help="seconds after which no new point starts (default 480)")
     ap.add_argument("--storage", choices=["dense", "hybrid", "auto"], default=None,
                     help="the sampler's word_topic_storage (default: the sampler's own, dense)")
-    ap.add_argument("--json", default=results_path("bench_cuda", "bench_cuda.json"),
+    ap.add_argument("--json", default=output_path("bench_cuda", "bench_cuda.json"),
                     help="every point of this checkout alone (default benchmarks/results/"
                          "bench_cuda/bench_cuda.json)")
     ap.add_argument("--compare-with", metavar="DIR",
                     help="another checkout of the repository to time against this one")
     ap.add_argument("--rounds", type=int, default=1,
                     help="with --compare-with: old/new pairs per point (default 1)")
-    ap.add_argument("--out", default=results_path("bench_cuda"),
+    ap.add_argument("--out", default=output_path("bench_cuda"),
                     help="with --compare-with: folder of the corpus file and the JSON "
                          "(default benchmarks/results/bench_cuda)")
     # The comparison's subprocesses: one point with the package of --package.

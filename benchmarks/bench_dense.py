@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _bench_common import (  # noqa: E402
     ALPHA_HELP, VARIANTS, alpha_for, coarse_to_fine, cuda_sampler, describe_device, load_corpora,
-    plot_throughput, results_path, run_sweeps, write_rows)
+    plot_throughput, output_path, run_sweeps, write_rows)
 
 
 def paper_sweep():
@@ -136,7 +136,7 @@ def main(argv=None):
         default=200.0,
         help="wall-clock budget; sparse-backend points stop when it is spent",
     )
-    ap.add_argument("--out", default=results_path("bench_dense"),
+    ap.add_argument("--out", default=output_path("bench_dense"),
                     help="folder of the CSV, JSON and plot (default benchmarks/results/"
                          "bench_dense)")
     ap.add_argument("--seed", type=int, default=0)

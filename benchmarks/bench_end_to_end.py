@@ -54,7 +54,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from _bench_common import (  # noqa: E402
-    ALPHA_HELP, DevicePeak, alpha_for, results_path, save_json)
+    ALPHA_HELP, DevicePeak, alpha_for, output_path, save_json)
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda._runtime.device import describe_device, resolve_device  # noqa: E402
@@ -225,7 +225,7 @@ def main(argv=None):
                     help="the estimator's word_topic_storage (default auto)")
     ap.add_argument("--no-default-fit", action="store_true",
                     help="skip the fit of the default number of sweeps (1,000 on the GPU)")
-    ap.add_argument("--json", default=results_path("bench_end_to_end", "bench_end_to_end.json"),
+    ap.add_argument("--json", default=output_path("bench_end_to_end", "bench_end_to_end.json"),
                     help="every point (default benchmarks/results/bench_end_to_end/"
                          "bench_end_to_end.json)")
     args = ap.parse_args(argv)

@@ -41,7 +41,7 @@ from sklearn_gpulda.backends.cuda.sparse import (
 )
 from sklearn_gpulda.datasets import make_lda_corpus
 
-from _bench_common import budget_fit, results_path, save_json
+from _bench_common import budget_fit, output_path, save_json
 
 
 def fit(X, k, sweeps, budget):
@@ -96,7 +96,7 @@ def main(argv=None):
     ap.add_argument("--sweeps", type=int, default=8)
     ap.add_argument("--budget", default="8GB")
     ap.add_argument("--parts", type=int, default=1)
-    ap.add_argument("--json", default=results_path("bench_hybrid_pubmed",
+    ap.add_argument("--json", default=output_path("bench_hybrid_pubmed",
                                                    "bench_hybrid_pubmed.json"))
     args = ap.parse_args(argv)
     budget = parse_bytes(args.budget)

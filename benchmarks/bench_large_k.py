@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from _bench_common import (  # noqa: E402
-    after_first, cuda_sampler, describe_device, results_path, run_sweeps, save_json)
+    after_first, cuda_sampler, describe_device, output_path, run_sweeps, save_json)
 
 BETA = 0.01
 
@@ -41,7 +41,7 @@ def main(argv=None):
     ap.add_argument("--blocks", type=int, nargs="+", default=[256, 512, 1024])
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--iters", type=int, default=6)
-    ap.add_argument("--json", default=results_path("bench_large_k", "bench_large_k.json"))
+    ap.add_argument("--json", default=output_path("bench_large_k", "bench_large_k.json"))
     args = ap.parse_args(argv)
 
     import cupy as cp

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _bench_common import results_path  # noqa: E402
+from _bench_common import output_path  # noqa: E402
 from _peer_corpora import CorpusUnavailable, load_corpus  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
@@ -102,7 +102,7 @@ def main():
     parser.add_argument("--tol", type=float, default=0.01)
     parser.add_argument("--budget-s", type=float, default=480.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=results_path("bench_minibatch"))
+    parser.add_argument("--out", default=output_path("bench_minibatch"))
     args = parser.parse_args()
     import cupy as cp
 

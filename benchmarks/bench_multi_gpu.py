@@ -55,7 +55,7 @@ import scipy.sparse as sp  # noqa: E402
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-from _bench_common import results_path, save_json  # noqa: E402
+from _bench_common import output_path, save_json  # noqa: E402
 from bench_end_to_end import nytimes_counts  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
@@ -206,7 +206,7 @@ def main(argv=None):
     ap.add_argument("--shards-on-one-gpu", type=int, default=0, metavar="N",
                     help="instead: N shards on GPU 0 against the one-GPU chain (what the "
                          "multi-GPU chain costs besides the link; runs on a one-GPU machine)")
-    ap.add_argument("--json", default=results_path("bench_multi_gpu", "bench_multi_gpu.json"))
+    ap.add_argument("--json", default=output_path("bench_multi_gpu", "bench_multi_gpu.json"))
     args = ap.parse_args(argv)
     start = time.perf_counter()
     if args.shards_on_one_gpu:

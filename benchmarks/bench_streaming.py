@@ -31,7 +31,7 @@ from sklearn_gpulda._runtime.device import resolve_device
 from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 from sklearn_gpulda.datasets import make_lda_corpus
 
-from _bench_common import budget_fit, results_path, save_json
+from _bench_common import budget_fit, output_path, save_json
 
 
 def main(argv=None):
@@ -41,7 +41,7 @@ def main(argv=None):
     ap.add_argument("--topics", type=int, nargs="+", default=[1000])
     ap.add_argument("--sweeps", type=int, default=12)
     ap.add_argument("--fraction", type=float, default=0.25)
-    ap.add_argument("--json", default=results_path("bench_streaming", "bench_streaming.json"))
+    ap.add_argument("--json", default=output_path("bench_streaming", "bench_streaming.json"))
     args = ap.parse_args(argv)
 
     tic = time.perf_counter()

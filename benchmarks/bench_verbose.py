@@ -27,7 +27,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-from _bench_common import results_path, save_json  # noqa: E402
+from _bench_common import output_path, save_json  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda._runtime.device import describe_device, resolve_device  # noqa: E402
@@ -53,7 +53,7 @@ def main(argv=None):
     ap.add_argument("--topics", type=int, nargs="+", default=[1000])
     ap.add_argument("--sweeps", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--json", default=results_path("bench_verbose", "bench_verbose.json"))
+    ap.add_argument("--json", default=output_path("bench_verbose", "bench_verbose.json"))
     args = ap.parse_args(argv)
     device = resolve_device(args.device)
     X = make_lda_corpus(shape="nytimes", n_topics=100, random_state=0, scale=args.scale).data

@@ -30,7 +30,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-from _bench_common import results_path  # noqa: E402
+from _bench_common import output_path  # noqa: E402
 from _peer_corpora import CORPORA, CorpusUnavailable, load_corpus  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
@@ -62,7 +62,7 @@ def _parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--budget-s", type=float, default=float("inf"),
                    help="wall seconds for the whole run; later fits are skipped")
-    p.add_argument("--out", type=Path, default=results_path("defaults"))
+    p.add_argument("--out", type=Path, default=output_path("defaults"))
     return p.parse_args(argv)
 
 

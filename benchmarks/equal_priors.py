@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench_common import results_path  # noqa: E402
+from _bench_common import output_path  # noqa: E402
 from _peer_corpora import CorpusUnavailable, load_corpus  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
@@ -109,7 +109,7 @@ def main(argv=None):
     p.add_argument("--max-test-docs", type=int, default=500)
     p.add_argument("--eval-iter", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=results_path("equal_priors"))
+    p.add_argument("--out", type=Path, default=output_path("equal_priors"))
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     sweeps = sorted(set(args.sweeps))
