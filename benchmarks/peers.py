@@ -64,20 +64,22 @@ Examples::
     python benchmarks/peers.py --quick                 # a few minutes on a laptop
     python benchmarks/peers.py --corpora kos nips --topics 20 100 --budget 300
     python benchmarks/peers.py --priors sklearn --systems gpulda-cuda sklearn-batch tomotopy
-    python benchmarks/peers.py --merge results/peers-A results/peers-B --out results/all
+    python benchmarks/peers.py --merge benchmarks/results/peers-A benchmarks/results/peers-B \\
+        --out benchmarks/results/all
 
     # The long reference run of tomotopy alone, on a CPU machine (hours at K = 1,000):
     python benchmarks/peers.py --systems tomotopy --corpora 20news nips kos \\
         --topics 20 100 1000 --converge 0.005 --budget 7200 \\
-        --out benchmarks/results_peers_reference_cpu
+        --out benchmarks/results/peers-reference-cpu
 
     # Then on the GPU machine, one device call per corpus (run_peers_on_device.sh passes its
     # arguments on): ours to convergence, tomotopy for a minute, its time to converge estimated
     # from the reference. Scoring options (--max-test-docs, --eval-iter, --seed, --priors,
     # --converge) must be the reference's; --hard-limit and --deadline bound the scoring too.
+    # benchmarks/results/ is ignored by git, so name the reference folder in the call's carry.
     bash benchmarks/run_peers_on_device.sh --systems gpulda-cuda tomotopy --corpora nips \\
         --topics 20 100 1000 --converge 0.005 --budget 60 --hard-limit 150 --deadline 560 \\
-        --reference benchmarks/results_peers_reference_cpu
+        --reference benchmarks/results/peers-reference-cpu
 """
 
 import argparse

@@ -5,7 +5,8 @@
 # Then one device call, from the repository root there:
 #   command: bash benchmarks/run_peers_on_device.sh [peers.py arguments]
 #   carry:   [".whl", ".carry/data"], plus "sklearn_gpulda/_fatbin" after
-#            `python3 tools/build_kernels.py --arch 90` here, to skip the build there
+#            `python3 tools/build_kernels.py --arch 90` here, to skip the build there, and the
+#            folder a --reference argument names (benchmarks/results/ is ignored by git)
 # One call may run 10 minutes. Each (corpus, K, system) run takes about its --budget plus its
 # scoring (every checkpoint) and its transform, and there are 6 systems. The first checkpoint of
 # a system always runs whatever the budget (one scikit-learn online or gensim pass at K = 1000
