@@ -192,10 +192,9 @@ _pools_lock = threading.Lock()
 
 def _pool(n_workers):
     """This process's pool of ``n_workers`` worker processes (:class:`~.worker_rounds.RoundPool`),
-    started at first use and kept for later fits (their start-up,
-    3-3.6 s for 16 workers on the 16-core host of ``doc/performance.md``, is paid once). One
-    pool per size, none shared with joblib's reusable executor, and a new one where the last
-    broke (a worker died)."""
+    started at first use and kept for later fits (their start-up, seconds for many workers, is
+    paid once). One pool per size, none shared with joblib's reusable executor, and a new one
+    where the last broke (a worker died)."""
     with _pools_lock:
         pool = _pools.get(n_workers)
         if pool is None or pool.broken:
