@@ -33,6 +33,9 @@
 #                 tar -x -C .carry/old` and name .carry/old in the call's carry.
 #   STREAM_STACK  copies of the NYTimes shape bench-streaming stacks (default 20: about 2 G tokens)
 #   DASK_SCALES   NYTimes-shape scales of bench-dask-gpu (default "0.1 1": 10 M and 100 M tokens)
+#   FINGERPRINTS  the models the models stage checks against, saved by
+#                 `tools/model_fingerprints.py save DIR --device cuda` before a change (default
+#                 .carry/fingerprints; name .carry in the call's carry)
 #   GPUS          the GPUs of bench-multi-gpu's several-GPU fits (default 0,1)
 #   MULTI_STACK   copies of the NYTimes shape bench-multi-gpu stacks (default "1 7")
 #   MB_CORPORA    corpora of bench-minibatch (default "nips kos 20news"; carry .carry/data)
@@ -51,6 +54,7 @@ TOPICS=${TOPICS:-100 1000 10000}
 COMPARE_DIR=${COMPARE_DIR:-.carry/old}
 DASK_SCALES=${DASK_SCALES:-0.1 1}
 GPUS=${GPUS:-0,1}
+FINGERPRINTS=${FINGERPRINTS:-.carry/fingerprints}
 MULTI_STACK=${MULTI_STACK:-1 7}
 # NVLink multicast stays off wherever NCCL runs (the device notes say why).
 export NCCL_NVLS_ENABLE=0
@@ -82,6 +86,7 @@ STAGES=(
   "ncu|300|Nsight Compute on a sampling and an A-rebuild launch of bench_cuda.py, K = 1000"
   "cpu-threads|300|bench_cpu_threads.py on the host's cores: 1, 2, 4, 8, 16 threads, K = 20, 100, 1000"
   "bench-streaming|420|bench_streaming.py: held against streamed at a quarter of the memory, K = 1000, NYTimes x \$STREAM_STACK"
+  "models|240|tools/model_fingerprints.py check \$FINGERPRINTS on one GPU, and on two where there are"
   "multi-gpu-tests|240|the multi-GPU chain's tests (tests/test_multi_gpu.py; two-GPU ones skip on one)"
   "bench-multi-gpu|560|bench_multi_gpu.py: one GPU against \$GPUS, K = 1000, NYTimes shape stacked \$MULTI_STACK"
   "bench-dask-gpu|240|bench_dask.py: one dask-cuda GPU worker against the plain GPU fit, K = 1000, NYTimes shape at \$DASK_SCALES"
@@ -232,6 +237,17 @@ stage_bench_dense() {
 stage_bench_streaming() {
   boxed python3 benchmarks/bench_streaming.py --stack "$STREAM_STACK" --topics 1000 \
     --sweeps 12 --fraction 0.25 --json "$DIR/bench_streaming.json"
+}
+
+stage_models() {
+  local n_gpus rc
+  n_gpus=$(nvidia-smi -L | grep -c '^GPU')
+  boxed python3 tools/model_fingerprints.py check "$FINGERPRINTS" --device cuda
+  rc=$?
+  if ((n_gpus > 1)); then
+    boxed python3 tools/model_fingerprints.py check "$FINGERPRINTS" --device cuda:0,1 || rc=$?
+  fi
+  return "$rc"
 }
 
 stage_multi_gpu_tests() {
