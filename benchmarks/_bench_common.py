@@ -185,7 +185,7 @@ def budget_fit(X, n_components, sweeps, budget, on_load=None, site=False, **para
 
     from sklearn_gpulda import GPULatentDirichletAllocation
     from sklearn_gpulda._runtime.stages import recording
-    from sklearn_gpulda.backends.cuda.sparse.sampler import sampler as sparse, streaming
+    from sklearn_gpulda.backends.cuda.sparse import sampler as sparse, streaming
 
     chunks, ends = [], []
     real_load, real_stream = sparse.CudaSparseSampler.load, streaming.ChunkStream.__init__

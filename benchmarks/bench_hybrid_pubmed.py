@@ -34,7 +34,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]  # run from anywhere in a checkout
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda._runtime.device import Device, parse_bytes
-from sklearn_gpulda.backends.cuda.sparse.sampler import (
+from sklearn_gpulda.backends.cuda.sparse import (
     sampler as sparse,
     memory_plan as sparse_memory,
 )

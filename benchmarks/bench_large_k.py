@@ -46,7 +46,7 @@ def main(argv=None):
     import cupy as cp
 
     from sklearn_gpulda._input.corpus import tokens
-    from sklearn_gpulda.backends.cuda.sparse.sampler import sample_sparse
+    from sklearn_gpulda.backends.cuda.sparse import sample_sparse
     from sklearn_gpulda.datasets import make_lda_corpus
 
     describe_device(cp)

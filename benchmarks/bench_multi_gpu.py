@@ -160,7 +160,7 @@ def reduce_costs(X, k, device, repeats, burn_in):
 def one_gpu_chain_ms(X, k, repeats, burn_in):
     """Milliseconds of a sweep of the one-GPU chain, timed as :func:`reduce_costs` times the
     multi-GPU one."""
-    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 
     sampler = _burnt_in(CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, resolve_device("cuda:0")), X,
                         burn_in)

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda._runtime.device import resolve_device
-from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
+from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 from sklearn_gpulda.datasets import make_lda_corpus
 
 from _bench_common import budget_fit

@@ -64,7 +64,7 @@ def draw_fixed_row(a_row, bhat, alpha, own, own_w, u, packed, word_side=None, la
     out = cp.empty(u.size, dtype=cp.int32)
     alpha = np.broadcast_to(np.asarray(alpha, np.float32), (k,))
     from sklearn_gpulda.backends.cuda.constants import SHARED_MAX_TOPICS
-    from sklearn_gpulda.backends.cuda.sparse.sampler.sample_sparse import tree_floats
+    from sklearn_gpulda.backends.cuda.sparse.sample_sparse import tree_floats
 
     if large is None:
         large = k > SHARED_MAX_TOPICS

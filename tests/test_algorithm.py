@@ -270,7 +270,7 @@ def _dense_engine(n_topics, alpha=ALPHA, **kw):
 
 
 def _sparse_engine(n_topics):
-    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 
     return CudaSparseSampler(n_topics, ALPHA, BETA, SEED, GPU)
 
@@ -372,7 +372,7 @@ def test_gpu_batch_statistics(first):
 @pytest.mark.gpu
 def test_gpu_engine_choice_and_limits():
     from sklearn_gpulda.backends.cuda.dense.sampler.sampler import CudaDenseSampler
-    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 
     assert isinstance(choose_backend("dense", 8, GPU).make(8, ALPHA, BETA, SEED, GPU),
                       CudaDenseSampler)

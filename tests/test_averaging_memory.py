@@ -9,9 +9,9 @@ import pytest
 
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._input.corpus import tokens
-from sklearn_gpulda.backends.cuda.sparse.sampler import hybrid, memory_plan as sparse_memory
-from sklearn_gpulda.backends.cuda.sparse.sampler.memory_plan import AVERAGING
-from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
+from sklearn_gpulda.backends.cuda.sparse import hybrid, memory_plan as sparse_memory
+from sklearn_gpulda.backends.cuda.sparse.memory_plan import AVERAGING
+from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 from sklearn_gpulda.backends.numpy.sampler import NumpySampler
 
 

@@ -175,7 +175,7 @@ def test_device_layout_build_in_pieces_is_the_pdow_order(kjv, fractional, max_ch
     # corpus's counts or (streamed layouts) from the chunk's own; whatever the piece size, the
     # result must be the single sort of pdow_chunks. Its array calls are the NumPy API, so NumPy
     # runs it here and CuPy on the GPU.
-    from sklearn_gpulda.backends.cuda.sparse.sampler.layout import build_chunks
+    from sklearn_gpulda.backends.cuda.sparse.layout import build_chunks
 
     X = kjv[:300].astype(np.float64)
     if fractional:
@@ -207,7 +207,7 @@ def test_device_layout_places_of_a_document_of_65536_tokens_take_32_bits(kjv):
     # A document of 70,000 tokens (of 60 words: repeated words, runs longer than a work item)
     # gets a chunk of its own, wide (32-bit places, 8-byte A entries); the others stay packed.
     # Every token's canonical index is its document's first token plus its place.
-    from sklearn_gpulda.backends.cuda.sparse.sampler.layout import build_chunks, chunk_bytes
+    from sklearn_gpulda.backends.cuda.sparse.layout import build_chunks, chunk_bytes
 
     long_row = np.zeros((1, kjv.shape[1]))
     long_row[0, :60] = 70_000 // 60
@@ -234,7 +234,7 @@ def test_device_layout_places_of_a_document_of_65536_tokens_take_32_bits(kjv):
 def test_chunk_ranges_keep_a_storage_within_int32(monkeypatch):
     # A chunk's A storage (tokens plus 31 slots per document) is indexed by int32: a range that
     # would reach 2**31 entries is cut further, even with no token limit (about 2 G tokens).
-    from sklearn_gpulda.backends.cuda.sparse.sampler import layout
+    from sklearn_gpulda.backends.cuda.sparse import layout
 
     corpus = tokens(sp.csr_matrix(np.full((40, 3), 5)))  # 40 documents of 15 tokens
     monkeypatch.setattr(layout, "MAX_CHUNK_SLOTS", 100)  # 2 documents (2 x (15 + 31) = 92)
@@ -266,7 +266,7 @@ def test_streamed_chunk_plan_fits_its_budget(kjv):
     # larger
     # budgets give larger chunks, a cap holds, the build's piece is a quarter of a chunk, and a
     # budget the model alone fills is a MemoryError that says so.
-    from sklearn_gpulda.backends.cuda.sparse.sampler import streaming
+    from sklearn_gpulda.backends.cuda.sparse import streaming
 
     corpus = tokens(kjv)
     k, v = 50, corpus.n_words

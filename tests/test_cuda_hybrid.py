@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda.backends.cuda.sparse.sampler import hybrid_table as _hybrid_table
+from sklearn_gpulda.backends.cuda.sparse import hybrid_table as _hybrid_table
 from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda._runtime.device import Device
 from sklearn_gpulda.datasets import load_kjv_chapters
@@ -25,7 +25,7 @@ def kjv_corpus():
 
 
 def _engine(n_topics, storage, **kw):
-    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 
     return CudaSparseSampler(n_topics, ALPHA, BETA, SEED, GPU, word_topic_storage=storage, **kw)
 
@@ -54,7 +54,7 @@ def test_hybrid_chain_is_the_dense_chain(kjv_corpus, n_topics, averaging_sum, mo
     # every reader (counts, histograms, likelihood, averaging, the model) sees the same numbers,
     # with the priors moved in between; averaging's sum a whole table (where it has room) or
     # sorted keys of the rare rows (where it has not).
-    from sklearn_gpulda.backends.cuda.sparse.sampler import hybrid
+    from sklearn_gpulda.backends.cuda.sparse import hybrid
 
     if averaging_sum == "keys":
         monkeypatch.setattr(hybrid, "WHOLE_SUM_ROOM_FACTOR", 10**9)
@@ -103,7 +103,7 @@ def test_rare_rows_hold_the_counts_the_host_probe_finds(kjv_corpus):
 
 
 def test_large_k_kernels_read_the_rare_rows(monkeypatch, kjv_corpus):
-    from sklearn_gpulda.backends.cuda.sparse.sampler import sample_sparse
+    from sklearn_gpulda.backends.cuda.sparse import sample_sparse
 
     ref = initialised(_engine(3000, "dense"), kjv_corpus)
     monkeypatch.setattr(sample_sparse, "SHARED_MAX_TOPICS", 0)
@@ -120,7 +120,7 @@ def test_large_k_kernels_read_the_rare_rows(monkeypatch, kjv_corpus):
 def test_streamed_hybrid_chain_is_the_resident_dense_chain(monkeypatch, kjv_corpus):
     import cupy
 
-    from sklearn_gpulda.backends.cuda.sparse.sampler import sampler as sparse, streaming
+    from sklearn_gpulda.backends.cuda.sparse import sampler as sparse, streaming
 
     pool = cupy.get_default_memory_pool()
 
@@ -185,7 +185,7 @@ def test_hybrid_storage_takes_less_memory(kjv_corpus):
 
 
 def test_estimator_models_are_equal_and_auto_picks_hybrid_at_large_k(monkeypatch):
-    from sklearn_gpulda.backends.cuda.sparse.sampler import sampler as sparse
+    from sklearn_gpulda.backends.cuda.sparse import sampler as sparse
 
     X = load_kjv_chapters().data[:400]
     params = dict(n_components=4096, max_iter=8, random_state=0, device="cuda",
@@ -238,7 +238,7 @@ def test_prior_tables_are_the_trees_first_levels(n_topics):
     # within each group of 32 tiles, group totals.
     import cupy as cp
 
-    from sklearn_gpulda.backends.cuda.sparse.sampler import hybrid
+    from sklearn_gpulda.backends.cuda.sparse import hybrid
 
     rng = np.random.default_rng(0)
     k = n_topics

@@ -64,7 +64,7 @@ def _corpus(kind="small"):
 
 
 def _engine(n_topics, alpha=ALPHA, **kw):
-    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 
     return CudaSparseSampler(n_topics, alpha, BETA, SEED, GPU, **kw)
 
@@ -109,7 +109,7 @@ def test_device_layout_is_the_host_pdow_order(monkeypatch, piece_tokens, on_devi
     import cupy as cp
     import cupyx.scipy.sparse as csp
 
-    from sklearn_gpulda.backends.cuda.sparse.sampler import layout
+    from sklearn_gpulda.backends.cuda.sparse import layout
 
     if piece_tokens:
         monkeypatch.setattr(layout.build_chunks, "__defaults__", (piece_tokens, None))
@@ -354,7 +354,7 @@ def _force_large_k(monkeypatch, window):
     """Make every engine built after this take the large-K kernels and count long documents'
     topics in windows of ``window``, whatever K."""
     from sklearn_gpulda.backends.cuda import counts
-    from sklearn_gpulda.backends.cuda.sparse.sampler import sample_sparse
+    from sklearn_gpulda.backends.cuda.sparse import sample_sparse
 
     monkeypatch.setattr(sample_sparse, "SHARED_MAX_TOPICS", 0)
     monkeypatch.setattr(counts, "LONG_HIST_WINDOW", window)
@@ -563,7 +563,7 @@ def test_held_batches_are_the_batches_loaded_alone(way, monkeypatch):
     # The sparse engine lays a pass's mini-batches out together, a chunk each; where they would
     # not fit as chunks (forced here), or B is stored hybrid, it loads each when selected.
     # Either way two passes give the model of loading each batch alone.
-    from sklearn_gpulda.backends.cuda.sparse.sampler import online_batches as online_batches
+    from sklearn_gpulda.backends.cuda.sparse import online_batches as online_batches
 
     if way == "not fitting":
         monkeypatch.setattr(online_batches, "fits_one_chunk", lambda corpus, ranges: False)
@@ -634,7 +634,7 @@ def test_partial_fit_leaves_the_model_on_the_gpu_until_it_is_read(monkeypatch, d
 def _streamed(monkeypatch, n_topics, max_chunk_tokens, **kw):
     """A sampler made to stream (its in-memory need reported as too large) in chunks of at most
     ``max_chunk_tokens`` tokens."""
-    from sklearn_gpulda.backends.cuda.sparse.sampler import sampler as sparse, streaming
+    from sklearn_gpulda.backends.cuda.sparse import sampler as sparse, streaming
 
     monkeypatch.setattr(streaming, "MIN_STREAM_CHUNK", 1)
     monkeypatch.setattr(sparse.CudaSparseSampler, "estimate_bytes",
@@ -734,7 +734,7 @@ def test_fit_within_a_device_memory_budget_is_the_in_memory_fit(monkeypatch):
     # Through the estimator: a budget a quarter of the in-memory need streams the corpus in
     # several chunks, and the model (learned priors, averaging) is the in-memory model.
     from sklearn_gpulda import GPULatentDirichletAllocation
-    from sklearn_gpulda.backends.cuda.sparse.sampler import streaming
+    from sklearn_gpulda.backends.cuda.sparse import streaming
     from sklearn_gpulda.datasets import load_kjv_chapters
 
     X = load_kjv_chapters().data

@@ -6,10 +6,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from sklearn_gpulda.backends.cuda.sparse.sampler import hybrid_table as ht
+from sklearn_gpulda.backends.cuda.sparse import hybrid_table as ht
 from sklearn_gpulda._input.layouts import frequency_relabel
-from sklearn_gpulda.backends.cuda.sparse.sampler import hybrid
-from sklearn_gpulda.backends.cuda.sparse.sampler.hybrid import HybridSum, resolve_storage
+from sklearn_gpulda.backends.cuda.sparse import hybrid
+from sklearn_gpulda.backends.cuda.sparse.hybrid import HybridSum, resolve_storage
 from sklearn_gpulda.backends.cuda.transfer import topic_major_to_host
 
 
@@ -175,7 +175,7 @@ def test_storage_choice():
 
 def test_plan_of_a_real_corpus(kjv):
     from sklearn_gpulda._input.corpus import tokens
-    from sklearn_gpulda.backends.cuda.sparse.sampler.hybrid import plan
+    from sklearn_gpulda.backends.cuda.sparse.hybrid import plan
 
     corpus = tokens(kjv)
     freq = np.asarray(kjv.sum(axis=0)).ravel()

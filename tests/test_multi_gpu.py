@@ -30,7 +30,7 @@ def kjv():
 
 
 def _single(k, **kw):
-    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 
     return CudaSparseSampler(k, ALPHA, BETA, SEED, ONE, **kw)
 
@@ -138,7 +138,7 @@ def test_weighted_tokens_agree_up_to_the_order_of_float_additions(kjv):
 def test_streamed_shards_and_row_blocks(kjv, monkeypatch):
     # Each shard streams its part (a budget too small for it) and the corpus comes as row
     # blocks: still the one-GPU chain.
-    from sklearn_gpulda.backends.cuda.sparse.sampler import streaming
+    from sklearn_gpulda.backends.cuda.sparse import streaming
     from sklearn_gpulda.backends.cuda.multi_gpu.sampler.sampler import DeviceShard
 
     monkeypatch.setattr(streaming, "MIN_STREAM_CHUNK", 1)

@@ -21,8 +21,8 @@ SCALARS = ("d0", "d1", "t0", "t1", "n_tokens", "n_docs", "n_slots", "n_batches",
 def test_batch_chunks_are_the_batches_laid_out_alone(fractional, group_tokens):
     import cupy as cp
 
-    from sklearn_gpulda.backends.cuda.sparse.sampler.online_layout import build_online_chunks
-    from sklearn_gpulda.backends.cuda.sparse.sampler.layout import Chunk, CountsOnDevice
+    from sklearn_gpulda.backends.cuda.sparse.online_layout import build_online_chunks
+    from sklearn_gpulda.backends.cuda.sparse.layout import Chunk, CountsOnDevice
 
     # Long documents (short and long A rows), a word of more than a work item's tokens, empty
     # documents; batches of one document, of many, and one larger than a small group.

@@ -69,7 +69,7 @@ def test_device_layout_of_blocks_is_the_whole_corpus_layout(kjv):
     # Each block is laid out on its own and its chunks placed in the whole: a chunk holds the
     # tokens a chunk of the same documents of the joined matrix holds (NumPy stands in for
     # CuPy, as in test_corpus).
-    from sklearn_gpulda.backends.cuda.sparse.sampler.layout import (
+    from sklearn_gpulda.backends.cuda.sparse.layout import (
         Chunk,
         CountsOnDevice,
         build_chunks,
@@ -128,7 +128,7 @@ def test_a_bad_block_is_named_and_the_model_stays(kjv):
 def test_gpu_fit_on_blocks_held_and_streamed(kjv, monkeypatch):
     # On the GPU, held on the device and streamed within a budget, blocks give the joined
     # matrix's model.
-    from sklearn_gpulda.backends.cuda.sparse.sampler.sampler import CudaSparseSampler
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
     from sklearn_gpulda._runtime.device import Device
 
     X = load_kjv_chapters().data
