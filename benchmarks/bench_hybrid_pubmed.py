@@ -34,10 +34,8 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]  # run from anywhere in a checkout
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda._runtime.device import Device, parse_bytes
-from sklearn_gpulda.backends.cuda.sparse import (
-    sampler as sparse,
-    memory_plan as sparse_memory,
-)
+from sklearn_gpulda.backends.cuda.sparse import memory_plan
+from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 from sklearn_gpulda.datasets import make_lda_corpus
 
 from _bench_common import budget_fit
@@ -62,13 +60,15 @@ def table_plans(corpus, k, budget):
     """B's device bytes stored dense and stored hybrid, by the sampler's own plan, and whether
     the dense storage's load plan fits ``budget`` (answered before anything is allocated)."""
     plans = {}
+    sizes = memory_plan.corpus_sizes(corpus, corpus.word_frequencies())
     for storage in ("dense", "hybrid"):
-        s = sparse.CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, Device("cuda", (0,)),
-                                     word_topic_storage=storage, max_device_memory=budget)
-        plans[storage] = sparse_memory.table_plan(s, corpus)[3]
+        s = CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, Device("cuda", (0,)),
+                              word_topic_storage=storage, max_device_memory=budget)
+        settings = s.plan_settings()
+        plans[storage] = memory_plan.table_plan(sizes, settings).nbytes
         if storage == "dense":
             try:
-                sparse_memory.load_plan(s, corpus)
+                memory_plan.load_plan(sizes, settings)
                 plans["dense_refused"] = None
             except MemoryError as exc:
                 plans["dense_refused"] = str(exc)

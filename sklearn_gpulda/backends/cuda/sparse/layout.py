@@ -360,34 +360,3 @@ def build_chunks(cp, corpus, new_of_old, n_topics, max_chunk_tokens,
         each(chunk)
         chunks.append(chunk)
     return chunks
-
-
-def chunk_bytes(corpus, n_topics, max_chunk_tokens, piece_tokens=BUILD_PIECE_TOKENS):
-    """Device bytes of the layout and chain state kept (steady), and the peak while building.
-
-    Kept: per token its place (2 bytes packed, 4 wide), document, two topics and an A slot
-    (4 bytes packed, 8 wide) and, for weighted counts, its weight; per document its headers and
-    A row padding. Building holds the places and documents, the counts on the device (their
-    words relabelled, plus a copy of each array when the corpus is on the host) and one piece's
-    scratch, but not the state.
-
-    Returns
-    -------
-    steady, peak : int
-    """
-    n, d, v = corpus.n_tokens, corpus.n_docs, corpus.n_words
-    nnz = corpus.n_nonzero
-    weighted = corpus.weighted
-    tsize = np.dtype(topic_dtype(n_topics)).itemsize
-    longest = int(np.diff(corpus.doc_ptr).max(initial=0))
-    packed = packed_format(weighted, longest, n_topics)
-    entry = 4 if packed else 8
-    layout_token = (2 if packed else 4) + 4 + (4 if weighted else 0)
-    per_doc = 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + ROW_PAD * entry
-    items = (n // PIECE + v) * 16 * 2
-    steady = n * (layout_token + 2 * tsize + entry) + d * per_doc + items + (n // WARP + v) * 8
-    chunk = n if max_chunk_tokens is None else min(n, int(max_chunk_tokens))
-    uploaded = 0 if corpus.on_device else nnz * (4 + 8 + (4 if weighted else 0)) + d * 8
-    build = (n * layout_token + nnz * 4 + uploaded + v * 24
-             + min(chunk, int(piece_tokens)) * 80)
-    return int(steady), int(max(steady, build))

@@ -20,7 +20,7 @@ from .layout import BUILD_PIECE_TOKENS, PIECE, Chunk, CountsOnDevice, document_v
 
 
 def build_online_chunks(cp, corpus, new_of_old, n_topics, ranges,
-                       group_tokens=BUILD_PIECE_TOKENS):
+                        group_tokens=BUILD_PIECE_TOKENS):
     """A chunk per document range of ``ranges`` (consecutive: each starts where the one before
     ends), numbered from 0, over its own words (``chunk.words``).
 
