@@ -249,6 +249,24 @@ def test_chunk_ranges_keep_a_storage_within_int32(monkeypatch):
         layout.chunk_ranges(corpus, None)
 
 
+def test_chunk_cuts_are_made_before_the_build(kjv):
+    # The chunks' ranges, and each chunk's pieces of at most the piece's tokens (a longer
+    # document alone), numbered within the chunk: all the build needs to know of the cuts.
+    from sklearn_gpulda.backends.cuda.sparse import layout
+
+    corpus = tokens(kjv[:300])
+    cuts = layout.chunk_cuts(corpus, 20_000, 3_000)
+    assert [(d0, d1) for d0, d1, _ in cuts] == layout.chunk_ranges(corpus, 20_000)
+    for d0, d1, pieces in cuts:
+        pieces = np.asarray(pieces)
+        assert pieces[0] == 0 and pieces[-1] == d1 - d0
+        in_piece = np.diff(corpus.doc_ptr[d0 + pieces])
+        assert np.all((in_piece <= 3_000) | (np.diff(pieces) == 1))
+    empty = tokens(sp.csr_matrix((0, 5)))
+    assert [(d0, d1, list(p)) for d0, d1, p in layout.chunk_cuts(empty, None, 3_000)] == [
+        (0, 0, [0, 0])]
+
+
 def test_integer_counts_give_the_corpus_of_their_float_copy(kjv):
     # A GPU fit whose counts stay on the host keeps integer counts as integers: the token corpus
     # must be the one their float64 copy gives, array for array.
