@@ -12,8 +12,6 @@ memory pool over the whole fit and where it was reached, the median time of swee
 the same budget admits the dense storage (the dense sampler's load plan, before any allocation).
 Also printed: whether the plan kept room for averaging's sum, and whether the fit went on without
 averaging (the estimator's default averaging, given up where its sum does not fit the budget).
-Every fit goes to ``--json`` (default ``benchmarks/results/bench_hybrid_pubmed/
-bench_hybrid_pubmed.json``).
 
 Usage::
 
@@ -21,6 +19,7 @@ Usage::
 """
 
 import argparse
+import json
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -35,13 +34,11 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]  # run from anywhere in a checkout
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda._runtime.device import Device, parse_bytes
-from sklearn_gpulda.backends.cuda.sparse import (
-    sampler as sparse,
-    memory_plan as sparse_memory,
-)
+from sklearn_gpulda.backends.cuda.sparse import memory_plan
+from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 from sklearn_gpulda.datasets import make_lda_corpus
 
-from _bench_common import budget_fit, output_path, save_json
+from _bench_common import budget_fit
 
 
 def fit(X, k, sweeps, budget):
@@ -63,13 +60,15 @@ def table_plans(corpus, k, budget):
     """B's device bytes stored dense and stored hybrid, by the sampler's own plan, and whether
     the dense storage's load plan fits ``budget`` (answered before anything is allocated)."""
     plans = {}
+    sizes = memory_plan.corpus_sizes(corpus, corpus.word_frequencies())
     for storage in ("dense", "hybrid"):
-        s = sparse.CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, Device("cuda", (0,)),
-                                     word_topic_storage=storage, max_device_memory=budget)
-        plans[storage] = sparse_memory.table_plan(s, corpus)[3]
+        s = CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, Device("cuda", (0,)),
+                              word_topic_storage=storage, max_device_memory=budget)
+        settings = s.plan_settings()
+        plans[storage] = memory_plan.table_plan(sizes, settings).nbytes
         if storage == "dense":
             try:
-                sparse_memory.load_plan(s, corpus)
+                memory_plan.load_plan(sizes, settings)
                 plans["dense_refused"] = None
             except MemoryError as exc:
                 plans["dense_refused"] = str(exc)
@@ -96,8 +95,7 @@ def main(argv=None):
     ap.add_argument("--sweeps", type=int, default=8)
     ap.add_argument("--budget", default="8GB")
     ap.add_argument("--parts", type=int, default=1)
-    ap.add_argument("--json", default=output_path("bench_hybrid_pubmed",
-                                                   "bench_hybrid_pubmed.json"))
+    ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     budget = parse_bytes(args.budget)
     tic = time.perf_counter()
@@ -125,7 +123,9 @@ def main(argv=None):
             print(f"K={k}: dense storage within {args.budget}: MemoryError: "
                   f"{plans['dense_refused']}")
         results["fits"].append(r)
-        save_json(args.json, results)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -9,28 +9,9 @@ import pytest
 
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._input.corpus import tokens
-from sklearn_gpulda.backends.cuda.sparse import hybrid, memory_plan as sparse_memory
+from sklearn_gpulda.backends.cuda.sparse import memory_plan
 from sklearn_gpulda.backends.cuda.sparse.memory_plan import AVERAGING
-from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 from sklearn_gpulda.backends.numpy.sampler import NumpySampler
-
-
-class _Planned:
-    """The parts of a CudaSparseSampler its memory plan reads, without a GPU."""
-
-    estimate_bytes = CudaSparseSampler.estimate_bytes
-    _frequencies = CudaSparseSampler._frequencies
-    _leaf_scratch_bytes = CudaSparseSampler._leaf_scratch_bytes
-
-    def __init__(self, n_topics, budget, averaging, storage="dense"):
-        self.n_topics, self.budget, self.averaging = n_topics, budget, averaging
-        self.word_topic_storage = storage
-        self.max_chunk_tokens = None
-        self.word_frequencies = self._corpus_frequencies = None
-        self.large_k, self._index = False, 0
-
-    def _memory_budget(self):
-        return self.budget
 
 
 @pytest.fixture(scope="module")
@@ -38,24 +19,33 @@ def corpus(kjv):
     return tokens(kjv)
 
 
-def test_hybrid_rows_are_sized_by_the_loaded_corpus_only(corpus):
-    planned = _Planned(200, 1 << 40, "none", "hybrid")
-    planned.word_frequencies = corpus.word_frequencies()
+@pytest.fixture(scope="module")
+def sizes(corpus):
+    return memory_plan.corpus_sizes(corpus, corpus.word_frequencies())
+
+
+def _settings(k, budget, averaging, storage="dense", **more):
+    return memory_plan.ChainSettings(n_topics=k, budget=budget, averaging=averaging,
+                                     storage=storage, **more)
+
+
+def test_hybrid_rows_are_sized_by_the_loaded_corpus_only(sizes):
+    shared = _settings(200, 1 << 40, "none", "hybrid", shared_frequencies=True)
     with pytest.raises(ValueError, match="own word frequencies"):
-        sparse_memory.load_plan(planned, corpus)
-    planned.word_topic_storage = "dense"
-    assert not sparse_memory.load_plan(planned, corpus).hybrid
+        memory_plan.load_plan(sizes, shared)
+    assert not memory_plan.load_plan(sizes, _settings(200, 1 << 40, "none",
+                                                      shared_frequencies=True)).table.hybrid
 
 
-def _plan(corpus, k, budget, averaging, storage="dense"):
-    return sparse_memory.load_plan(_Planned(k, budget, averaging, storage), corpus)
+def _plan(sizes, k, budget, averaging, storage="dense"):
+    return memory_plan.load_plan(sizes, _settings(k, budget, averaging, storage))
 
 
-def _smallest_budget(corpus, k, averaging, storage):
+def _smallest_budget(sizes, k, averaging, storage):
     """The smallest budget, in steps of 1 MiB, whose plan is not refused."""
     for mib in range(1, 64):
         try:
-            _plan(corpus, k, mib << 20, averaging, storage)
+            _plan(sizes, k, mib << 20, averaging, storage)
             return mib << 20
         except MemoryError:
             continue
@@ -63,53 +53,56 @@ def _smallest_budget(corpus, k, averaging, storage):
 
 
 @pytest.mark.parametrize("storage", ["dense", "hybrid"])
-def test_averaging_is_reserved_as_the_fit_asks(corpus, storage):
+def test_averaging_is_reserved_as_the_fit_asks(sizes, storage):
     k = 200
-    probe = _plan(corpus, k, 1 << 40, "required", storage)
-    _, peak = _Planned(k, 1 << 40, "none", storage).estimate_bytes(corpus)
-    assert (probe.hybrid, probe.stream_tokens) == (storage == "hybrid", None)
-    sum_bytes = (hybrid.sum_bytes(probe.n_dense, probe.offsets, k) if probe.hybrid
-                 else corpus.n_words * k * 8)
+    probe = _plan(sizes, k, 1 << 40, "required", storage)
+    _, peak = memory_plan.resident_bytes(sizes, _settings(k, 1 << 40, "none", storage),
+                                         probe.table)
+    assert (probe.table.hybrid, probe.streamed) == (storage == "hybrid", False)
+    sum_bytes = memory_plan.sum_bytes(sizes, k, probe.table)
+    assert sum_bytes == (sizes.n_words * k * 8 if storage == "dense" else
+                         probe.table.n_dense * k * 8
+                         + memory_plan.SUM_BYTES_PER_SLOT * probe.table.offsets[-1])
     # Room for everything: resident, and the sum reserved unless the fit does not average.
     for averaging, reserved in (("required", True), ("optional", True), ("none", False)):
-        plan = _plan(corpus, k, peak + sum_bytes, averaging, storage)
-        assert (plan.stream_tokens, plan.averaging_reserved) == (None, reserved)
+        plan = _plan(sizes, k, peak + sum_bytes, averaging, storage)
+        assert (plan.streamed, plan.averaging_reserved) == (False, reserved)
     # The chain fits, its averaging does not: a required sum makes the corpus stream, an
     # optional one is given up.
     budget = peak + sum_bytes // 2
-    required = _plan(corpus, k, budget, "required", storage)
-    assert required.stream_tokens is not None and required.averaging_reserved
+    required = _plan(sizes, k, budget, "required", storage)
+    assert required.streamed and required.averaging_reserved
     for averaging in ("optional", "none"):
-        plan = _plan(corpus, k, budget, averaging, storage)
-        assert (plan.stream_tokens, plan.averaging_reserved) == (None, False)
+        plan = _plan(sizes, k, budget, averaging, storage)
+        assert (plan.streamed, plan.averaging_reserved) == (False, False)
     # Streamed chunks fit with less memory without the sum; between the two smallest budgets
     # an optional sum is given up, a required one refused.
-    least_none = _smallest_budget(corpus, k, "none", storage)
-    least_required = _smallest_budget(corpus, k, "required", storage)
+    least_none = _smallest_budget(sizes, k, "none", storage)
+    least_required = _smallest_budget(sizes, k, "required", storage)
     assert least_none < least_required
-    assert _smallest_budget(corpus, k, "optional", storage) == least_none
-    plan = _plan(corpus, k, least_none, "optional", storage)
-    assert plan.stream_tokens is not None and not plan.averaging_reserved
+    assert _smallest_budget(sizes, k, "optional", storage) == least_none
+    plan = _plan(sizes, k, least_none, "optional", storage)
+    assert plan.streamed and not plan.averaging_reserved
     with pytest.raises(MemoryError, match="cannot stream"):
-        _plan(corpus, k, least_none, "required", storage)
+        _plan(sizes, k, least_none, "required", storage)
     # Where both fit, an optional sum is reserved, and chunks are larger without any.
-    both = [_plan(corpus, k, least_required, a, storage) for a in AVERAGING]
+    both = [_plan(sizes, k, least_required, a, storage) for a in AVERAGING]
     assert [p.averaging_reserved for p in both] == [True, True, False]
-    assert both[0].stream_tokens == both[1].stream_tokens < both[2].stream_tokens
+    assert both[0].chunk_tokens == both[1].chunk_tokens < both[2].chunk_tokens
 
 
-def _outcome(corpus, k, budget, averaging, storage):
+def _outcome(sizes, k, budget, averaging, storage):
     """``(resident, averaging reserved)`` of a plan, or None where it is refused."""
     try:
-        plan = _plan(corpus, k, budget, averaging, storage)
+        plan = _plan(sizes, k, budget, averaging, storage)
     except MemoryError:
         return None
-    return plan.stream_tokens is None, plan.averaging_reserved
+    return not plan.streamed, plan.averaging_reserved
 
 
 @pytest.mark.parametrize("averaging", AVERAGING)
 @pytest.mark.parametrize("k", [200, 1000])
-def test_auto_storage_takes_the_better_plan_at_every_budget(corpus, k, averaging):
+def test_auto_storage_takes_the_better_plan_at_every_budget(sizes, k, averaging):
     # Against the two plans the storages would make on their own, at budgets from 1 to 60 MiB
     # (KJV's layout is 5 MB, its build peak 28 MB; at K = 1,000 the dense B is 13 MB and the
     # hybrid one 1.6 MB). Ranked: resident with the sum, resident without it (unless the sum
@@ -117,9 +110,9 @@ def test_auto_storage_takes_the_better_plan_at_every_budget(corpus, k, averaging
     seen = set()
     for mib in range(1, 61):
         budget = mib << 20
-        dense = _outcome(corpus, k, budget, averaging, "dense")
-        rows = _outcome(corpus, k, budget, averaging, "hybrid")
-        auto = _outcome(corpus, k, budget, averaging, "auto")
+        dense = _outcome(sizes, k, budget, averaging, "dense")
+        rows = _outcome(sizes, k, budget, averaging, "hybrid")
+        auto = _outcome(sizes, k, budget, averaging, "auto")
         ranked = sorted(((o, s) for o, s in ((dense, "dense"), (rows, "hybrid"))
                          if o is not None),
                         key=lambda p: (not p[0][0], not p[0][1], p[1] != "dense"))
@@ -128,12 +121,28 @@ def test_auto_storage_takes_the_better_plan_at_every_budget(corpus, k, averaging
             assert auto is None, mib
         else:
             assert auto == (dense if expect == "dense" else rows), (mib, dense, rows, auto)
-            chosen = _plan(corpus, k, budget, averaging, "auto")
-            assert chosen.hybrid == (expect == "hybrid"), (mib, dense, rows)
+            chosen = _plan(sizes, k, budget, averaging, "auto")
+            assert chosen.table.hybrid == (expect == "hybrid"), (mib, dense, rows)
             seen.add((expect, auto))
     # The sweep passes through both storages, resident and streamed.
     assert {s for s, _ in seen} == {"dense", "hybrid"}
     assert {o[0] for _, o in seen} == {True, False}
+
+
+def test_a_corpus_in_row_blocks_is_planned_as_the_joined_corpus(kjv, sizes):
+    # The plan reads the sizes alone: the blocks of the same documents measure the same.
+    from sklearn_gpulda._input.row_blocks import BlockCorpus
+
+    blocks = BlockCorpus([kjv[:100], kjv[100:101], kjv[101:]])
+    block_sizes = memory_plan.corpus_sizes(blocks, blocks.word_frequencies())
+    for k, storage in ((200, "auto"), (1000, "hybrid"), (50, "dense")):
+        for budget in (8 << 20, 40 << 20, 1 << 40):
+            settings = _settings(k, budget, "optional", storage)
+            a, b = (memory_plan.load_plan(s, settings) for s in (sizes, block_sizes))
+            assert (a.table.hybrid, a.table.nbytes, a.streamed, a.chunk_tokens,
+                    a.averaging_reserved, a.peak_bytes) == (
+                b.table.hybrid, b.table.nbytes, b.streamed, b.chunk_tokens,
+                b.averaging_reserved, b.peak_bytes)
 
 
 def test_the_fit_says_what_averaging_it_needs():

@@ -207,7 +207,8 @@ def test_device_layout_places_of_a_document_of_65536_tokens_take_32_bits(kjv):
     # A document of 70,000 tokens (of 60 words: repeated words, runs longer than a work item)
     # gets a chunk of its own, wide (32-bit places, 8-byte A entries); the others stay packed.
     # Every token's canonical index is its document's first token plus its place.
-    from sklearn_gpulda.backends.cuda.sparse.layout import build_chunks, chunk_bytes
+    from sklearn_gpulda.backends.cuda.sparse.layout import build_chunks
+    from sklearn_gpulda.backends.cuda.sparse.memory_plan import corpus_sizes, layout_bytes
 
     long_row = np.zeros((1, kjv.shape[1]))
     long_row[0, :60] = 70_000 // 60
@@ -225,8 +226,8 @@ def test_device_layout_places_of_a_document_of_65536_tokens_take_32_bits(kjv):
         assert ch.place.dtype == (np.uint32 if holds_it else np.uint16)
     # The memory plan counts the long document's tokens at 20 bytes (place 4, document 4, two
     # topics 2 + 2, an entry 8), not the packed 14.
-    packed_steady, _ = chunk_bytes(tokens(X[:40]), 50, None)
-    wide_steady, _ = chunk_bytes(tokens(X[:41]), 50, None)
+    packed_steady, _ = layout_bytes(corpus_sizes(tokens(X[:40])), 50, None)
+    wide_steady, _ = layout_bytes(corpus_sizes(tokens(X[:41])), 50, None)
     extra_tokens = corpus.doc_ptr[41] - corpus.doc_ptr[40]
     assert wide_steady - packed_steady >= extra_tokens * 20
 
@@ -248,6 +249,24 @@ def test_chunk_ranges_keep_a_storage_within_int32(monkeypatch):
         layout.chunk_ranges(corpus, None)
 
 
+def test_chunk_cuts_are_made_before_the_build(kjv):
+    # The chunks' ranges, and each chunk's pieces of at most the piece's tokens (a longer
+    # document alone), numbered within the chunk: all the build needs to know of the cuts.
+    from sklearn_gpulda.backends.cuda.sparse import layout
+
+    corpus = tokens(kjv[:300])
+    cuts = layout.chunk_cuts(corpus, 20_000, 3_000)
+    assert [(d0, d1) for d0, d1, _ in cuts] == layout.chunk_ranges(corpus, 20_000)
+    for d0, d1, pieces in cuts:
+        pieces = np.asarray(pieces)
+        assert pieces[0] == 0 and pieces[-1] == d1 - d0
+        in_piece = np.diff(corpus.doc_ptr[d0 + pieces])
+        assert np.all((in_piece <= 3_000) | (np.diff(pieces) == 1))
+    empty = tokens(sp.csr_matrix((0, 5)))
+    assert [(d0, d1, list(p)) for d0, d1, p in layout.chunk_cuts(empty, None, 3_000)] == [
+        (0, 0, [0, 0])]
+
+
 def test_integer_counts_give_the_corpus_of_their_float_copy(kjv):
     # A GPU fit whose counts stay on the host keeps integer counts as integers: the token corpus
     # must be the one their float64 copy gives, array for array.
@@ -262,23 +281,22 @@ def test_integer_counts_give_the_corpus_of_their_float_copy(kjv):
 
 
 def test_streamed_chunk_plan_fits_its_budget(kjv):
-    # The chunk size of a streamed layout (backends/cuda/sparse/streaming.py, plain arithmetic):
-    # larger
-    # budgets give larger chunks, a cap holds, the build's piece is a quarter of a chunk, and a
-    # budget the model alone fills is a MemoryError that says so.
-    from sklearn_gpulda.backends.cuda.sparse import streaming
+    # The chunk size of a streamed layout (backends/cuda/sparse/memory_plan.py, plain
+    # arithmetic): larger budgets give larger chunks, a cap holds, the build's piece is a
+    # quarter of a chunk, and a budget the model alone fills is a MemoryError that says so.
+    from sklearn_gpulda.backends.cuda.sparse import memory_plan
 
-    corpus = tokens(kjv)
-    k, v = 50, corpus.n_words
+    sizes = memory_plan.corpus_sizes(tokens(kjv))
+    k, v = 50, sizes.n_words
     model = 2 * v * k * 4 + v * k * 8
-    small, piece = streaming.streamed_chunk_tokens(corpus, k, model + (40 << 20))
-    large, _ = streaming.streamed_chunk_tokens(corpus, k, model + (400 << 20))
-    assert streaming.MIN_STREAM_CHUNK <= small < large and piece == small // 4
-    per_token = streaming.slot_bytes(1, 0, 2, 4, False)
+    small, piece = memory_plan.streamed_chunk_tokens(sizes, k, model + (40 << 20))
+    large, _ = memory_plan.streamed_chunk_tokens(sizes, k, model + (400 << 20))
+    assert memory_plan.MIN_STREAM_CHUNK <= small < large and piece == small // 4
+    per_token = memory_plan.slot_bytes(1, 0, 2, 4, False)
     assert 2 * small * per_token < 40 << 20  # two slots of the chunk fit beside the model
-    assert streaming.streamed_chunk_tokens(corpus, k, model + (400 << 20), 70_000)[0] == 70_000
+    assert memory_plan.streamed_chunk_tokens(sizes, k, model + (400 << 20), 70_000)[0] == 70_000
     with pytest.raises(MemoryError, match="cannot stream .* K=50"):
-        streaming.streamed_chunk_tokens(corpus, k, model)
+        memory_plan.streamed_chunk_tokens(sizes, k, model)
 
 
 # -- a corpus cut by documents (the parts of a multi-GPU chain) ------------------------------------

@@ -120,15 +120,14 @@ def test_large_k_kernels_read_the_rare_rows(monkeypatch, kjv_corpus):
 def test_streamed_hybrid_chain_is_the_resident_dense_chain(monkeypatch, kjv_corpus):
     import cupy
 
-    from sklearn_gpulda.backends.cuda.sparse import sampler as sparse, streaming
+    from sklearn_gpulda.backends.cuda.sparse import memory_plan
 
     pool = cupy.get_default_memory_pool()
 
     k = 300
     ref = initialised(_engine(k, "dense"), kjv_corpus)
-    monkeypatch.setattr(streaming, "MIN_STREAM_CHUNK", 1)
-    monkeypatch.setattr(sparse.CudaSparseSampler, "estimate_bytes",
-                        lambda self, corpus, table_plan=None: (1 << 60, 1 << 60))
+    monkeypatch.setattr(memory_plan, "MIN_STREAM_CHUNK", 1)
+    monkeypatch.setattr(memory_plan, "resident_bytes", lambda *args: (1 << 60, 1 << 60))
     eng = initialised(_engine(k, "hybrid", max_chunk_tokens=60_000), kjv_corpus)
     assert eng.streamed and eng.hybrid and len(eng.chunks) > 4
     for it in (1, 2, 3):

@@ -109,10 +109,11 @@ def test_device_layout_is_the_host_pdow_order(monkeypatch, piece_tokens, on_devi
     import cupy as cp
     import cupyx.scipy.sparse as csp
 
-    from sklearn_gpulda.backends.cuda.sparse import layout
+    from sklearn_gpulda.backends.cuda.sparse import memory_plan
 
     if piece_tokens:
-        monkeypatch.setattr(layout.build_chunks, "__defaults__", (piece_tokens, None))
+        # The pieces a resident chunk is built in are the memory plan's.
+        monkeypatch.setattr(memory_plan, "BUILD_PIECE_TOKENS", piece_tokens)
     X = _lda_counts(120, 400, 8, 80, seed=3, long_docs=2)
     corpus = tokens(X)
     eng = _engine(11, max_chunk_tokens=3000)
@@ -634,11 +635,10 @@ def test_partial_fit_leaves_the_model_on_the_gpu_until_it_is_read(monkeypatch, d
 def _streamed(monkeypatch, n_topics, max_chunk_tokens, **kw):
     """A sampler made to stream (its in-memory need reported as too large) in chunks of at most
     ``max_chunk_tokens`` tokens."""
-    from sklearn_gpulda.backends.cuda.sparse import sampler as sparse, streaming
+    from sklearn_gpulda.backends.cuda.sparse import memory_plan
 
-    monkeypatch.setattr(streaming, "MIN_STREAM_CHUNK", 1)
-    monkeypatch.setattr(sparse.CudaSparseSampler, "estimate_bytes",
-                        lambda self, corpus, table_plan=None: (1 << 60, 1 << 60))
+    monkeypatch.setattr(memory_plan, "MIN_STREAM_CHUNK", 1)
+    monkeypatch.setattr(memory_plan, "resident_bytes", lambda *args: (1 << 60, 1 << 60))
     return _engine(n_topics, max_chunk_tokens=max_chunk_tokens, **kw)
 
 
@@ -734,7 +734,7 @@ def test_fit_within_a_device_memory_budget_is_the_in_memory_fit(monkeypatch):
     # Through the estimator: a budget a quarter of the in-memory need streams the corpus in
     # several chunks, and the model (learned priors, averaging) is the in-memory model.
     from sklearn_gpulda import GPULatentDirichletAllocation
-    from sklearn_gpulda.backends.cuda.sparse import streaming
+    from sklearn_gpulda.backends.cuda.sparse import memory_plan, streaming
     from sklearn_gpulda.datasets import load_kjv_chapters
 
     X = load_kjv_chapters().data
@@ -750,7 +750,7 @@ def test_fit_within_a_device_memory_budget_is_the_in_memory_fit(monkeypatch):
     monkeypatch.setattr(streaming.ChunkStream, "__init__", spy)
     streamed = GPULatentDirichletAllocation(max_device_memory=peak // 4, **params).fit(X)
     assert made and made[0] > 1
-    assert streaming.MIN_STREAM_CHUNK <= X.sum() / made[0]
+    assert memory_plan.MIN_STREAM_CHUNK <= X.sum() / made[0]
     resident = GPULatentDirichletAllocation(**params).fit(X)
     assert len(made) == 1
     np.testing.assert_array_equal(streamed.components_, resident.components_)

@@ -1,33 +1,34 @@
-"""Hybrid word-topic storage on the host: which words are rare, the rows' hashing, and the readers
-of a hybrid table, against the dense counts of the same tokens (real corpus: KJV chapters)."""
+"""Hybrid word-topic storage on the host: which words are rare (the memory plan's split), the rows'
+hashing, and the readers of a hybrid table, against the dense counts of the same tokens (real
+corpus: KJV chapters)."""
 
 import tracemalloc
 
 import numpy as np
 import pytest
 
-from sklearn_gpulda.backends.cuda.sparse import hybrid_table as ht
 from sklearn_gpulda._input.layouts import frequency_relabel
-from sklearn_gpulda.backends.cuda.sparse import hybrid
-from sklearn_gpulda.backends.cuda.sparse.hybrid import HybridSum, resolve_storage
+from sklearn_gpulda.backends.cuda.sparse import hybrid, hybrid_table as ht, memory_plan as mp
+from sklearn_gpulda.backends.cuda.sparse.hybrid import HybridSum
+from sklearn_gpulda.backends.cuda.sparse.memory_plan import resolve_storage
 from sklearn_gpulda.backends.cuda.transfer import topic_major_to_host
 
 
 def test_capacity_is_one_and_a_half_slots_per_token_rounded_up_and_at_least_two():
-    np.testing.assert_array_equal(ht.capacity([0, 1, 2, 3, 4, 5, 1000]),
+    np.testing.assert_array_equal(mp.capacity([0, 1, 2, 3, 4, 5, 1000]),
                                   [0, 2, 3, 5, 6, 8, 1500])
 
 
 def test_rare_words_are_the_suffix_whose_table_is_at_most_half_a_row():
     f = np.array([5000, 300, 171, 170, 64, 3, 1, 0])
-    n_dense, offsets = ht.split_rows(f, 512)
+    n_dense, offsets = mp.split_rows(f, 512)
     # 170 tokens take 255 slots <= K / 2 = 256; 171 take 257.
     assert n_dense == 3
     np.testing.assert_array_equal(np.diff(offsets), [255, 96, 5, 2, 0])
-    assert ht.split_rows(f, 2)[0] == f.size - 1  # only the word with no tokens is rare
+    assert mp.split_rows(f, 2)[0] == f.size - 1  # only the word with no tokens is rare
     with pytest.raises(ValueError, match="decreasing"):
-        ht.split_rows(f[::-1], 512)
-    assert ht.rows_bytes(n_dense, offsets, 512) == 3 * 512 * 4 + 358 * 4 + 6 * 8
+        mp.split_rows(f[::-1], 512)
+    assert mp.rows_bytes(n_dense, offsets, 512) == 3 * 512 * 4 + 358 * 4 + 6 * 8
 
 
 @pytest.mark.parametrize("cap", [2, 3, 5, 1500, 65535])
@@ -58,7 +59,7 @@ def _kjv_tokens(kjv, n_topics, seed=0):
 @pytest.mark.parametrize("n_topics", [64, 1000])
 def test_rows_hold_the_dense_counts(kjv, n_topics):
     freq, word, topic = _kjv_tokens(kjv, n_topics)
-    n_dense, offsets = ht.split_rows(freq, n_topics)
+    n_dense, offsets = mp.split_rows(freq, n_topics)
     assert 0 < n_dense < freq.size
     rare = word >= n_dense
     slots = np.zeros(int(offsets[-1]), dtype=np.uint32)
@@ -103,7 +104,7 @@ def test_running_sum_of_rare_rows_is_the_sum_of_dense_rows(kjv, whole_fits):
     # Either way it is the sum of the dense tables.
     n_topics = 50
     freq, word, _ = _kjv_tokens(kjv, n_topics)
-    n_dense, offsets = ht.split_rows(freq, n_topics)
+    n_dense, offsets = mp.split_rows(freq, n_topics)
     whole_bytes = hybrid.WHOLE_SUM_ROOM_FACTOR * freq.size * n_topics * 8
     total = np.zeros((freq.size, n_topics))
     acc = HybridSum(np, freq.size, n_topics)
@@ -173,35 +174,42 @@ def test_storage_choice():
         resolve_storage("sparse", True, 1000, never_asked)
 
 
-def test_plan_of_a_real_corpus(kjv):
+def test_plan_of_a_real_corpus(kjv, monkeypatch):
     from sklearn_gpulda._input.corpus import tokens
-    from sklearn_gpulda.backends.cuda.sparse.hybrid import plan
 
-    corpus = tokens(kjv)
     freq = np.asarray(kjv.sum(axis=0)).ravel()
+    sizes = mp.corpus_sizes(tokens(kjv), freq)
     asked = []
 
-    def fits(dense, rows):
+    def fits(sizes, settings, dense, rows):
         asked.append((dense, rows))
         return True
 
-    hybrid, n_dense, offsets, dense_bytes = plan("dense", corpus, 4096, lambda: freq, fits)
-    assert (hybrid, n_dense, offsets) == (False, kjv.shape[1], None) and not asked
-    hybrid, n_dense, offsets, nbytes = plan("hybrid", corpus, 4096, lambda: freq, fits)
-    assert hybrid and nbytes < dense_bytes / 2 and not asked
+    def plan(storage, k, sizes=sizes):
+        return mp.table_plan(sizes, mp.ChainSettings(n_topics=k, budget=1 << 40,
+                                                     storage=storage))
+
+    monkeypatch.setattr(mp, "dense_preferred", fits)
+    dense = plan("dense", 4096)
+    assert (dense.hybrid, dense.n_dense, dense.offsets) == (False, kjv.shape[1], None)
+    assert not asked
+    rows = plan("hybrid", 4096)
+    assert rows.hybrid and rows.nbytes < dense.nbytes / 2 and not asked
     # Dense rows for the words of more than 2,048 slots (K / 2) at 1.5 slots a token, whatever
     # the order the frequencies came in; 1.5 slots a token (at least 2) for the others.
     f = np.sort(freq.astype(np.int64))[::-1]
     slots = np.where(f > 0, np.maximum((3 * f + 1) // 2, 2), 0)
-    assert n_dense == np.count_nonzero(slots > 2048) > 0
-    assert offsets[-1] == slots[n_dense:].sum()
+    assert rows.n_dense == np.count_nonzero(slots > 2048) > 0
+    assert rows.offsets[-1] == slots[rows.n_dense:].sum()
     # 'auto' below 4,096 topics: hybrid only where the memory plan does not prefer the dense
-    # table, which it decides from both plans (n_dense, offsets, bytes).
-    assert plan("auto", corpus, 100, lambda: freq, fits)[0] is False
+    # table, which it decides from both plans.
+    assert plan("auto", 100).hybrid is False
     (dense, rows), = asked
-    assert dense[:2] == (kjv.shape[1], None) and dense[2] > kjv.shape[1] * 100 * 4
-    assert rows[0] < kjv.shape[1] and rows[1][-1] > 0 and rows[2] < dense[2]
-    assert plan("auto", corpus, 100, lambda: freq, lambda d, r: False)[0] is True
-    assert plan("auto", corpus, 4096, lambda: freq, lambda d, r: False)[0] is True
-    fractional = tokens(kjv * 0.5)
-    assert plan("auto", fractional, 8192, lambda: freq, fits)[0] is False
+    assert (dense.n_dense, dense.offsets) == (kjv.shape[1], None)
+    assert dense.nbytes > kjv.shape[1] * 100 * 4
+    assert rows.n_dense < kjv.shape[1] and rows.offsets[-1] > 0 and rows.nbytes < dense.nbytes
+    monkeypatch.setattr(mp, "dense_preferred", lambda *args: False)
+    assert plan("auto", 100).hybrid is True
+    assert plan("auto", 4096).hybrid is True
+    fractional = mp.corpus_sizes(tokens(kjv * 0.5), freq)
+    assert plan("auto", 8192, fractional).hybrid is False

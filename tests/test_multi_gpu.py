@@ -138,15 +138,14 @@ def test_weighted_tokens_agree_up_to_the_order_of_float_additions(kjv):
 def test_streamed_shards_and_row_blocks(kjv, monkeypatch):
     # Each shard streams its part (a budget too small for it) and the corpus comes as row
     # blocks: still the one-GPU chain.
-    from sklearn_gpulda.backends.cuda.sparse import streaming
-    from sklearn_gpulda.backends.cuda.multi_gpu.sampler import DeviceShard
+    from sklearn_gpulda.backends.cuda.sparse import memory_plan
 
-    monkeypatch.setattr(streaming, "MIN_STREAM_CHUNK", 1)
-    monkeypatch.setattr(DeviceShard, "estimate_bytes",
-                        lambda self, corpus, table_plan=None: (1 << 60, 1 << 60))
     X = kjv[:600]
     blocks = BlockCorpus([X[:250], X[250:251], X[251:]])
-    multi = initialised(_multi(16, gpus=(0, 0), max_chunk_tokens=20_000), blocks)
+    with monkeypatch.context() as streamed:
+        streamed.setattr(memory_plan, "MIN_STREAM_CHUNK", 1)
+        streamed.setattr(memory_plan, "resident_bytes", lambda *args: (1 << 60, 1 << 60))
+        multi = initialised(_multi(16, gpus=(0, 0), max_chunk_tokens=20_000), blocks)
     single = initialised(_single(16), tokens(X))
     assert all(s.streamed and len(s.chunks) > 1 for s in multi._active)
     _swept_alike(multi, single, range(1, 4))

@@ -21,8 +21,9 @@ SCALARS = ("d0", "d1", "t0", "t1", "n_tokens", "n_docs", "n_slots", "n_batches",
 def test_batch_chunks_are_the_batches_laid_out_alone(fractional, group_tokens):
     import cupy as cp
 
+    from sklearn_gpulda._input.layouts import range_bounds
+    from sklearn_gpulda.backends.cuda.sparse.layout import BUILD_PIECE_TOKENS, Chunk, CountsOnDevice
     from sklearn_gpulda.backends.cuda.sparse.online_layout import build_online_chunks
-    from sklearn_gpulda.backends.cuda.sparse.layout import Chunk, CountsOnDevice
 
     # Long documents (short and long A rows), a word of more than a work item's tokens, empty
     # documents; batches of one document, of many, and one larger than a small group.
@@ -38,7 +39,8 @@ def test_batch_chunks_are_the_batches_laid_out_alone(fractional, group_tokens):
     assert len(got) == len(ranges)
     for chunk, (d0, d1) in zip(got, ranges):
         part = corpus.doc_range(d0, d1)
-        want = Chunk(cp, part, 0, d1 - d0, CountsOnDevice(cp, part, new_of_old), 12)
+        want = Chunk(cp, part, 0, d1 - d0, CountsOnDevice(cp, part, new_of_old), 12,
+                     range_bounds(part.doc_ptr, 0, d1 - d0, BUILD_PIECE_TOKENS))
         for name in SCALARS:
             assert getattr(chunk, name) == getattr(want, name), (d0, name)
         # Its items name words by their rank among the batch's words, which chunk.words lists.

@@ -69,7 +69,9 @@ def test_device_layout_of_blocks_is_the_whole_corpus_layout(kjv):
     # Each block is laid out on its own and its chunks placed in the whole: a chunk holds the
     # tokens a chunk of the same documents of the joined matrix holds (NumPy stands in for
     # CuPy, as in test_corpus).
+    from sklearn_gpulda._input.layouts import range_bounds
     from sklearn_gpulda.backends.cuda.sparse.layout import (
+        BUILD_PIECE_TOKENS,
         Chunk,
         CountsOnDevice,
         build_chunks,
@@ -84,7 +86,8 @@ def test_device_layout_of_blocks_is_the_whole_corpus_layout(kjv):
     counts = CountsOnDevice(np, whole, new_of_old)
     for ch in chunks:
         assert (ch.t0, ch.t1) == (whole.doc_ptr[ch.d0], whole.doc_ptr[ch.d1])
-        ref = Chunk(np, whole, ch.d0, ch.d1, counts, 20)
+        ref = Chunk(np, whole, ch.d0, ch.d1, counts, 20,
+                    range_bounds(whole.doc_ptr, ch.d0, ch.d1, BUILD_PIECE_TOKENS))
         for name in ("place", "doc", "doc_off", "row_off", "doc_weight", "items"):
             np.testing.assert_array_equal(getattr(ch, name), getattr(ref, name), err_msg=name)
 

@@ -7,8 +7,9 @@
   the host, and is what the GPU tests check the device layout against.
 - Segmented CSR (Moon, thesis Fig. 2.11): :func:`segmented_csr`, which the mini-batched CUDA
   backend reads (``backends/cuda/minibatch/sampler.py``).
-- Cuts by documents: :func:`chunk_bounds` (chunks of a token budget), :func:`batch_bounds` (the
-  mini-batched samplers' batches), :func:`split_documents` (the parts of a multi-GPU chain).
+- Cuts by documents: :func:`chunk_bounds` (chunks of a token budget) and :func:`range_bounds`
+  (the same within a range of documents), :func:`batch_bounds` (the mini-batched samplers'
+  batches), :func:`split_documents` (the parts of a multi-GPU chain).
 """
 
 from dataclasses import dataclass
@@ -118,6 +119,14 @@ def chunk_bounds(doc_ptr, max_tokens):
         end = int(np.searchsorted(doc_ptr, limit, side="right")) - 1
         bounds.append(min(max(end, start + 1), n_docs))
     return np.asarray(bounds, dtype=np.int64)
+
+
+def range_bounds(doc_ptr, d0, d1, max_tokens):
+    """:func:`chunk_bounds` of documents ``d0:d1`` alone, numbered from ``d0`` (``[0, 0]``
+    where the range holds no document)."""
+    if d1 <= d0:
+        return np.zeros(2, dtype=np.int64)
+    return chunk_bounds(doc_ptr[d0 : d1 + 1] - doc_ptr[d0], max_tokens)
 
 
 def pdow_chunks(corpus, new_of_old, max_tokens):

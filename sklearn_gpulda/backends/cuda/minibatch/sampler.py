@@ -129,22 +129,22 @@ class CudaMinibatchSampler(CudaSparseSampler):
         bounds = batch_bounds(corpus.doc_ptr, self.batch_tokens)
         return bounds, int(np.diff(bounds).max(initial=0))
 
-    def estimate_bytes(self, corpus, table_plan=None):
-        steady, peak = super().estimate_bytes(corpus, table_plan)
+    def _extra_bytes(self, corpus):
+        # The segmented CSR and the batches' scratch, beside the sparse chain.
         topic_bytes = np.dtype(topic_dtype(self.n_topics)).itemsize
         extra = BatchLayout.nbytes(corpus.n_tokens, topic_bytes)
         extra += 2 * 4 * self._widest_batch(corpus)[1] * self.n_topics  # A rows and dnt
-        return steady + extra, peak + extra
+        return extra
 
-    def _load_plan(self, corpus):
+    def _load_plan(self, corpus, frequencies):
         # Refused before anything is allocated: the batches read one resident chunk.
         why = ("algorithm='minibatch' keeps the whole corpus on the GPU in one piece, and this "
                "corpus does not fit there; use algorithm='sparse', which streams it")
         try:
-            plan = super()._load_plan(corpus)
+            plan = super()._load_plan(corpus, frequencies)
         except MemoryError as exc:
             raise MemoryError(why) from exc
-        if plan.stream_tokens is not None:
+        if plan.streamed:
             raise MemoryError(why)
         return plan
 

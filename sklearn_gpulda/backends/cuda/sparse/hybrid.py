@@ -1,6 +1,7 @@
-"""Hybrid word-topic storage on the device (ezLDA IV; the layout and the rule that picks the rare
-words are in :mod:`sklearn_gpulda.backends.cuda.sparse.hybrid_table`, the kernels' side in
-``cuda/rare_rows.cuh``).
+"""Hybrid word-topic storage on the device (ezLDA IV; the table's layout is in
+:mod:`sklearn_gpulda.backends.cuda.sparse.hybrid_table`, the rule that picks the rare words and
+whether B is stored so at all in :mod:`sklearn_gpulda.backends.cuda.sparse.memory_plan`, the
+kernels' side in ``cuda/rare_rows.cuh``).
 
 The sparse sampler keeps B as a dense (n_dense, K) array for its frequent words and a flat array
 of hash-table slots for the rest (:class:`RareRows`). The kernels read both; the readers of the
@@ -15,17 +16,9 @@ import numpy as np
 
 from .. import kernels as _kernels
 from ..constants import WARP
-from ..counts import ROWS_PER_SLICE
 from . import hybrid_table as _hybrid_table
 
 STEM = "counts"
-
-#: What ``word_topic_storage`` may say.
-STORAGES = ("auto", "dense", "hybrid")
-#: 'auto' stores B hybrid from this many topics on (where a word needs at least 32 tokens to be
-#: stored dense), or wherever the dense table would not fit the device beside the corpus.
-AUTO_HYBRID_MIN_TOPICS = 4096
-
 
 #: Bytes :meth:`HybridSum.add` may allocate per occupied slot of the B it adds: the decoded
 #: entries (12), the keys, their order and the gathered keys and values (8 each), the decoding's
@@ -33,16 +26,6 @@ AUTO_HYBRID_MIN_TOPICS = 4096
 ADD_BYTES_PER_ENTRY = 56
 #: ... and per key it already holds: one merged copy of the sum (16) and its index (16).
 ADD_BYTES_PER_KEY = 32
-#: Averaging's reservation per slot of the rare rows, an estimate (:meth:`HybridSum.add` checks
-#: the room it really takes): a union of the averaged sweeps' entries of up to twice one
-#: sweep's at 16 bytes a key, and one add's scratch, with at most 2/3 of an entry per slot.
-SUM_BYTES_PER_SLOT = -(-(2 * 16 + ADD_BYTES_PER_ENTRY) * 2 // 3)
-
-
-def sum_bytes(n_dense, offsets, n_topics):
-    """Device bytes planned for averaging's running sum of a hybrid B: the dense rows' float64
-    and :data:`SUM_BYTES_PER_SLOT` per slot of the rare rows."""
-    return int(n_dense) * int(n_topics) * 8 + SUM_BYTES_PER_SLOT * int(offsets[-1])
 
 
 class RareRows:
@@ -200,50 +183,3 @@ class HybridSum:
         return _hybrid_table.HybridTable(cp, self.dense, (self.keys // k).astype(cp.int32),
                                          (self.keys % k).astype(cp.int32), self.sums,
                                          self.n_words)
-
-
-def check_storage(storage):
-    """``storage`` if it is one of :data:`STORAGES`, else ValueError."""
-    if storage not in STORAGES:
-        raise ValueError(f"word_topic_storage must be one of {STORAGES}, got {storage!r}")
-    return storage
-
-
-def resolve_storage(storage, integral, n_topics, dense_preferred):
-    """Whether a chain stores B hybrid: ``storage`` as asked ('dense', 'hybrid' or 'auto'), for
-    a corpus of integer counts or not. 'auto' takes hybrid from
-    :data:`AUTO_HYBRID_MIN_TOPICS` topics on, and below that wherever the memory plan does not
-    prefer the dense table (``dense_preferred()``, asked only then)."""
-    if check_storage(storage) == "dense":
-        return False
-    if not integral:
-        if storage == "hybrid":
-            raise ValueError("word_topic_storage='hybrid' needs integer counts: a rare word's "
-                             "row holds integer counts of its tokens")
-        return False
-    if storage == "hybrid" or n_topics >= AUTO_HYBRID_MIN_TOPICS:
-        return True
-    return not dense_preferred()
-
-
-def plan(storage, corpus, n_topics, frequencies, prefer_dense):
-    """How a chain stores B for ``corpus``: ``(hybrid, n_dense, offsets, bytes)``.
-
-    ``frequencies()`` gives the words' frequencies (any order). ``prefer_dense(dense, hybrid)``
-    says whether 'auto' keeps B dense, given both plans as ``(n_dense, offsets, bytes)``
-    (asked only where :func:`resolve_storage` leaves the choice to memory). ``offsets`` (host
-    int64) lay out the rare words' rows (None when dense); ``bytes`` counts B with the topic
-    totals' scratch and the K-vectors.
-    """
-    k, v = n_topics, corpus.n_words
-    vectors = 5 * k * 8
-    dense = (v, None, v * k * 4 + (-(-v // ROWS_PER_SLICE)) * k * 8 + vectors)
-    if storage == "dense" or v == 0:
-        return (False,) + dense
-    n_dense, offsets = _hybrid_table.split_rows(-np.sort(-np.asarray(frequencies())), k)
-    slice_rows = -(-max(n_dense, 1) // ROWS_PER_SLICE)
-    nbytes = _hybrid_table.rows_bytes(n_dense, offsets, k) + slice_rows * k * 8 + vectors
-    rows = (n_dense, offsets, int(nbytes))
-    if not resolve_storage(storage, corpus.integral, k, lambda: prefer_dense(dense, rows)):
-        return (False,) + dense
-    return (True,) + rows

@@ -8,68 +8,30 @@ table instead; they are a suffix of the relabelled words, so rows ``0 .. n_dense
 offsets[v - n_dense + 1]`` of one flat uint32 array.
 
 A slot is 0 when empty, else ``(topic << 16) | count``. A rare word's row has
-:data:`SLOTS_PER_TOKEN` slots per token (at least 2), so it never holds more distinct topics than
-two thirds of its slots, and it has fewer than 2^16 tokens (the count field never overflows). A
-topic's probe sequence starts at its multiply-shift hash, which maps onto a row of any size, and
-walks forward with wrap-around. (Rows were first a power of two of at least twice the tokens:
-2.9 slots per token on average against 1.5, which put the B of the full PubMed shape at K = 32,768
-at 2.70 GB against 1.87.)
+:data:`~.memory_plan.SLOTS_PER_TOKEN` slots per token (at least 2), so it never holds more
+distinct topics than two thirds of its slots, and it has fewer than 2^16 tokens (the count field
+never overflows): which words are rare, and the slots each gets, is the memory plan's choice
+(:func:`~.memory_plan.split_rows`). A topic's probe sequence starts at its multiply-shift hash,
+which maps onto a row of any size, and walks forward with wrap-around. (Rows were first a power
+of two of at least twice the tokens: 2.9 slots per token on average against 1.5, which put the B
+of the full PubMed shape at K = 32,768 at 2.70 GB against 1.87.)
 
 The chain does not depend on where a topic lands in its row: the sampler scatters the row into its
 Bhat table (cells of topics absent from the row take the prior's value, the same float the dense
-row would give), so a hybrid chain is the dense chain bit for bit. This module holds what the host
-decides (which words are rare, the slots each gets), the NumPy statement of what the device's
-insertion and lookup do (``cuda/rare_rows.cuh``, whose hash it must match), and the readers of a
-table that work on NumPy and CuPy arrays alike.
+row would give), so a hybrid chain is the dense chain bit for bit. This module holds the NumPy
+statement of what the device's insertion and lookup do (``cuda/rare_rows.cuh``, whose hash it must
+match), and the readers of a table that work on NumPy and CuPy arrays alike.
 """
 
 import numpy as np
 
 #: Multiplier of the topic hash (Knuth's 2^32 / golden ratio); ``cuda/rare_rows.cuh`` uses it too.
 HASH_MULTIPLIER = 2654435761
-#: Slots of a rare word's row per token: a row is at most two thirds full, where linear probing
-#: still finds a present topic in about 2 probes and an absent one in about 5.
-SLOTS_PER_TOKEN = 1.5
 #: Bits of a slot holding the count; the topic sits above them.
 COUNT_BITS = 16
 COUNT_MASK = (1 << COUNT_BITS) - 1
 #: Largest count a slot holds.
 MAX_RARE_TOKENS = COUNT_MASK
-
-
-def capacity(frequencies):
-    """Slots of each word's table: :data:`SLOTS_PER_TOKEN` per token rounded up, at least 2
-    (0 for a word without tokens)."""
-    f = np.ceil(np.asarray(frequencies, dtype=np.float64)).astype(np.int64)
-    cap = np.zeros(f.shape, dtype=np.int64)
-    pos = f > 0
-    # (3 f + 1) // 2 is ceil(1.5 f) in integers.
-    cap[pos] = np.maximum((3 * f[pos] + 1) // 2, 2)
-    return cap
-
-
-def split_rows(frequencies, n_topics):
-    """``(n_dense, offsets)`` for words in decreasing frequency order.
-
-    A word is rare when its table takes at most half a dense row (``capacity <= K / 2`` slots of
-    4 bytes against K float32 cells) and its tokens fit a slot's count; decreasing frequencies
-    make the rare words a suffix. ``offsets`` (int64, ``V - n_dense + 1``) are the first slots of
-    the rare words' rows and the total at the end.
-    """
-    f = np.asarray(frequencies, dtype=np.float64)
-    if f.size > 1 and np.any(np.diff(f) > 0):
-        raise ValueError("frequencies must be in decreasing order (relabelled words)")
-    cap = capacity(f)
-    rare = (cap <= n_topics // 2) & (f <= MAX_RARE_TOKENS)
-    n_dense = int(np.argmax(rare)) if rare.any() else f.size
-    offsets = np.zeros(f.size - n_dense + 1, dtype=np.int64)
-    np.cumsum(cap[n_dense:], out=offsets[1:])
-    return n_dense, offsets
-
-
-def rows_bytes(n_dense, offsets, n_topics):
-    """Device bytes of a hybrid B split as :func:`split_rows` says: dense rows, slots, offsets."""
-    return n_dense * n_topics * 4 + int(offsets[-1]) * 4 + offsets.size * 8
 
 
 def home_slot(topic, cap):

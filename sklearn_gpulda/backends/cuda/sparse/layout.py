@@ -12,11 +12,15 @@ has at most n non-zeros, and the lane-segment layout of ``cuda/entry.cuh`` pads 
 Entries take 4 bytes (16-bit topic and count) for integer counts, else 8.
 :func:`sklearn_gpulda._input.layouts.pdow_chunks` builds the same token order on the host; the GPU
 tests check the two agree.
+
+The corpus is cut (:func:`chunk_cuts`) before anything is built; how large a chunk and a piece
+of its build may be, and what the layout takes on the device, is the memory plan's
+(:mod:`.memory_plan`).
 """
 
 import numpy as np
 
-from ...._input.layouts import chunk_bounds
+from ...._input.layouts import chunk_bounds, range_bounds
 from ...._runtime.device import to_host
 from ..constants import ROW_PAD, SHORT_DOC_MAX, WARP
 
@@ -77,6 +81,15 @@ def fits_one_chunk(corpus, ranges):
     return (all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
             and all(doc_ptr[d1] - doc_ptr[d0] + ROW_PAD * (d1 - d0) <= MAX_CHUNK_SLOTS
                     for d0, d1 in ranges))
+
+
+def chunk_cuts(corpus, max_chunk_tokens, piece_tokens):
+    """Where ``corpus`` is cut for its layout, all before anything is built: ``(d0, d1,
+    pieces)`` of each chunk (:func:`chunk_ranges`), ``pieces`` the bounds of the pieces of at
+    most ``piece_tokens`` tokens its documents are laid out in, numbered from ``d0``."""
+    ranges = chunk_ranges(corpus, max_chunk_tokens)
+    limit = max(1, int(piece_tokens))
+    return [(d0, d1, range_bounds(corpus.doc_ptr, d0, d1, limit)) for d0, d1 in ranges]
 
 
 #: Tokens laid out at a time while building a chunk: the build's scratch (about 80 bytes per
@@ -169,11 +182,12 @@ class Chunk:
     d0, d1 : int
     counts : CountsOnDevice
     n_topics : int
-    piece_tokens : int
-        Tokens laid out at a time (:data:`BUILD_PIECE_TOKENS`).
+    pieces : sequence of int
+        Bounds of the pieces of documents laid out at a time, numbered from ``d0``
+        (:func:`chunk_cuts`; :data:`BUILD_PIECE_TOKENS` tokens a piece).
     """
 
-    def __init__(self, cp, corpus, d0, d1, counts, n_topics, piece_tokens=BUILD_PIECE_TOKENS):
+    def __init__(self, cp, corpus, d0, d1, counts, n_topics, pieces):
         self.d0, self.d1 = int(d0), int(d1)
         self.t0, self.t1 = int(corpus.doc_ptr[d0]), int(corpus.doc_ptr[d1])
         self.n_tokens = self.t1 - self.t0
@@ -183,7 +197,7 @@ class Chunk:
         self._set_documents(**{name: view(0) for name, view in documents.items()})
         # The format first: the places' dtype depends on it.
         self._set_format(n_topics, int(longest[0]), counts.nz_weight is not None)
-        word_count = self._lay_out(cp, corpus, counts, doc_ptr, piece_tokens)
+        word_count = self._lay_out(cp, corpus, counts, doc_ptr, pieces)
         self.items, self.n_batches = self._items(cp, word_count)
 
     @classmethod
@@ -229,11 +243,11 @@ class Chunk:
         self.fmt = "packed" if self.packed else "wide"
         self.z = self.z_can = self.a_ent = self.a_row = None
 
-    def _lay_out(self, cp, corpus, counts, doc_ptr, piece_tokens):
+    def _lay_out(self, cp, corpus, counts, doc_ptr, pieces):
         """``place`` (each token's place in its document, the chunk's ``place_dtype``; tokens
         word-major, canonical inside a word), ``doc`` of each, and ``weight`` in canonical
-        order, a piece of documents at a time (after :meth:`_set_documents` and
-        :meth:`_set_format`).
+        order, a piece of documents at a time (``pieces``: their bounds, after
+        :meth:`_set_documents` and :meth:`_set_format`).
 
         The chunk's word counts fix where each word's tokens go; each piece's tokens are sorted
         by (word, canonical index) and appended after the earlier pieces' tokens of their word.
@@ -254,8 +268,7 @@ class Chunk:
         self.place = cp.empty(n, dtype=self.place_dtype)
         self.doc = cp.empty(n, dtype=cp.int32)
         self.weight = None if counts.nz_weight is None else cp.empty(n, dtype=cp.float32)
-        bounds = chunk_bounds(doc_ptr, max(1, int(piece_tokens))) if self.n_docs else [0, 0]
-        for p0, p1 in zip(bounds[:-1], bounds[1:]):
+        for p0, p1 in zip(pieces[:-1], pieces[1:]):
             self._lay_out_piece(cp, counts, int(p0), int(p1), doc_ptr, cursor, v)
         return to_host(word_count)
 
@@ -328,66 +341,44 @@ class Chunk:
 def build_chunks(cp, corpus, new_of_old, n_topics, max_chunk_tokens,
                  piece_tokens=BUILD_PIECE_TOKENS, each=None):
     """Every chunk of ``corpus`` (a :class:`~sklearn_gpulda._input.corpus.TokenCorpus`, or a
-    :class:`~sklearn_gpulda._input.row_blocks.BlockCorpus` laid out block by block), from its
-    counts.
+    :class:`~sklearn_gpulda._input.row_blocks.BlockCorpus` laid out block by block, each block's
+    chunks then placed in the whole), from its counts.
 
     The counts go to the device once, whole, unless ``each`` is given: then each chunk's counts
     are uploaded alone, and ``each(chunk)`` is called as soon as the chunk is built (a streamed
     layout moves the chunk's tokens to host memory there), so the device never holds more than
     one chunk's build.
     """
-    if hasattr(corpus, "parts"):
-        # A corpus in row blocks (_input/row_blocks.py): each block laid out on its own, its
-        # chunks then placed in the whole.
-        chunks = []
-        for part, doc_offset, token_offset in corpus.parts():
-            for chunk in build_chunks(cp, part, new_of_old, n_topics, max_chunk_tokens,
-                                      piece_tokens, each):
-                chunk.d0 += doc_offset
-                chunk.d1 += doc_offset
-                chunk.t0 += token_offset
-                chunk.t1 += token_offset
-                chunks.append(chunk)
-        return chunks
-    ranges = chunk_ranges(corpus, max_chunk_tokens)
-    if each is None:
-        counts = CountsOnDevice(cp, corpus, new_of_old)
-        return [Chunk(cp, corpus, d0, d1, counts, n_topics, piece_tokens) for d0, d1 in ranges]
     chunks = []
-    for d0, d1 in ranges:
-        chunk = Chunk(cp, corpus, d0, d1, CountsOnDevice(cp, corpus, new_of_old, d0, d1),
-                      n_topics, piece_tokens)
-        each(chunk)
-        chunks.append(chunk)
+    for part, doc_offset, token_offset in _parts(corpus):
+        for chunk in _build_part(cp, part, new_of_old, n_topics, max_chunk_tokens, piece_tokens,
+                                 each):
+            chunk.d0 += doc_offset
+            chunk.d1 += doc_offset
+            chunk.t0 += token_offset
+            chunk.t1 += token_offset
+            chunks.append(chunk)
     return chunks
 
 
-def chunk_bytes(corpus, n_topics, max_chunk_tokens, piece_tokens=BUILD_PIECE_TOKENS):
-    """Device bytes of the layout and chain state kept (steady), and the peak while building.
+def _parts(corpus):
+    """``(part, doc_offset, token_offset)`` of each block of a corpus in row blocks
+    (:mod:`sklearn_gpulda._input.row_blocks`), or of a token corpus as its one part."""
+    return corpus.parts() if hasattr(corpus, "parts") else [(corpus, 0, 0)]
 
-    Kept: per token its place (2 bytes packed, 4 wide), document, two topics and an A slot
-    (4 bytes packed, 8 wide) and, for weighted counts, its weight; per document its headers and
-    A row padding. Building holds the places and documents, the counts on the device (their
-    words relabelled, plus a copy of each array when the corpus is on the host) and one piece's
-    scratch, but not the state.
 
-    Returns
-    -------
-    steady, peak : int
-    """
-    n, d, v = corpus.n_tokens, corpus.n_docs, corpus.n_words
-    nnz = corpus.n_nonzero
-    weighted = corpus.weighted
-    tsize = np.dtype(topic_dtype(n_topics)).itemsize
-    longest = int(np.diff(corpus.doc_ptr).max(initial=0))
-    packed = packed_format(weighted, longest, n_topics)
-    entry = 4 if packed else 8
-    layout_token = (2 if packed else 4) + 4 + (4 if weighted else 0)
-    per_doc = 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + ROW_PAD * entry
-    items = (n // PIECE + v) * 16 * 2
-    steady = n * (layout_token + 2 * tsize + entry) + d * per_doc + items + (n // WARP + v) * 8
-    chunk = n if max_chunk_tokens is None else min(n, int(max_chunk_tokens))
-    uploaded = 0 if corpus.on_device else nnz * (4 + 8 + (4 if weighted else 0)) + d * 8
-    build = (n * layout_token + nnz * 4 + uploaded + v * 24
-             + min(chunk, int(piece_tokens)) * 80)
-    return int(steady), int(max(steady, build))
+def _build_part(cp, corpus, new_of_old, n_topics, max_chunk_tokens, piece_tokens, each):
+    """The chunks of one token corpus (:func:`build_chunks`); its counts on the device are
+    dropped on return, before the next part uploads its own."""
+    cuts = chunk_cuts(corpus, max_chunk_tokens, piece_tokens)
+    if each is None:
+        counts = CountsOnDevice(cp, corpus, new_of_old)
+        return [Chunk(cp, corpus, d0, d1, counts, n_topics, pieces) for d0, d1, pieces in cuts]
+    chunks = []
+    for d0, d1, pieces in cuts:
+        # A chunk's own counts, dropped once it is built.
+        chunk = Chunk(cp, corpus, d0, d1, CountsOnDevice(cp, corpus, new_of_old, d0, d1),
+                      n_topics, pieces)
+        each(chunk)
+        chunks.append(chunk)
+    return chunks

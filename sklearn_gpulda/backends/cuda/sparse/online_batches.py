@@ -11,7 +11,10 @@ words' rows only, in the caller's order.
 
 from dataclasses import dataclass
 
+from ...._input.layouts import frequency_relabel
+from ...._runtime.stages import stage
 from .layout import fits_one_chunk
+from .online_layout import build_online_chunks
 
 
 @dataclass
@@ -27,8 +30,8 @@ class OnlineBatchSet:
 
 class OnlineBatchChain:
     """:meth:`load_online_batches` and :meth:`select_online_batch` of the sparse CUDA chain, which
-    provides
-    ``_load(corpus, ranges, plan)``, ``_load_plan``, ``_denominators`` and the chain state."""
+    provides the steps of its load (``_frequencies``, ``_load_plan``, ``_drop_build_scratch``,
+    ``_make_word_side``), ``_denominators`` and the chain state."""
 
     def load_online_batches(self, corpus, ranges):
         """Lay every mini-batch out at once, a chunk each: one upload and one layout build for
@@ -42,11 +45,17 @@ class OnlineBatchChain:
         ranges = [(int(d0), int(d1)) for d0, d1 in ranges]
         with self._dev():
             self.release(return_cache=False)
-            plan = self._load_plan(corpus)
-            if (plan.stream_tokens is not None or plan.hybrid
-                    or not fits_one_chunk(corpus, ranges)):
+            frequencies = self._frequencies(corpus)
+            plan = self._load_plan(corpus, frequencies)
+            if plan.streamed or plan.table.hybrid or not fits_one_chunk(corpus, ranges):
                 return super().load_online_batches(corpus, ranges)
-            self._load(corpus, ranges, plan)
+            with stage("load: relabel"):
+                self.new_of_old, self.old_of_new = frequency_relabel(frequencies)
+            with stage("load: layout"):
+                self.chunks = build_online_chunks(self._cp, corpus, self.new_of_old,
+                                                  self.n_topics, ranges)
+                self._drop_build_scratch(plan)
+            self._make_word_side(corpus, plan)
         self._batches = OnlineBatchSet(corpus, ranges, self.chunks, self.old_of_new, self.words.B)
         self.chunks = []
 

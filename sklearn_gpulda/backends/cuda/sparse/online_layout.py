@@ -15,12 +15,13 @@ is :class:`.layout.Chunk`'s.
 
 import numpy as np
 
+from ...._input.layouts import range_bounds
 from ..constants import WARP
 from .layout import BUILD_PIECE_TOKENS, PIECE, Chunk, CountsOnDevice, document_views
 
 
 def build_online_chunks(cp, corpus, new_of_old, n_topics, ranges,
-                       group_tokens=BUILD_PIECE_TOKENS):
+                        group_tokens=BUILD_PIECE_TOKENS):
     """A chunk per document range of ``ranges`` (consecutive: each starts where the one before
     ends), numbered from 0, over its own words (``chunk.words``).
 
@@ -43,7 +44,8 @@ def build_online_chunks(cp, corpus, new_of_old, n_topics, ranges,
             j += 1
         if j == i + 1 and total > group_tokens:
             d0, d1 = ranges[i]
-            chunk = Chunk(cp, corpus, d0, d1, counts, n_topics)
+            chunk = Chunk(cp, corpus, d0, d1, counts, n_topics,
+                          range_bounds(doc_ptr, d0, d1, BUILD_PIECE_TOKENS))
             chunk.d1, chunk.t1 = chunk.d1 - chunk.d0, chunk.t1 - chunk.t0
             chunk.d0 = chunk.t0 = 0
             chunk.words = np.unique(chunk.items[:, 0].get()).astype(np.int64)

@@ -10,6 +10,10 @@ chunk); then B by atomics over every chunk, and the topic totals. Only the E-ste
 previous B, so when the chunks do not fit the device they are streamed (``streaming.py``, and
 ``streamed_chain.py`` for the sweeps over them): per chunk, A from its topics, the E-step against
 B, and its counts into a second B, which becomes B after the last chunk; the same chain.
+
+A load measures the corpus, asks the memory plan (``memory_plan.py``) once, before anything is
+allocated, how to lay it out within the device budget, and carries the answer out: the words
+relabelled, the chunks built (resident or streamed), then B stored dense or hybrid.
 """
 
 from dataclasses import dataclass
@@ -25,10 +29,9 @@ from ..chain import CudaChain
 from ..constants import MAX_TOPICS
 from ..doc_topic import DocTopicReading
 from ..transfer import topic_major_to_host
-from . import hybrid, memory_plan as sparse_memory, sample_sparse
-from .layout import build_chunks, chunk_bytes
+from . import hybrid, memory_plan, sample_sparse
+from .layout import build_chunks
 from .online_batches import OnlineBatchChain
-from .online_layout import build_online_chunks
 from .streamed_chain import StreamedChain
 from .streaming import ChunkStream, evict
 
@@ -43,7 +46,7 @@ class WordSide:
 
     n_topics: int
     n_words: int
-    B: object            # (n_dense, K) float32 counts of the first words (relabelled), V of them if dense
+    B: object            # (n_dense, K) float32 counts of the first (relabelled) words; V if dense
     totals: object       # (K,) float64 topic totals n[k]
     denom: object        # (K,) float64 n[k] + V beta
     partial: object      # (slices, K) float64 scratch of the totals
@@ -82,9 +85,9 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
     word_topic_storage : {'dense', 'hybrid', 'auto'}, default='dense'
         How B is stored: a dense (V, K) array, or dense rows for frequent words and small hash
         tables for rare ones (:mod:`.hybrid`; integer counts only). The chain is the same bit for
-        bit; 'auto' decides at load (:func:`.sparse_memory.table_plan`).
+        bit; 'auto' decides at load (:func:`.memory_plan.table_plan`).
     averaging : {'required', 'optional', 'none'}, default='optional'
-        Whether the memory plan keeps room for averaging's running sum (:mod:`.sparse_memory`):
+        Whether the memory plan keeps room for averaging's running sum (:mod:`.memory_plan`):
         always (a corpus that fits only without it is streamed), where it fits, or not at all.
         Averaging checks its room whatever this says, and raises MemoryError where there is
         none.
@@ -102,9 +105,8 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
     def __init__(self, n_topics, alpha, beta, seed, device, max_chunk_tokens=None, profile=False,
                  max_device_memory=None, word_topic_storage="dense", averaging="optional"):
         super().__init__(n_topics, alpha, beta, seed, device)
-        hybrid.check_storage(word_topic_storage)
-        self.word_topic_storage = word_topic_storage
-        self.averaging = sparse_memory.check_averaging(averaging)
+        self.word_topic_storage = memory_plan.check_storage(word_topic_storage)
+        self.averaging = memory_plan.check_averaging(averaging)
         self.averaging_reserved = False
         if not 1 <= self.n_topics <= MAX_TOPICS:
             raise ValueError(
@@ -116,7 +118,6 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         self.stage_ms = {}
         self.token_offset = 0
         self.word_frequencies = None
-        self._corpus_frequencies = None
         self.max_device_memory = None if max_device_memory is None else int(max_device_memory)
         self.chunks = []
         self._batches = None  # online_batches.OnlineBatchSet of load_online_batches
@@ -132,26 +133,31 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
             self.n_topics, self._index, self._n_sm, smem_sm, smem_block_max)
 
     # -- memory ---------------------------------------------------------------------------------
-    def estimate_bytes(self, corpus, table_plan=None):
-        """Device bytes a chain on ``corpus`` holds, and the peak while building the layout
-        (``table_plan``: :func:`.sparse_memory.table_plan`'s answer, when already made)."""
-        k = self.n_topics
-        layout, layout_peak = sizes = chunk_bytes(corpus, k, self.max_chunk_tokens)
-        if table_plan is None:
-            table_plan = sparse_memory.table_plan(self, corpus, sizes)
-        table = table_plan[3] + self._leaf_scratch_bytes()
-        # The table is allocated once the layout's build scratch is gone.
-        return int(layout + table), int(max(layout_peak, layout + table))
+    def estimate_bytes(self, corpus):
+        """Device bytes a chain on ``corpus`` holds were it to stay on the device, and its peak
+        while building the layout (:func:`.memory_plan.resident_bytes`)."""
+        sizes = memory_plan.corpus_sizes(corpus, self._frequencies(corpus))
+        settings = self.plan_settings()
+        return memory_plan.resident_bytes(sizes, settings, memory_plan.table_plan(sizes, settings),
+                                          self._extra_bytes(corpus))
 
     def _frequencies(self, corpus):
-        """What words are relabelled and split by: the set frequencies, or the corpus's (kept
-        for the corpus being loaded, which asks more than once)."""
+        """What words are relabelled and split by: the set frequencies, or the corpus's."""
         if self.word_frequencies is not None:
             return self.word_frequencies
-        cached = self._corpus_frequencies
-        if cached is None or cached[0] is not corpus:
-            cached = self._corpus_frequencies = (corpus, corpus.word_frequencies())
-        return cached[1]
+        return corpus.word_frequencies()
+
+    def plan_settings(self):
+        """What the memory plan reads of this chain (its budget as the device stands now)."""
+        return memory_plan.ChainSettings(
+            n_topics=self.n_topics, budget=self._memory_budget(), averaging=self.averaging,
+            storage=self.word_topic_storage, max_chunk_tokens=self.max_chunk_tokens,
+            scratch_bytes=self._leaf_scratch_bytes(),
+            shared_frequencies=self.word_frequencies is not None, gpu=self._index)
+
+    def _extra_bytes(self, corpus):
+        """Device bytes a subclass keeps beside the chain on ``corpus`` (none here)."""
+        return 0
 
     @property
     def hybrid(self):
@@ -164,60 +170,62 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
 
     # -- the chain ------------------------------------------------------------------------------
     def load(self, corpus):
-        self._load(corpus)
-
-    def _load(self, corpus, ranges=None, plan=None):
-        """:meth:`load`; with ``ranges`` (:meth:`load_online_batches`, a plan that does not stream),
-        a chunk per document range laid out by :mod:`.online_layout`; ``plan`` where already
-        made."""
         cp = self._cp
         with self._dev():
             # The previous corpus's blocks stay in CuPy's pool for this one's arrays (online
             # learning loads a mini-batch per step); fit's last release returns them.
             self.release(return_cache=False)
+            frequencies = self._frequencies(corpus)
+            plan = self._load_plan(corpus, frequencies)
             with stage("load: relabel"):
-                frequencies = self._frequencies(corpus)
                 self.new_of_old, self.old_of_new = frequency_relabel(frequencies)
-            plan = self._load_plan(corpus) if plan is None else plan
-            self.averaging_reserved = plan.averaging_reserved
-            hybrid_b, n_dense, offsets = plan.hybrid, plan.n_dense, plan.offsets
             with stage("load: layout"):
-                if ranges is not None:
-                    self.chunks = build_online_chunks(cp, corpus, self.new_of_old,
-                                                     self.n_topics, ranges)
-                elif plan.stream_tokens is None:
-                    self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
-                                               self.max_chunk_tokens)
-                else:
-                    self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
-                                               plan.stream_tokens, plan.piece_tokens,
-                                               each=evict)
+                # A streamed chunk moves to host memory as soon as it is built.
+                self.chunks = build_chunks(cp, corpus, self.new_of_old, self.n_topics,
+                                           plan.chunk_tokens, plan.piece_tokens,
+                                           each=evict if plan.streamed else None)
+                if plan.streamed:
                     self._stream = ChunkStream(cp, self.chunks)
-                # Drop the layout's sort scratch before the large table, so the pool's peak is
-                # the larger of the two phases rather than their sum (for a corpus whose
-                # phases are large enough for that to matter).
-                if plan.peak_bytes > RETURN_CACHE_BYTES:
-                    cp.get_default_memory_pool().free_all_blocks()
-            k, v = self.n_topics, corpus.n_words
-            rare = hybrid.RareRows(cp, n_dense, offsets) if hybrid_b else None
-            self.words = WordSide(
-                n_topics=k, n_words=v, B=cp.zeros((n_dense, k), dtype=cp.float32),
-                totals=cp.zeros(k, dtype=cp.float64), denom=cp.empty(k, dtype=cp.float64),
-                partial=cp.empty((max(1, -(-n_dense // counts.ROWS_PER_SLICE)), k),
-                                 dtype=cp.float64),
-                counter=cp.zeros(1, dtype=cp.int32), alpha=None, beta=self.beta,
-                leaf_scratch=(cp.empty((self._shape[0], k), dtype=cp.float32)
-                              if self.large_k else None),
-                rare=rare,
-                prior=cp.empty(hybrid.prior_floats(k), dtype=cp.float32) if hybrid_b else None,
-            )
-            self.corpus = corpus
-            self._corpus_frequencies = None
-            self._priors_changed()
+                self._drop_build_scratch(plan)
+            self._make_word_side(corpus, plan)
 
-    def _load_plan(self, corpus):
-        """How the chain lays itself out within its budget (:func:`.sparse_memory.load_plan`)."""
-        return sparse_memory.load_plan(self, corpus)
+    def _load_plan(self, corpus, frequencies):
+        """How the chain lays ``corpus`` out within its budget (:func:`.memory_plan.load_plan`),
+        decided before anything is allocated; ``frequencies`` are what its words are relabelled
+        by."""
+        with stage("load: plan"):
+            sizes = memory_plan.corpus_sizes(corpus, frequencies)
+            return memory_plan.load_plan(sizes, self.plan_settings(), self._extra_bytes(corpus))
+
+    def _drop_build_scratch(self, plan):
+        """Return the layout's sort scratch to the driver before the large table, so that the
+        pool's peak is the larger of the two phases rather than their sum (for a corpus whose
+        phases are large enough for that to matter)."""
+        if plan.peak_bytes > RETURN_CACHE_BYTES:
+            self._cp.get_default_memory_pool().free_all_blocks()
+
+    def _make_word_side(self, corpus, plan):
+        """B, its scratch and the priors' tables for the laid out ``corpus``, stored as
+        ``plan`` says."""
+        cp = self._cp
+        self.averaging_reserved = plan.averaging_reserved
+        table = plan.table
+        k = self.n_topics
+        n_dense = table.n_dense
+        rare = hybrid.RareRows(cp, n_dense, table.offsets) if table.hybrid else None
+        self.words = WordSide(
+            n_topics=k, n_words=corpus.n_words, B=cp.zeros((n_dense, k), dtype=cp.float32),
+            totals=cp.zeros(k, dtype=cp.float64), denom=cp.empty(k, dtype=cp.float64),
+            partial=cp.empty((max(1, -(-n_dense // counts.ROWS_PER_SLICE)), k),
+                             dtype=cp.float64),
+            counter=cp.zeros(1, dtype=cp.int32), alpha=None, beta=self.beta,
+            leaf_scratch=(cp.empty((self._shape[0], k), dtype=cp.float32)
+                          if self.large_k else None),
+            rare=rare,
+            prior=cp.empty(hybrid.prior_floats(k), dtype=cp.float32) if table.hybrid else None,
+        )
+        self.corpus = corpus
+        self._priors_changed()
 
     def _priors_changed(self):
         if self.words is None:
@@ -345,8 +353,8 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         w.b_current = True
 
     def _word_major_device(self):
-        """B, word-major: the dense array, or a :class:`~sklearn_gpulda.backends.cuda.sparse.hybrid_table.
-        HybridTable` over the dense rows and the rare ones."""
+        """B, word-major: the dense array, or a :class:`~.hybrid_table.HybridTable` over the
+        dense rows and the rare ones."""
         dense, rare = self._hybrid_parts()
         return dense if rare is None else hybrid.table(self._cp, dense, rare, self.words.n_words)
 
@@ -396,4 +404,3 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         self.chunks = []
         self._batches = None
         self.words = None
-

@@ -13,93 +13,14 @@ places in chunks of wide entries and 4 for weighted tokens) and 2 bytes out (the
 is not stored between sweeps: it is rebuilt from the topics when a chunk arrives, which the
 in-memory chain also does once per sweep (after sampling instead of before), so the streamed
 chain samples from the same A and B and is the in-memory chain, bit for bit.
+
+How many tokens a chunk holds, within the budget, is the memory plan's answer
+(:func:`.memory_plan.streamed_chunk_tokens`).
 """
 
 import numpy as np
 
 from ...._runtime.stages import stage
-from ..constants import ROW_PAD
-from ..counts import ROWS_PER_SLICE
-from .layout import BUILD_PIECE_TOKENS, PIECE, topic_dtype
-
-#: Fewest tokens a streamed chunk may hold: below this the per-chunk launches and copies cost
-#: more than the sampling they feed.
-MIN_STREAM_CHUNK = 1 << 16
-
-
-def slot_bytes(n_tokens, n_docs, topic_bytes, entry_bytes, weighted):
-    """Device bytes of one slot holding ``n_tokens`` tokens of ``n_docs`` documents: place,
-    document, weight, the topic in both orders and A's entries per token; A's row header and
-    padding per document. Places take 2 bytes beside packed entries, 4 beside wide ones."""
-    place = 2 if entry_bytes == 4 else 4
-    per_token = place + 4 + (4 if weighted else 0) + 2 * topic_bytes + entry_bytes
-    return n_tokens * per_token + n_docs * (8 + ROW_PAD * entry_bytes)
-
-
-def streamed_chunk_tokens(corpus, n_topics, budget, max_chunk_tokens=None, gpu=0,
-                          scratch_bytes=0, table_bytes=None, averaging_bytes=None):
-    """Tokens per chunk of a streamed layout of ``corpus``, and per piece of its build, within
-    ``budget`` device bytes: while building, the documents' arrays and one chunk's build; while
-    sampling, the model (B twice, averaging's sum, and ``scratch_bytes`` the sampler keeps
-    beside them), the documents' arrays and two slots. ``table_bytes`` is one B's device bytes
-    (None: dense, V x K float32 with the totals' scratch) and ``averaging_bytes`` what averaging's
-    sum is given (None: the float64 of a dense B; 0 where the fit does not average).
-
-    Raises
-    ------
-    MemoryError
-        When chunks of :data:`MIN_STREAM_CHUNK` tokens do not fit (``gpu`` names the GPU).
-    """
-    k, v, n, d = n_topics, corpus.n_words, corpus.n_tokens, corpus.n_docs
-    weighted = corpus.weighted
-    entry = 8 if weighted else 4  # packed 4-byte A entries for integer counts (any K taken)
-    tbytes = np.dtype(topic_dtype(k)).itemsize
-    # Two B (the one sampled from, the one counted into) and averaging's sum.
-    if table_bytes is None:
-        table_bytes = v * k * 4 + (-(-v // ROWS_PER_SLICE)) * k * 8 + 4 * k * 8
-    if averaging_bytes is None:
-        averaging_bytes = v * k * 8
-    model = 2 * int(table_bytes) + int(averaging_bytes) + scratch_bytes
-    documents = d * 40 + (n // PIECE) * 16
-    per_token_docs = d / max(n, 1)
-    slots = 2 * (slot_bytes(1, 0, tbytes, entry, weighted)
-                 + slot_bytes(0, 1, tbytes, entry, weighted) * per_token_docs)
-    # A chunk's build: offsets, documents and weights; its counts on the device (first token,
-    # word, the uploaded indices and weights per non-zero); the sort scratch of a piece of a
-    # quarter of the chunk (about 80 bytes a token); its work items.
-    nz_per_token = corpus.n_nonzero / max(n, 1)
-    build = (8 + (4 if weighted else 0) + nz_per_token * (8 + 4 + 4 + (4 if weighted else 0))
-             + 80 / 4 + 16 * v / max(n, 1))
-    usable = 0.9 * budget - documents
-    tokens = int(min(usable / build, (usable - model) / slots))
-    if tokens < min(MIN_STREAM_CHUNK, n):
-        raise MemoryError(
-            f"the CUDA engine cannot stream {n} tokens at K={k}, V={v} within "
-            f"{budget / 2**30:.2f} GiB of GPU {gpu}: the word-topic tables take "
-            f"{model / 2**30:.2f} GiB and chunks of at least {MIN_STREAM_CHUNK} tokens must fit "
-            "beside them; raise max_device_memory, free device memory or lower n_components")
-    if max_chunk_tokens is not None:
-        tokens = min(tokens, int(max_chunk_tokens))
-    tokens = max(1, tokens)
-    return tokens, min(BUILD_PIECE_TOKENS, max(1, tokens // 4))
-
-
-def plan_stream(corpus, n_topics, budget, averaging, averaging_bytes, **options):
-    """:func:`streamed_chunk_tokens` with averaging's sum reserved as ``averaging`` says:
-    'required', 'optional' (reserved where chunks still fit beside it; otherwise averaging will
-    find no room and the fit goes on without it) or 'none'. Returns ``(tokens, piece_tokens,
-    reserved)``."""
-    if averaging == "none":
-        return streamed_chunk_tokens(corpus, n_topics, budget, averaging_bytes=0,
-                                     **options) + (False,)
-    try:
-        return streamed_chunk_tokens(corpus, n_topics, budget, averaging_bytes=averaging_bytes,
-                                     **options) + (True,)
-    except MemoryError:
-        if averaging != "optional":
-            raise
-    return streamed_chunk_tokens(corpus, n_topics, budget, averaging_bytes=0,
-                                 **options) + (False,)
 
 
 class Slot:
