@@ -46,13 +46,13 @@ class Plan:
     n_batch_sweeps: int = 10
     max_doc_update_iter: int = 100
     mean_change_tol: float = 1e-3
-    #: Threads of a CPU backend (scikit-learn's reading of ``n_jobs``); GPU backends ignore it.
+    #: The engine settings (``backends.ENGINE_SETTINGS``), passed to the samplers whose
+    #: registry entry names them: threads of the CPU engines, device bytes a GPU sampler may
+    #: use (None: what the GPU has free), tokens per batch of the mini-batched samplers (None:
+    #: their default), and how the sparse single-GPU sampler stores B.
     n_jobs: object = None
-    #: Device bytes a GPU sampler may use (None: what the GPU has free).
     max_device_memory: object = None
-    #: Tokens per batch of the mini-batched samplers (None: their default); others ignore it.
     minibatch_tokens: object = None
-    #: How the sparse single-GPU sampler stores B ('auto', 'dense' or 'hybrid'); others: dense.
     word_topic_storage: str = "auto"
     #: Whether the sparse single-GPU sampler's memory plan keeps room for averaging's sum
     #: ('required' where asked for, 'optional' for the default averaging and online learning,
@@ -64,21 +64,15 @@ class Plan:
     #: max_iter, n_tokens, seconds and log_likelihood (per token, or None if not evaluated).
     callback: object = None
 
-    def storage_applies(self):
-        """Whether ``word_topic_storage`` reaches the sampler: the sparse engine on one GPU."""
-        return (self.backend.name == "cuda-sparse" and self.device.kind == "cuda"
-                and len(self.device.indices) == 1)
+    def engine_options(self):
+        """The keyword arguments the backend's sampler takes, from its registry entry."""
+        settings = dict(n_jobs=self.n_jobs, max_device_memory=self.max_device_memory,
+                        batch_tokens=self.minibatch_tokens,
+                        word_topic_storage=self.word_topic_storage, averaging=self.averaging)
+        return self.backend.sampler_options(settings, self.device)
 
     def sampler(self, alpha=None, beta=None):
-        if self.backend.device_kind == "cpu":
-            options = {"n_jobs": self.n_jobs}
-        else:
-            options = {"max_device_memory": self.max_device_memory}
-        if self.backend.algorithm == "minibatch" and self.minibatch_tokens is not None:
-            options["batch_tokens"] = self.minibatch_tokens
-        if self.storage_applies():
-            options["word_topic_storage"] = self.word_topic_storage
-            options["averaging"] = self.averaging
+        options = self.engine_options()
         return self.backend.make(self.n_topics, self.alpha.value if alpha is None else alpha,
                                  self.beta.value if beta is None else beta, self.seed, self.device,
                                  **options)
@@ -147,7 +141,8 @@ def plan_for(params, backend, device, seed, alpha_start=None, beta_start=None, b
         averaging=("optional" if not batch or params.n_averaged_sweeps == "auto"
                    else "required" if averaged else "none"),
     )
-    if plan.word_topic_storage == "hybrid" and not plan.storage_applies():
+    hybrid_taken = "word_topic_storage" in plan.engine_options()
+    if plan.word_topic_storage == "hybrid" and not hybrid_taken:
         raise ValueError(
             "word_topic_storage='hybrid' is a storage of the sparse engine on one GPU; this fit "
             f"runs {backend.name!r} on {device}: use 'auto' or 'dense'")
