@@ -219,35 +219,6 @@ def _print_sweep(plan, n_iter, n_tokens, cadence, loglik, weight):
     print(line)
 
 
-class _PriorSchedule:
-    """When and how a batch fit updates the priors it learns."""
-
-    def __init__(self, plan, corpus):
-        self.plan = plan
-        self.active = plan.alpha.learn or plan.beta.learn
-        self.lengths = _priors.length_histogram(corpus.doc_lengths()) if plan.alpha.learn else None
-        self.n_words = corpus.n_words
-
-    def due(self, n_iter):
-        past = n_iter - self.plan.prior_burn_in
-        return self.active and past > 0 and past % self.plan.prior_update_every == 0
-
-    def update(self, sampler):
-        alpha = beta = None
-        if self.plan.alpha.learn:
-            with stage("sweeps: prior updates: alpha histogram"):
-                table, rest = sampler.doc_topic_table()
-            with stage("sweeps: prior updates: alpha fixed point"):
-                alpha = _priors.update_alpha(sampler.alpha, table, rest, *self.lengths,
-                                             numerator=sampler.alpha_table_numerator)
-        if self.plan.beta.learn:
-            with stage("sweeps: prior updates: beta histogram"):
-                histogram = sampler.word_topic_histogram()
-            with stage("sweeps: prior updates: beta fixed point"):
-                beta = _priors.update_beta(sampler.beta, *histogram, self.n_words)
-        sampler.set_priors(alpha=alpha, beta=beta)
-
-
 def _snapshot(sampler, plan):
     """The model as a fit stopped now would give it: ``(components, doc_topic_prior)``."""
     components = sampler.topic_word_components(plan.components_dtype)
@@ -317,7 +288,8 @@ def _sweeps(plan, corpus, sampler, history, start):
     stopping between them; returns the sweeps done and the last sweep's log-likelihood (None
     when it was not evaluated)."""
     weight = corpus.total_weight
-    schedule = _PriorSchedule(plan, corpus)
+    schedule = _priors.PriorUpdates(plan.alpha, plan.beta, plan.prior_burn_in,
+                                    plan.prior_update_every, corpus)
     average_from = plan.max_iter - min(plan.n_averaged_sweeps, plan.max_iter)
     averaging = plan.n_averaged_sweeps > 0
     n_iter, loglik = 0, None
