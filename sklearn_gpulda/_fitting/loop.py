@@ -318,8 +318,8 @@ def _sweeps(plan, corpus, sampler, history, start):
         if evaluate or (plan.verbose and cadence.due(n_iter)):
             # Queued sweeps finish first, so that the evaluation's time is its own.
             sampler.synchronize()
-            with stage("sweeps: evaluation"):
-                loglik = cadence.timed(sampler.log_likelihood)
+            with stage("sweeps: evaluation"), cadence.timing():
+                loglik = sampler.log_likelihood()
             bound = perplexity(loglik, weight)
             history.add(iteration=n_iter, seconds=time.perf_counter() - start,
                         train_loglik=loglik / max(weight, 1), train_perplexity=bound,

@@ -207,7 +207,8 @@ def fit_online(plan, X):
             bound = None
             if evaluate or (plan.verbose and cadence.due(n_iter)):
                 sampler.synchronize()
-                bound = cadence.timed(lambda: held_out_perplexity(plan, X, components, alpha))
+                with cadence.timing():
+                    bound = held_out_perplexity(plan, X, components, alpha)
                 history.add(iteration=n_iter, seconds=time.perf_counter() - start,
                             train_perplexity=bound)
             if plan.verbose:
