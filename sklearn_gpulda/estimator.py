@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._fitting import loop as _fit, online as _fit_online
 from ._fitting.fitted import FittedStateMixin, transaction
+from ._fitting.plan import plan_for
 from ._input.corpus import tokens
 from ._input.row_blocks import BlockCorpus
 from ._input.validation import check_counts, check_fit_input
@@ -357,10 +358,10 @@ class GPULatentDirichletAllocation(
             )
             return resolve_device("cpu")
 
-    def _plan(self, device, algorithm, seed, alpha_start=None, beta_start=None, batch=True):
-        """The fit loop's :class:`~sklearn_gpulda._fitting.loop.Plan` for these parameters
-        (``batch``:
-        False for ``partial_fit``, which learns from mini-batches whatever learning_method)."""
+    def _plan(self, device, algorithm, seed, method=None, alpha_start=None, beta_start=None,
+              callback=None, components_dtype=np.float64):
+        """The fit loop's :class:`~sklearn_gpulda._fitting.plan.Plan` for these parameters:
+        ``method`` is 'partial' for ``partial_fit``, and by default ``learning_method``."""
         if algorithm not in ("auto", *algorithm_names()):
             names = ", ".join(repr(a) for a in ("auto", *algorithm_names()))
             raise InvalidParameterError(
@@ -368,8 +369,8 @@ class GPULatentDirichletAllocation(
                 f"Got {algorithm!r} instead."
             )
         backend = choose_backend(algorithm, self.n_components, device)
-        return _fit.plan_for(self, backend, device, seed, alpha_start, beta_start,
-                             batch and self.learning_method == "batch")
+        return plan_for(self, backend, device, seed, method or self.learning_method,
+                        alpha_start, beta_start, callback, components_dtype)
 
     def _new_seed(self):
         return int(check_random_state(self.random_state).randint(np.iinfo(np.uint32).max))
@@ -435,9 +436,8 @@ class GPULatentDirichletAllocation(
                 device = device.lead
             with stage("validate"):
                 X, blocks, dtype = check_fit_input(self, X, whom, device, batch)
-            plan = self._plan(device, self.algorithm, self._new_seed())
-            plan.callback = callback
-            plan.components_dtype = dtype
+            plan = self._plan(device, self.algorithm, self._new_seed(), callback=callback,
+                              components_dtype=dtype)
             if batch:
                 with stage("tokens"):
                     corpus = BlockCorpus(X) if blocks else tokens(X)
@@ -490,16 +490,16 @@ class GPULatentDirichletAllocation(
             total = float(X.sum())
             self._warn_if_empty(total, "partial_fit")
             if first:
-                plan = self._plan(device, self.algorithm, self._new_seed(), batch=False)
+                plan = self._plan(device, self.algorithm, self._new_seed(), "partial")
                 components, alpha, n_batch_iter, n_iter = None, plan.alpha.value, 1, 0
             else:
-                plan = self._plan(device, self.algorithm_, self._seed, self.doc_topic_prior_,
-                                  self.topic_word_prior_, batch=False)
+                plan = self._plan(device, self.algorithm_, self._seed, "partial",
+                                  self.doc_topic_prior_, self.topic_word_prior_)
                 components = self._components_to_continue(device)
                 alpha = self.doc_topic_prior_
                 n_batch_iter, n_iter = self.n_batch_iter_, self.n_iter_
             start = time.perf_counter()
-            sampler = plan.sampler(alpha=alpha)
+            sampler = plan.sampler()
             try:
                 # bound_ is the last batch's perplexity.
                 components, alpha, n_batch_iter, loglik, n_tokens, _ = _fit_online.online_pass(

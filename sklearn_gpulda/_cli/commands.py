@@ -95,7 +95,7 @@ def run_demo(args):
     from sklearn.model_selection import train_test_split
 
     from sklearn_gpulda import GPULatentDirichletAllocation
-    from sklearn_gpulda._fitting import loop as _fit
+    from sklearn_gpulda._fitting import plan as _plan
     from sklearn_gpulda._runtime import device as _device
     from sklearn_gpulda.datasets import load_kjv_chapters
     from sklearn_gpulda.metrics import document_completion
@@ -113,7 +113,7 @@ def run_demo(args):
     model = GPULatentDirichletAllocation(n_components=args.n_components, max_iter=args.max_iter,
                                          device=args.device, random_state=args.random_state,
                                          n_jobs=args.n_jobs)
-    sweeps = _fit.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
+    sweeps = _plan.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
     print(f"fitting:     {args.n_components} topics, {sweeps} sweeps, "
           f"device={args.device!r} ({device})", flush=True)
     fit_model(model, X_train, None, sweeps)
@@ -149,7 +149,7 @@ def _save_with_vocabulary(model, X, names):
 
 def run_fit(args):
     from sklearn_gpulda import GPULatentDirichletAllocation
-    from sklearn_gpulda._fitting import loop as _fit
+    from sklearn_gpulda._fitting import plan as _plan
     from sklearn_gpulda._runtime import device as _device
 
     if not args.input.is_file():
@@ -184,7 +184,7 @@ def run_fit(args):
     model = GPULatentDirichletAllocation(n_components=args.n_components, max_iter=args.max_iter,
                                          device=args.device, random_state=args.random_state,
                                          n_jobs=args.n_jobs)
-    sweeps = _fit.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
+    sweeps = _plan.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
     print(f"fitting:     {args.n_components} topics, {sweeps} sweeps, "
           f"device={args.device!r} ({device})", flush=True)
     fit_model(model, X, args.progress, sweeps)

@@ -220,8 +220,7 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
             device = self._check_dask_params(client)
             # The driver validates on its CPU whatever the workers run on.
             blocks, dtype = self._place(client, X, CPU)
-            plan = self._plan(device, self.algorithm, self._new_seed())
-            plan.callback = callback
+            plan = self._plan(device, self.algorithm, self._new_seed(), callback=callback)
             rule = plan.backend.options.get("rule", "sparse")
             actor_futures = [
                 client.submit(Shard, block, plan.n_topics, plan.alpha.value, plan.beta.value,
