@@ -1,20 +1,17 @@
 """Online learning (``learning_method='online'`` and ``partial_fit``): mini-batches whose word-topic
 statistics, from short chains with the topics held fixed, are blended into the model
-(``doc/algorithm.md``, mini-batch learning). The shared pieces (Plan, FittedState, the history
-and the stopping rule) are :mod:`sklearn_gpulda._fitting.loop`'s.
+(``doc/algorithm.md``, mini-batch learning). What a pass is to the fit loop is
+:mod:`sklearn_gpulda._fitting.passes`'s.
 """
-
-import time
 
 import numpy as np
 from sklearn.utils import gen_batches
 
 from .._input.corpus import tokens
-from .._runtime.device import array_module, to_host
+from .._runtime.device import array_module
 from ..backends import fold_in
 from ..backends.random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE
-from .cadence import Cadence
-from .loop import FittedState, _History, perplexity, public_prior
+from .score import perplexity
 
 
 def _batch_statistics(plan, sampler, components, iteration, want_loglik, columns=None):
@@ -181,63 +178,3 @@ def held_out_perplexity(plan, X, components, alpha):
     _, loglik = fold_in(plan.device, X, components, alpha, settings.max_iter, settings.tol,
                         return_loglik=True, n_jobs=settings.n_jobs)
     return perplexity(loglik.sum(), float(X.sum()))
-
-
-def fit_online(plan, X):
-    """Online learning: ``max_iter`` passes of mini-batches of ``batch_size`` documents.
-
-    Returns
-    -------
-    FittedState
-    """
-    n_samples = X.shape[0]
-    start = time.perf_counter()
-    n_tokens = float(X.sum())
-    iterations = plan.iterations
-    history = _History()
-    history.stop_reason = f"max_iter={iterations.max_iter} passes done"
-    components, alpha, n_batch_iter = None, plan.alpha.value, 1
-    n_iter, bound, held = 0, None, None
-    sampler = plan.sampler()
-    cadence = Cadence()
-    try:
-        for i in range(iterations.max_iter):
-            # The sampler holds the pass's batches from the first pass on.
-            components, alpha, n_batch_iter, _, _, held = online_pass(
-                plan, X, components, alpha, n_batch_iter, n_samples, sampler, held=held)
-            n_iter = i + 1
-            evaluate = iterations.evaluates(n_iter)
-            bound = None
-            if evaluate or (iterations.verbose and cadence.due(n_iter)):
-                sampler.synchronize()
-                with cadence.timing():
-                    bound = held_out_perplexity(plan, X, components, alpha)
-                history.add(iteration=n_iter, seconds=time.perf_counter() - start,
-                            train_perplexity=bound)
-            if iterations.verbose:
-                line = f"iteration: {n_iter} of max_iter: {iterations.max_iter}"
-                print(line if bound is None else f"{line}, perplexity: {bound:.4f}")
-            if iterations.callback is not None:
-                iterations.callback(n_iter, dict(max_iter=iterations.max_iter,
-                                                 n_tokens=n_tokens,
-                                                 seconds=time.perf_counter() - start,
-                                                 log_likelihood=None))
-            if evaluate and history.settled(bound, plan, n_iter, "passes"):
-                break
-        if iterations.verbose:
-            print(f"stopped: {history.stop_reason}")
-        sampler.synchronize()
-    finally:
-        sampler.release()
-    fit_time = time.perf_counter() - start
-    if components is None:
-        # max_iter=0: no batch was seen; topics stay at the prior.
-        components = np.full((plan.n_topics, X.shape[1]), plan.beta.value)
-    return FittedState(
-        components=to_host(components), doc_topic_prior=public_prior(alpha, plan.alpha),
-        topic_word_prior=float(plan.beta.value), n_iter=n_iter, n_batch_iter=n_batch_iter,
-        # The last pass's evaluation, when it had one, is the model's: not computed twice.
-        bound=held_out_perplexity(plan, X, components, alpha) if bound is None else bound,
-        n_tokens=n_tokens,
-        fit_time=fit_time, history=history.as_dict(),
-    )
