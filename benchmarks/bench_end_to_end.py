@@ -58,7 +58,7 @@ from _bench_common import (  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda._runtime.device import describe_device, resolve_device  # noqa: E402
-from sklearn_gpulda._fitting.loop import resolve_max_iter  # noqa: E402
+from sklearn_gpulda._fitting.plan import resolve_max_iter  # noqa: E402
 from sklearn_gpulda._runtime.stages import recording  # noqa: E402
 from sklearn_gpulda.datasets import make_lda_corpus  # noqa: E402
 

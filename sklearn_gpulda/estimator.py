@@ -6,7 +6,6 @@ the fit loop (:mod:`sklearn_gpulda._fitting.loop`) runs the plan on a sampler fr
 plain NumPy, so a model pickled on a GPU machine loads and transforms on one without.
 """
 
-import time
 from numbers import Integral, Real
 
 import numpy as np
@@ -20,8 +19,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._fitting import loop as _fit, online as _fit_online
+from ._fitting import loop as _loop, score as _score
 from ._fitting.fitted import FittedStateMixin, transaction
+from ._fitting.plan import plan_for
 from ._input.corpus import tokens
 from ._input.row_blocks import BlockCorpus
 from ._input.validation import check_counts, check_fit_input
@@ -357,10 +357,10 @@ class GPULatentDirichletAllocation(
             )
             return resolve_device("cpu")
 
-    def _plan(self, device, algorithm, seed, alpha_start=None, beta_start=None, batch=True):
-        """The fit loop's :class:`~sklearn_gpulda._fitting.loop.Plan` for these parameters
-        (``batch``:
-        False for ``partial_fit``, which learns from mini-batches whatever learning_method)."""
+    def _plan(self, device, algorithm, seed, method=None, alpha_start=None, beta_start=None,
+              callback=None, components_dtype=np.float64):
+        """The fit loop's :class:`~sklearn_gpulda._fitting.plan.Plan` for these parameters:
+        ``method`` is 'partial' for ``partial_fit``, and by default ``learning_method``."""
         if algorithm not in ("auto", *algorithm_names()):
             names = ", ".join(repr(a) for a in ("auto", *algorithm_names()))
             raise InvalidParameterError(
@@ -368,8 +368,8 @@ class GPULatentDirichletAllocation(
                 f"Got {algorithm!r} instead."
             )
         backend = choose_backend(algorithm, self.n_components, device)
-        return _fit.plan_for(self, backend, device, seed, alpha_start, beta_start,
-                             batch and self.learning_method == "batch")
+        return plan_for(self, backend, device, seed, method or self.learning_method,
+                        alpha_start, beta_start, callback, components_dtype)
 
     def _new_seed(self):
         return int(check_random_state(self.random_state).randint(np.iinfo(np.uint32).max))
@@ -435,19 +435,18 @@ class GPULatentDirichletAllocation(
                 device = device.lead
             with stage("validate"):
                 X, blocks, dtype = check_fit_input(self, X, whom, device, batch)
-            plan = self._plan(device, self.algorithm, self._new_seed())
-            plan.callback = callback
-            plan.components_dtype = dtype
+            plan = self._plan(device, self.algorithm, self._new_seed(), callback=callback,
+                              components_dtype=dtype)
             if batch:
                 with stage("tokens"):
                     corpus = BlockCorpus(X) if blocks else tokens(X)
                 # The corpus holds what the fit reads: the counts' copy on the device can go.
                 del X
                 self._warn_if_empty(corpus.total_weight, "fit")
-                state = _fit.fit_corpus(plan, corpus, release_counts=True)
+                state = _loop.fit_corpus(plan, corpus, release_counts=True)
             else:
                 self._warn_if_empty(float(X.sum()), "fit")
-                state = _fit_online.fit_online(plan, X)
+                state = _loop.fit_online(plan, X)
             with stage("assign"):
                 self._assign(state, dtype, device, plan.backend, plan.seed)
         return self
@@ -487,36 +486,13 @@ class GPULatentDirichletAllocation(
             X = check_counts(self, X, reset=first,
                              whom="GPULatentDirichletAllocation.partial_fit", device=device,
                              upload=True)
-            total = float(X.sum())
-            self._warn_if_empty(total, "partial_fit")
+            self._warn_if_empty(float(X.sum()), "partial_fit")
             if first:
-                plan = self._plan(device, self.algorithm, self._new_seed(), batch=False)
-                components, alpha, n_batch_iter, n_iter = None, plan.alpha.value, 1, 0
+                plan = self._plan(device, self.algorithm, self._new_seed(), "partial")
             else:
-                plan = self._plan(device, self.algorithm_, self._seed, self.doc_topic_prior_,
-                                  self.topic_word_prior_, batch=False)
-                components = self._components_to_continue(device)
-                alpha = self.doc_topic_prior_
-                n_batch_iter, n_iter = self.n_batch_iter_, self.n_iter_
-            start = time.perf_counter()
-            sampler = plan.sampler(alpha=alpha)
-            try:
-                # bound_ is the last batch's perplexity.
-                components, alpha, n_batch_iter, loglik, n_tokens, _ = _fit_online.online_pass(
-                    plan, X, components, alpha, n_batch_iter, self.total_samples, sampler,
-                    want_loglik=True)
-                sampler.synchronize()
-            finally:
-                sampler.release()
-            state = _fit.FittedState(
-                # Kept on the GPU between mini-batches and calls; copied to the host when read.
-                components=components,
-                doc_topic_prior=_fit.public_prior(alpha, plan.alpha),
-                topic_word_prior=float(plan.beta.value), n_iter=n_iter,
-                n_batch_iter=n_batch_iter, bound=_fit.perplexity(loglik, n_tokens),
-                n_tokens=total, fit_time=time.perf_counter() - start,
-                history=getattr(self, "history_", {}),
-            )
+                plan = self._plan(device, self.algorithm_, self._seed, "partial",
+                                  self.doc_topic_prior_, self.topic_word_prior_)
+            state = _loop.partial_fit(plan, X, self._continuation(device))
             self._assign(state, X.dtype, device, plan.backend, plan.seed)
         return self
 
@@ -640,7 +616,7 @@ class GPULatentDirichletAllocation(
         """
         X, (_, loglik) = self._fold_in(X, "GPULatentDirichletAllocation.perplexity",
                                        return_loglik=True)
-        return _fit.perplexity(loglik.sum(), float(X.sum()))
+        return _score.perplexity(loglik.sum(), float(X.sum()))
 
     @property
     def _n_features_out(self):

@@ -141,7 +141,7 @@ def check_online_step_over_the_batch_words(plan, sampler, X, batches, total_samp
         # The whole-vocabulary step, written out: the chain over every column, then the blend.
         sampler.load(tokens(part))
         stats, _ = _fit_online._batch_statistics(plan, sampler, before, it, False)
-        rho = (plan.learning_offset + it) ** (-plan.learning_decay)
+        rho = (plan.online.learning_offset + it) ** (-plan.online.learning_decay)
         target = plan.beta.value + (total_samples / part.shape[0]) * to_host(stats)
         want = (1.0 - rho) * to_host(before) + rho * target
         got = to_host(components)

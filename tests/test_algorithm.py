@@ -17,7 +17,8 @@ from _engine_checks import (
     check_two_word_conditional, check_weighted_counts, initialised)
 
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._fitting import loop as _fit, online as _fit_online
+from sklearn_gpulda._fitting import online as _fit_online
+from sklearn_gpulda._fitting.plan import Online, Plan
 from sklearn_gpulda.backends import random as _random
 from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda._runtime.device import CPU, Device, to_host
@@ -43,8 +44,9 @@ def choose_algorithm(algorithm, n_topics, device):
 
 
 def _statistics(sampler, corpus, components, n_sweeps, iteration):
-    plan = _fit.Plan(backend=None, device=None, n_topics=sampler.n_topics, seed=SEED,
-                     alpha=Prior(ALPHA, False), beta=Prior(BETA, False), n_batch_sweeps=n_sweeps)
+    plan = Plan(backend=None, device=None, n_topics=sampler.n_topics, seed=SEED,
+                alpha=Prior(ALPHA, False), beta=Prior(BETA, False),
+                online=Online(n_batch_sweeps=n_sweeps))
     # A GPU chain's statistics stay on its device (online learning blends them there).
     sampler.load(corpus)
     return to_host(_fit_online._batch_statistics(plan, sampler, components, iteration,
@@ -428,8 +430,8 @@ def test_gpu_estimator_dense_same_seed_same_model(learning_method):
 @pytest.mark.gpu
 def test_gpu_dense_online_step_over_the_batch_words_is_the_whole_vocabulary_step():
     X = _kjv()
-    plan = _fit.Plan(backend=None, device=None, n_topics=24, seed=SEED,
-                     alpha=Prior(ALPHA, False), beta=Prior(BETA, False), n_batch_sweeps=4)
+    plan = Plan(backend=None, device=None, n_topics=24, seed=SEED, alpha=Prior(ALPHA, False),
+                beta=Prior(BETA, False), online=Online(n_batch_sweeps=4))
     batches = [slice(0, 30), slice(30, 45), slice(200, 230), slice(30, 45)]
     check_online_step_over_the_batch_words(plan, _dense_engine(24), X, batches,
                                            float(X.shape[0]))
@@ -438,8 +440,8 @@ def test_gpu_dense_online_step_over_the_batch_words_is_the_whole_vocabulary_step
 @pytest.mark.gpu
 def test_gpu_dense_held_batches_are_the_batches_loaded_alone():
     X = _kjv()
-    plan = _fit.Plan(backend=None, device=None, n_topics=24, seed=SEED,
-                     alpha=Prior(ALPHA, False), beta=Prior(BETA, False), n_batch_sweeps=4)
+    plan = Plan(backend=None, device=None, n_topics=24, seed=SEED, alpha=Prior(ALPHA, False),
+                beta=Prior(BETA, False), online=Online(n_batch_sweeps=4))
     check_held_batches_are_the_batches_loaded_alone(
         plan, _dense_engine(24), _dense_engine(24), X, [(0, 30), (30, 45), (45, 90)],
         float(X.shape[0]))

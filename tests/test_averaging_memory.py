@@ -146,25 +146,26 @@ def test_a_corpus_in_row_blocks_is_planned_as_the_joined_corpus(kjv, sizes):
 
 
 def test_the_fit_says_what_averaging_it_needs():
-    from sklearn_gpulda._fitting import loop as _fit
-    from sklearn_gpulda._runtime.device import resolve_device
+    # What the sparse engine on one GPU is told; making the plan needs no GPU.
+    from sklearn_gpulda._fitting.plan import plan_for
+    from sklearn_gpulda._runtime.device import Device
     from sklearn_gpulda.backends import choose_backend
 
-    device = resolve_device("cpu")
-    backend = choose_backend("auto", 10, device)
+    device = Device("cuda", (0,))
+    backend = choose_backend("sparse", 10, device)
 
-    def plan(batch=True, **params):
+    def plan(method="batch", **params):
         params = dict(dict(n_components=10, max_iter=20), **params)
-        return _fit.plan_for(GPULatentDirichletAllocation(**params), backend, device, 0,
-                             batch=batch).averaging
+        return plan_for(GPULatentDirichletAllocation(**params), backend, device, 0,
+                        method).engine["averaging"]
 
     assert plan() == "optional"
     assert plan(n_averaged_sweeps=5) == "required"
     assert plan(n_averaged_sweeps=0) == "none"
-    # Online learning and partial_fit (batch=False): the mini-batch chains average, and are
-    # never streamed, so a mini-batch is not streamed to make room for the sum.
-    assert plan(batch=False, learning_method="online") == "optional"
-    assert plan(batch=False, n_averaged_sweeps=0) == "optional"
+    # Online learning and partial_fit: the mini-batch chains average, and are never streamed,
+    # so a mini-batch is not streamed to make room for the sum.
+    assert plan("online", learning_method="online") == "optional"
+    assert plan("partial", n_averaged_sweeps=0) == "optional"
 
 
 def _failing_after(n_ok):

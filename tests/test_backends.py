@@ -76,3 +76,32 @@ def test_samplers_must_implement_the_whole_protocol():
     with pytest.raises(TypeError, match="abstract"):
         Partial(4, 0.1, 0.1, 0, CPU)
     assert np.ndim(0.1) == 0
+
+
+def test_an_entry_names_the_fit_settings_its_sampler_takes():
+    settings = dict(n_jobs=None, max_device_memory=1 << 30, batch_tokens=None,
+                    word_topic_storage="hybrid", averaging="none")
+    sparse = choose_backend("sparse", 8, Device("cuda", (0,)))
+    assert sparse.sampler_options(settings, Device("cuda", (0,))) == dict(
+        max_device_memory=1 << 30, word_topic_storage="hybrid", averaging="none")
+    # The chain spread over several GPUs stores B dense, and plans no room for averaging.
+    assert sparse.sampler_options(settings, Device("cuda", (0, 1))) == dict(
+        max_device_memory=1 << 30)
+    minibatch = choose_backend("minibatch", 8, CPU)
+    assert minibatch.sampler_options({**settings, "n_jobs": 2, "batch_tokens": 500}, CPU) == dict(
+        n_jobs=2, batch_tokens=500)
+    # None leaves the sampler's own default; an entry that names nothing is given nothing.
+    assert minibatch.sampler_options(settings, CPU) == {}
+    assert TOY.sampler_options({**settings, "n_jobs": 2}, CPU) == {}
+
+
+def test_hybrid_storage_is_refused_where_the_sampler_does_not_take_it():
+    X = load_kjv_chapters().data[:20]
+    expected = ("word_topic_storage='hybrid' is a storage of the sparse engine on one GPU; this "
+                "fit runs 'numpy-sparse' on cpu: use 'auto' or 'dense'")
+    for method in ("fit", "partial_fit"):
+        model = GPULatentDirichletAllocation(n_components=4, max_iter=1, device="cpu",
+                                             word_topic_storage="hybrid")
+        with pytest.raises(ValueError) as raised:
+            getattr(model, method)(X)
+        assert str(raised.value) == expected

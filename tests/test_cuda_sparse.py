@@ -5,7 +5,8 @@ import pytest
 import scipy.sparse as sp
 
 import _gpu_probes
-from sklearn_gpulda._fitting import loop as _fit, online as _fit_online
+from sklearn_gpulda._fitting import online as _fit_online
+from sklearn_gpulda._fitting.plan import Online, Plan
 from sklearn_gpulda.backends import priors as _priors
 from sklearn_gpulda.backends import random as _random
 from sklearn_gpulda._input.corpus import tokens
@@ -502,8 +503,8 @@ def test_fold_in_matches_numpy_engine():
 
 
 def _plan(k):
-    return _fit.Plan(backend=None, device=None, n_topics=k, seed=SEED, alpha=Prior(ALPHA, False),
-                     beta=Prior(BETA, False), n_batch_sweeps=4)
+    return Plan(backend=None, device=None, n_topics=k, seed=SEED, alpha=Prior(ALPHA, False),
+                beta=Prior(BETA, False), online=Online(n_batch_sweeps=4))
 
 
 @pytest.mark.parametrize("first", [True, False])
@@ -553,7 +554,7 @@ def test_online_steps_keep_the_model_on_the_device():
             columns = np.unique(X[batch].indices)[gpu.select_online_batch(0)]
             stats = np.zeros_like(before)
             stats[:, columns] = mean
-            rho = (plan.learning_offset + it) ** (-plan.learning_decay)
+            rho = (plan.online.learning_offset + it) ** (-plan.online.learning_decay)
             want = (1 - rho) * before + rho * (BETA + (1000.0 / 60) * stats)
             np.testing.assert_allclose(components.get(), want, rtol=1e-12)
     gpu.release()

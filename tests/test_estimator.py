@@ -293,6 +293,26 @@ def test_partial_fit_after_fit_keeps_learning(small_model, kjv):
     assert not np.array_equal(before, model.components_)
 
 
+def test_online_verbose_prints_every_pass_and_why_it_stopped(kjv):
+    model, lines = _verbose_fit(kjv.data[:100], n_components=3, learning_method="online",
+                                max_iter=2, batch_size=50, evaluate_every=2)
+    # The evaluation of the last pass is the model's bound_.
+    assert lines == ["iteration: 1 of max_iter: 2",
+                     f"iteration: 2 of max_iter: 2, perplexity: {model.bound_:.4f}",
+                     "stopped: max_iter=2 passes done"]
+    assert list(model.history_) == ["iteration", "seconds", "train_perplexity", "stop_reason"]
+
+
+def test_partial_fit_is_one_silent_pass_that_keeps_the_fit_history(kjv):
+    model, _ = _verbose_fit(kjv.data[:60], n_components=3, max_iter=2)
+    history = model.history_
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        model.partial_fit(kjv.data[60:120])
+    assert buf.getvalue() == ""
+    assert model.history_ is history and model.n_iter_ == 2 and model.n_batch_iter_ == 4
+
+
 def test_partial_fit_rejects_other_vocabulary(small_model, kjv):
     model = pickle.loads(pickle.dumps(small_model))
     with pytest.raises(ValueError, match="features"):

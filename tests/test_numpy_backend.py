@@ -334,11 +334,11 @@ def test_small_k_chain_is_the_same_with_row_cumsums(kjv, monkeypatch, weighted):
 def test_online_step_over_the_batch_words_is_the_whole_vocabulary_step(kjv):
     # A mini-batch's chain runs over the words the batch holds; the model it gives is the one
     # from a chain over the whole vocabulary, bit for bit.
-    from sklearn_gpulda._fitting import loop as _fit
+    from sklearn_gpulda._fitting.plan import Online, Plan
     from sklearn_gpulda.backends.priors import Prior
 
-    plan = _fit.Plan(backend=None, device=None, n_topics=8, seed=5, alpha=Prior(0.1, False),
-                     beta=Prior(0.01, False), n_batch_sweeps=4)
+    plan = Plan(backend=None, device=None, n_topics=8, seed=5, alpha=Prior(0.1, False),
+                beta=Prior(0.01, False), online=Online(n_batch_sweeps=4))
     batches = [slice(0, 30), slice(30, 45), slice(200, 230), slice(30, 45)]
     check_online_step_over_the_batch_words(plan, _sampler(8, 0.1, 0.01, 5), kjv, batches,
                                            float(kjv.shape[0]))
@@ -347,11 +347,11 @@ def test_online_step_over_the_batch_words_is_the_whole_vocabulary_step(kjv):
 def test_held_batches_are_the_batches_loaded_alone(kjv):
     # Online learning's sampler holds a pass's mini-batches (here each is cut and laid out when
     # selected, the base class's way); two passes give the model of loading each batch alone.
-    from sklearn_gpulda._fitting import loop as _fit
+    from sklearn_gpulda._fitting.plan import Online, Plan
     from sklearn_gpulda.backends.priors import Prior
 
-    plan = _fit.Plan(backend=None, device=None, n_topics=8, seed=5, alpha=Prior(0.1, False),
-                     beta=Prior(0.01, False), n_batch_sweeps=4)
+    plan = Plan(backend=None, device=None, n_topics=8, seed=5, alpha=Prior(0.1, False),
+                beta=Prior(0.01, False), online=Online(n_batch_sweeps=4))
     ranges = [(0, 30), (30, 45), (45, 100), (100, 101)]
     check_held_batches_are_the_batches_loaded_alone(
         plan, _sampler(8, 0.1, 0.01, 5), _sampler(8, 0.1, 0.01, 5), kjv, ranges,

@@ -52,13 +52,13 @@ def fit_and_report(args, X, device, progress):
     """The estimator the command's options describe, fitted to ``X`` on the resolved
     ``device`` with a line announcing the fit before and the fit's report after."""
     from sklearn_gpulda import GPULatentDirichletAllocation
-    from sklearn_gpulda._fitting import loop as _fit
+    from sklearn_gpulda._fitting import plan as _plan
     from sklearn_gpulda._runtime import device as _device
 
     model = GPULatentDirichletAllocation(n_components=args.n_components, max_iter=args.max_iter,
                                          device=args.device, random_state=args.random_state,
                                          n_jobs=args.n_jobs)
-    sweeps = _fit.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
+    sweeps = _plan.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
     print(f"fitting:     {args.n_components} topics, {sweeps} sweeps, "
           f"device={args.device!r} ({device})", flush=True)
     fit_model(model, X, progress, sweeps)

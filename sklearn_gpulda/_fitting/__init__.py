@@ -1,1 +1,1 @@
-"""The fit loop and what it drives: plans, sweeps and passes, priors, stopping."""
+"""The fit loop and what it drives: plans, sweeps and passes, scores, the fitted state."""

@@ -10,6 +10,7 @@ with
 """
 
 import time
+from contextlib import contextmanager
 
 #: Share of a fit's time that verbose evaluations may take. Below the 5% asked of verbose as a
 #: whole, which also prints a line per iteration: at 0.05 a CPU fit of 100 sweeps measured
@@ -32,8 +33,8 @@ class Cadence:
     >>> cadence = Cadence(share=0.05, clock=lambda: next(ticks))
     >>> cadence.due(n_steps=20)    # 10 s of 20 sweeps; the first evaluation is guessed at 0.5 s
     True
-    >>> cadence.timed(lambda: "scored")    # it takes 1 s
-    'scored'
+    >>> with cadence.timing():    # an evaluation that takes 1 s
+    ...     pass
     >>> cadence.due(n_steps=21)    # 11 s of sweeps: 1 s spent + 1 s more > 0.05 * 11 s
     False
     >>> cadence.due(n_steps=60)    # 49 s of sweeps: 2 s <= 0.05 * 49 s
@@ -59,10 +60,10 @@ class Cadence:
         guess = self.last_cost if self.last_cost is not None else working / max(n_steps, 1)
         return self.spent + guess <= self.share * working
 
-    def timed(self, evaluate):
-        """Run ``evaluate()``, count its time, and return its result."""
+    @contextmanager
+    def timing(self):
+        """Count the time the block takes as an evaluation's."""
         tic = self.clock()
-        result = evaluate()
+        yield
         self.last_cost = self.clock() - tic
         self.spent += self.last_cost
-        return result

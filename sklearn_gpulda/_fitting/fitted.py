@@ -1,14 +1,49 @@
-"""The fitted state of the estimator: assigned whole after a successful fit, restored whole after
-a failed one, pickled as plain NumPy, and ``exp_dirichlet_component_`` derived on demand.
-``components_`` may stay on the GPU between ``partial_fit`` calls and reach the host only when
-it is read."""
+"""The fitted state of the estimator: what a fit returns (:class:`FittedState`), assigned whole
+after a successful fit, restored whole after a failed one, pickled as plain NumPy, and
+``exp_dirichlet_component_`` derived on demand. ``components_`` may stay on the GPU between
+``partial_fit`` calls and reach the host only when it is read."""
 
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import psi
 
 from .._runtime.device import is_device_array, to_host
+
+
+@dataclass
+class FittedState:
+    """The fitted attributes a successful fit gives the estimator."""
+
+    components: np.ndarray
+    doc_topic_prior: object
+    topic_word_prior: float
+    n_iter: int
+    n_batch_iter: int
+    bound: float
+    n_tokens: float
+    fit_time: float
+    history: dict = field(default_factory=dict)
+
+
+@dataclass
+class Continuation:
+    """What ``partial_fit`` continues from: the model so far (on the host, or still on the GPU
+    that learned it), the counters it keeps, and the history of the last ``fit``."""
+
+    components: object
+    n_batch_iter: int
+    n_iter: int
+    history: dict
+
+
+def public_prior(value, prior):
+    """A fixed number stays a number (scikit-learn's ``doc_topic_prior_``); a learned or
+    per-topic prior is an array."""
+    if not prior.learn and np.ndim(prior.value) == 0:
+        return float(prior.value)
+    return np.array(value, dtype=np.float64)
 
 
 @contextmanager
@@ -33,9 +68,8 @@ class FittedStateMixin:
     """Assignment, derived attributes and pickling of a fitted model's state."""
 
     def _assign(self, state, dtype, device, backend, seed):
-        """Set the fitted attributes from a :class:`~sklearn_gpulda._fitting.loop.FittedState`;
-        a model
-        still on the GPU (``partial_fit``) is kept there, to be copied when it is read."""
+        """Set the fitted attributes from a :class:`FittedState`; a model still on the GPU
+        (``partial_fit``) is kept there, to be copied when it is read."""
         if is_device_array(state.components):
             self.__dict__.pop("_components_host", None)
             self.__dict__["_components_device"] = (state.components, np.dtype(dtype))
@@ -102,6 +136,14 @@ class FittedStateMixin:
         if pending is not None:
             return int(pending[0].shape[0])
         return self.components_.shape[0]
+
+    def _continuation(self, device):
+        """The :class:`Continuation` of the next ``partial_fit`` step on ``device``; None before
+        the first."""
+        if not self._has_components():
+            return None
+        return Continuation(self._components_to_continue(device), self.n_batch_iter_,
+                            self.n_iter_, getattr(self, "history_", {}))
 
     def _components_to_continue(self, device):
         """The model the next ``partial_fit`` step starts from: the device array where it is

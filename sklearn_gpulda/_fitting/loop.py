@@ -1,262 +1,29 @@
-"""The fit loop: sweeps, prior learning, averaging, evaluation, stopping and progress, over any
-:class:`~sklearn_gpulda.backends.base.Sampler`; online learning's loop is in
-:mod:`sklearn_gpulda._fitting.online`.
+"""The fit loop: one loop for batch learning, online learning and ``partial_fit``.
 
-Nothing here touches the estimator: :func:`fit_corpus` takes a :class:`Plan`
-(the estimator's parameters, resolved) and returns a :class:`FittedState` that the estimator
-assigns only once the fit has succeeded, so a fit that raises leaves a fitted model as it was
-(``doc/algorithm.md`` defines every step).
+:func:`run` drives a sampler through a fit: its iterations, the prior updates and averaging
+between them, evaluation, progress (``verbose``), the callback, stopping and the history. What
+one iteration does, how it is scored and what model it gives is a learning method's
+(:class:`~sklearn_gpulda._fitting.batch.BatchLearning`,
+:class:`~sklearn_gpulda._fitting.passes.OnlineLearning`,
+:class:`~sklearn_gpulda._fitting.passes.PartialFit`); :func:`fit_corpus`, :func:`fit_online`
+and :func:`partial_fit` pair each with its sampler.
+
+Nothing here touches the estimator: each takes a :class:`~sklearn_gpulda._fitting.plan.Plan`
+(the estimator's parameters, resolved) and returns a
+:class:`~sklearn_gpulda._fitting.fitted.FittedState` that the estimator assigns only once the
+fit has succeeded, so a fit that raises leaves a fitted model as it was (``doc/algorithm.md``
+defines every step).
 """
 
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._runtime.device import parse_bytes
 from .._runtime.stages import stage
 from .._runtime.warnings import warn_caller
-from ..backends import priors as _priors
+from .batch import BatchLearning
 from .cadence import Cadence
-
-
-@dataclass
-class Plan:
-    """What a fit needs to know, resolved from the estimator's parameters."""
-
-    backend: object            # sklearn_gpulda.backends.Backend
-    device: object             # sklearn_gpulda._runtime.device.Device
-    n_topics: int
-    seed: int
-    alpha: _priors.Prior
-    beta: _priors.Prior
-    max_iter: int = 100
-    evaluate_every: int = -1
-    perp_tol: float = 0.1
-    n_averaged_sweeps: int = 0
-    #: The averaging is the estimator's default rather than asked for: where its running sum
-    #: does not fit in memory the fit goes on without it (with a warning) instead of failing.
-    averaging_is_default: bool = False
-    prior_burn_in: int = 0
-    prior_update_every: int = 10
-    verbose: int = 0
-    batch_size: int = 128
-    learning_offset: float = 10.0
-    learning_decay: float = 0.7
-    n_batch_sweeps: int = 10
-    max_doc_update_iter: int = 100
-    mean_change_tol: float = 1e-3
-    #: Threads of a CPU backend (scikit-learn's reading of ``n_jobs``); GPU backends ignore it.
-    n_jobs: object = None
-    #: Device bytes a GPU sampler may use (None: what the GPU has free).
-    max_device_memory: object = None
-    #: Tokens per batch of the mini-batched samplers (None: their default); others ignore it.
-    minibatch_tokens: object = None
-    #: How the sparse single-GPU sampler stores B ('auto', 'dense' or 'hybrid'); others: dense.
-    word_topic_storage: str = "auto"
-    #: Whether the sparse single-GPU sampler's memory plan keeps room for averaging's sum
-    #: ('required' where asked for, 'optional' for the default averaging and online learning,
-    #: 'none' for a batch fit that does not average; ``backends/cuda/sparse/memory_plan.py``).
-    averaging: str = "optional"
-    #: dtype of ``components_`` (scikit-learn's rule: float32 for float32 input, else float64).
-    components_dtype: object = np.float64
-    #: ``callback(iteration, info)`` after every sweep (batch) or pass (online); ``info`` holds
-    #: max_iter, n_tokens, seconds and log_likelihood (per token, or None if not evaluated).
-    callback: object = None
-
-    def storage_applies(self):
-        """Whether ``word_topic_storage`` reaches the sampler: the sparse engine on one GPU."""
-        return (self.backend.name == "cuda-sparse" and self.device.kind == "cuda"
-                and len(self.device.indices) == 1)
-
-    def sampler(self, alpha=None, beta=None):
-        if self.backend.device_kind == "cpu":
-            options = {"n_jobs": self.n_jobs}
-        else:
-            options = {"max_device_memory": self.max_device_memory}
-        if self.backend.algorithm == "minibatch" and self.minibatch_tokens is not None:
-            options["batch_tokens"] = self.minibatch_tokens
-        if self.storage_applies():
-            options["word_topic_storage"] = self.word_topic_storage
-            options["averaging"] = self.averaging
-        return self.backend.make(self.n_topics, self.alpha.value if alpha is None else alpha,
-                                 self.beta.value if beta is None else beta, self.seed, self.device,
-                                 **options)
-
-
-#: ``max_iter=None``: sweeps of a batch fit on a GPU, where they take seconds (held-out
-#: likelihood still rose from 800 to 1,600 sweeps at K = 1,000 on the corpora of
-#: doc/performance.md), and passes everywhere else (a batch fit on the CPU engine, online learning).
-DEFAULT_SWEEPS_GPU = 1000
-DEFAULT_ITERATIONS = 100
-
-
-def resolve_max_iter(max_iter, device_kind, learning_method="batch"):
-    """``max_iter`` as a number of sweeps: itself, or for ``None`` the default of a fit on a
-    device of ``device_kind`` ('cpu' or 'cuda', resolved) with ``learning_method``."""
-    if max_iter is not None:
-        return max_iter
-    on_gpu = device_kind == "cuda" and learning_method == "batch"
-    return DEFAULT_SWEEPS_GPU if on_gpu else DEFAULT_ITERATIONS
-
-
-def plan_for(params, backend, device, seed, alpha_start=None, beta_start=None, batch=True):
-    """The :class:`Plan` of an estimator's parameters.
-
-    Parameters
-    ----------
-    params : GPULatentDirichletAllocation
-        Its parameters are read (validated already).
-    backend, device, seed
-        The registry entry, the resolved device and the 32-bit seed.
-    alpha_start, beta_start : float or ndarray, optional
-        Where the priors start instead of their parameters' values (a fitted model's priors,
-        for ``partial_fit``).
-    batch : bool
-        A batch fit. Priors are learned from the counts of a whole corpus's chain: online learning
-        holds only short chains of mini-batches, whose spread-out counts overstate alpha (measured
-        on KJV: 0.5 to 0.8 learned, and a worse model than 1 / K), so there they stay where they are.
-    """
-    k = params.n_components
-    alpha = _priors.resolve_prior(params.doc_topic_prior, 1.0 / k, k, "doc_topic_prior")
-    beta = _priors.resolve_prior(params.topic_word_prior, 1.0 / k, None, "topic_word_prior")
-    if alpha_start is not None:
-        alpha = _priors.Prior(alpha_start, alpha.learn)
-    if beta_start is not None:
-        beta = _priors.Prior(beta_start, beta.learn)
-    if not batch:
-        alpha, beta = _priors.Prior(alpha.value, False), _priors.Prior(beta.value, False)
-    max_iter = resolve_max_iter(params.max_iter, device.kind, params.learning_method)
-    averaged = params.n_averaged_sweeps
-    if averaged == "auto":
-        averaged = max_iter // 2 if params.learning_method == "batch" else 0
-    plan = Plan(
-        backend=backend, device=device, n_topics=k, seed=seed, alpha=alpha, beta=beta,
-        max_iter=max_iter, evaluate_every=params.evaluate_every, perp_tol=params.perp_tol,
-        n_averaged_sweeps=averaged, averaging_is_default=params.n_averaged_sweeps == "auto",
-        prior_burn_in=params.prior_burn_in, prior_update_every=params.prior_update_every,
-        verbose=params.verbose, batch_size=params.batch_size,
-        learning_offset=params.learning_offset, learning_decay=params.learning_decay,
-        n_batch_sweeps=params.n_batch_sweeps, max_doc_update_iter=params.max_doc_update_iter,
-        mean_change_tol=params.mean_change_tol, n_jobs=params.n_jobs,
-        max_device_memory=parse_bytes(params.max_device_memory, "max_device_memory"),
-        minibatch_tokens=params.minibatch_tokens,
-        word_topic_storage=params.word_topic_storage,
-        # Online learning's mini-batch chains average their second half of sweeps, and are
-        # never streamed: their averaging is planned as the default's.
-        averaging=("optional" if not batch or params.n_averaged_sweeps == "auto"
-                   else "required" if averaged else "none"),
-    )
-    if plan.word_topic_storage == "hybrid" and not plan.storage_applies():
-        raise ValueError(
-            "word_topic_storage='hybrid' is a storage of the sparse engine on one GPU; this fit "
-            f"runs {backend.name!r} on {device}: use 'auto' or 'dense'")
-    return plan
-
-
-@dataclass
-class FittedState:
-    """The fitted attributes a successful fit gives the estimator."""
-
-    components: np.ndarray
-    doc_topic_prior: object
-    topic_word_prior: float
-    n_iter: int
-    n_batch_iter: int
-    bound: float
-    n_tokens: float
-    fit_time: float
-    history: dict = field(default_factory=dict)
-
-
-def perplexity(loglik, n_tokens):
-    """``exp(-loglik / n_tokens)``; NaN without tokens."""
-    if n_tokens <= 0:
-        return float("nan")
-    return float(np.exp(-loglik / n_tokens))
-
-
-def public_prior(value, prior):
-    """A fixed number stays a number (scikit-learn's ``doc_topic_prior_``); a learned or
-    per-topic prior is an array."""
-    if not prior.learn and np.ndim(prior.value) == 0:
-        return float(prior.value)
-    return np.array(value, dtype=np.float64)
-
-
-class _History:
-    """The figures of every evaluation, as arrays at the end (``history_``)."""
-
-    def __init__(self):
-        self.rows = []
-        self.stop_reason = ""
-        self._last_bound = None
-
-    def settled(self, bound, plan, n_iter, unit):
-        """``evaluate_every``'s stopping rule: True, with ``stop_reason`` set, when the
-        perplexity moved by less than ``perp_tol`` since the previous call."""
-        last, self._last_bound = self._last_bound, bound
-        if last is None or abs(last - bound) >= plan.perp_tol:
-            return False
-        self.stop_reason = (f"perplexity changed by {abs(last - bound):.4g} < perp_tol="
-                            f"{plan.perp_tol:g} after {n_iter} {unit}")
-        return True
-
-    def add(self, **row):
-        self.rows.append(row)
-
-    def as_dict(self):
-        keys = list(self.rows[0]) if self.rows else ["iteration", "seconds"]
-        out = {k: np.array([r[k] for r in self.rows]) for k in keys}
-        out["stop_reason"] = self.stop_reason
-        return out
-
-
-def _print_sweep(plan, n_iter, n_tokens, cadence, loglik, weight):
-    """verbose's line for one sweep: the mean sampling rate so far, and the likelihood when this
-    sweep was evaluated (:class:`~sklearn_gpulda._fitting.cadence.Cadence` says how often)."""
-    sampling = max(cadence.working(), 1e-12)
-    line = (f"iteration: {n_iter} of max_iter: {plan.max_iter}, "
-            f"{n_tokens * n_iter / sampling / 1e6:.2f} Mtoken/s")
-    if loglik is not None:
-        line += (f", log-likelihood/token: {loglik / max(weight, 1):.4f}, "
-                 f"perplexity: {perplexity(loglik, weight):.4f}")
-    print(line)
-
-
-class _PriorSchedule:
-    """When and how a batch fit updates the priors it learns."""
-
-    def __init__(self, plan, corpus):
-        self.plan = plan
-        self.active = plan.alpha.learn or plan.beta.learn
-        self.lengths = _priors.length_histogram(corpus.doc_lengths()) if plan.alpha.learn else None
-        self.n_words = corpus.n_words
-
-    def due(self, n_iter):
-        past = n_iter - self.plan.prior_burn_in
-        return self.active and past > 0 and past % self.plan.prior_update_every == 0
-
-    def update(self, sampler):
-        alpha = beta = None
-        if self.plan.alpha.learn:
-            with stage("sweeps: prior updates: alpha histogram"):
-                table, rest = sampler.doc_topic_table()
-            with stage("sweeps: prior updates: alpha fixed point"):
-                alpha = _priors.update_alpha(sampler.alpha, table, rest, *self.lengths,
-                                             numerator=sampler.alpha_table_numerator)
-        if self.plan.beta.learn:
-            with stage("sweeps: prior updates: beta histogram"):
-                histogram = sampler.word_topic_histogram()
-            with stage("sweeps: prior updates: beta fixed point"):
-                beta = _priors.update_beta(sampler.beta, *histogram, self.n_words)
-        sampler.set_priors(alpha=alpha, beta=beta)
-
-
-def _snapshot(sampler, plan):
-    """The model as a fit stopped now would give it: ``(components, doc_topic_prior)``."""
-    components = sampler.topic_word_components(plan.components_dtype)
-    return components, public_prior(sampler.alpha, plan.alpha)
+from .passes import OnlineLearning, PartialFit
 
 
 def fit_corpus(plan, corpus, sampler=None, release_counts=False):
@@ -280,90 +47,182 @@ def fit_corpus(plan, corpus, sampler=None, release_counts=False):
     -------
     FittedState
     """
-    weight = corpus.total_weight
     sampler = plan.sampler() if sampler is None else sampler
-    history = _History()
+    return run(plan, BatchLearning(plan, corpus, sampler, release_counts), sampler)
+
+
+def fit_online(plan, X):
+    """Online learning: ``max_iter`` passes over the counts ``X`` in mini-batches of
+    ``batch_size`` documents.
+
+    Returns
+    -------
+    FittedState
+    """
+    sampler = plan.sampler()
+    return run(plan, OnlineLearning(plan, X, sampler), sampler)
+
+
+def partial_fit(plan, X, previous=None):
+    """One pass of online learning over ``X`` (a plan made for 'partial'), continuing
+    ``previous`` (a :class:`~sklearn_gpulda._fitting.fitted.Continuation`; None for the first
+    call).
+
+    Returns
+    -------
+    FittedState
+        Its model stays on the GPU that learned it, if any.
+    """
+    sampler = plan.sampler()
+    return run(plan, PartialFit(plan, X, sampler, previous), sampler)
+
+
+def run(plan, learning, sampler):
+    """Drive ``sampler`` through the fit ``learning`` describes, and release it at the end,
+    whether the fit succeeds or not.
+
+    Parameters
+    ----------
+    plan : Plan
+    learning : BatchLearning, OnlineLearning or PartialFit
+        The learning method: ``start()`` before the first iteration, ``step(n_iter)`` for one
+        iteration on ``sampler``, ``evaluate()`` for its
+        :class:`~sklearn_gpulda._fitting.score.Score`, ``finish(last)`` while the chain is still
+        held (it returns the score the closing line reports, or None) and ``state(n_iter,
+        fit_time, history)`` for the :class:`~sklearn_gpulda._fitting.fitted.FittedState`;
+        beside them ``unit`` ('sweeps' or 'passes'), ``n_tokens`` (the callback's),
+        ``tokens_per_step`` (for verbose's throughput, or None), ``prior_updates`` (a
+        :class:`~sklearn_gpulda.backends.priors.PriorUpdates` once started, or None) and
+        ``snapshot`` (offered to the callback, or None).
+    sampler : Sampler
+        The chain ``learning`` samples on.
+
+    Returns
+    -------
+    FittedState
+    """
+    history = _History(plan.iterations, learning.unit)
     try:
         start = time.perf_counter()
-        with stage("load"):
-            sampler.load(corpus)
-            if release_counts:
-                corpus.release_counts()
-        with stage("init"):
-            sampler.init_topics()
+        learning.start()
         with stage("sweeps"):
-            n_iter, loglik = _sweeps(plan, corpus, sampler, history, start)
+            n_iter, last = _iterate(plan, learning, sampler, history, start)
         sampler.synchronize()
         fit_time = time.perf_counter() - start
-        # The last sweep's likelihood, when it was evaluated, is the model's: bound_ reuses it.
-        with stage("final likelihood"):
-            final_loglik = sampler.log_likelihood() if loglik is None else loglik
-        if plan.verbose:
-            print(f"stopped: {history.stop_reason}; log-likelihood/token: "
-                  f"{final_loglik / max(weight, 1):.4f}, "
-                  f"perplexity: {perplexity(final_loglik, weight):.4f}")
-        with stage("model out"):
-            components, doc_topic_prior = _snapshot(sampler, plan)
-        state = FittedState(
-            components=components,
-            doc_topic_prior=doc_topic_prior,
-            topic_word_prior=float(sampler.beta),
-            n_iter=n_iter, n_batch_iter=n_iter + 1,
-            bound=perplexity(final_loglik, weight),
-            n_tokens=weight, fit_time=fit_time, history=history.as_dict(),
-        )
+        closing = learning.finish(last)
+        if plan.iterations.verbose:
+            print(f"stopped: {history.stop_reason}"
+                  + ("" if closing is None else f"; {closing.text()}"))
     finally:
         sampler.release()
-    return state
+    return learning.state(n_iter, fit_time, history.as_dict())
 
 
-def _sweeps(plan, corpus, sampler, history, start):
-    """The sweeps of a batch fit, with the prior updates, averaging, evaluations, progress and
-    stopping between them; returns the sweeps done and the last sweep's log-likelihood (None
-    when it was not evaluated)."""
-    weight = corpus.total_weight
-    schedule = _PriorSchedule(plan, corpus)
-    average_from = plan.max_iter - min(plan.n_averaged_sweeps, plan.max_iter)
-    averaging = plan.n_averaged_sweeps > 0
-    n_iter, loglik = 0, None
-    history.stop_reason = f"max_iter={plan.max_iter} sweeps done"
+def _iterate(plan, learning, sampler, history, start):
+    """The iterations of a fit, with the prior updates, averaging, evaluations, progress and
+    stopping between them; returns the iterations done and the last one's
+    :class:`~sklearn_gpulda._fitting.score.Score` (None when it was not evaluated)."""
+    iterations = plan.iterations
+    averaging = _Averaging(plan)
+    updates = learning.prior_updates
     cadence = Cadence()
-    for i in range(plan.max_iter):
+    n_iter, score = 0, None
+    for n_iter in range(1, iterations.max_iter + 1):
         with stage("sweeps: sampling"):
-            sampler.sweep(i + 1)
-        n_iter = i + 1
-        if schedule.due(n_iter):
+            learning.step(n_iter)
+        if updates is not None and updates.due(n_iter):
             with stage("sweeps: prior updates"):
-                schedule.update(sampler)
-        if averaging and i >= average_from:
-            try:
-                with stage("sweeps: averaging"):
-                    sampler.accumulate_word_topic()
-            except MemoryError as exc:
-                if not plan.averaging_is_default:
-                    raise
-                averaging = False
-                sampler.discard_accumulated()
-                warn_caller(f"the fit goes on without averaging the last sweeps: {exc}",
-                            RuntimeWarning)
-        evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
-        loglik = None
-        if evaluate or (plan.verbose and cadence.due(n_iter)):
-            # Queued sweeps finish first, so that the evaluation's time is its own.
+                updates.update(sampler)
+        averaging.after(n_iter, sampler)
+        evaluate = iterations.evaluates(n_iter)
+        score = None
+        if evaluate or (iterations.verbose and cadence.due(n_iter)):
+            # Queued work finishes first, so that the evaluation's time is its own.
             sampler.synchronize()
-            with stage("sweeps: evaluation"):
-                loglik = cadence.timed(sampler.log_likelihood)
-            bound = perplexity(loglik, weight)
+            with stage("sweeps: evaluation"), cadence.timing():
+                score = learning.evaluate()
             history.add(iteration=n_iter, seconds=time.perf_counter() - start,
-                        train_loglik=loglik / max(weight, 1), train_perplexity=bound,
-                        alpha_sum=float(sampler.alpha.sum()), beta=sampler.beta)
-        if plan.verbose:
-            _print_sweep(plan, n_iter, corpus.n_tokens, cadence, loglik, weight)
-        if plan.callback is not None:
-            plan.callback(n_iter, dict(
-                max_iter=plan.max_iter, n_tokens=weight, seconds=time.perf_counter() - start,
-                log_likelihood=None if loglik is None else loglik / max(weight, 1),
-                snapshot=lambda: _snapshot(sampler, plan)))
-        if evaluate and history.settled(bound, plan, n_iter, "sweeps"):
+                        **score.figures())
+        if iterations.verbose:
+            print(_progress_line(iterations, learning, n_iter, cadence, score))
+        if iterations.callback is not None:
+            info = dict(max_iter=iterations.max_iter, n_tokens=learning.n_tokens,
+                        seconds=time.perf_counter() - start,
+                        log_likelihood=None if score is None else score.loglik_per_token)
+            if learning.snapshot is not None:
+                info["snapshot"] = learning.snapshot
+            iterations.callback(n_iter, info)
+        if evaluate and history.settled(score.perplexity, n_iter):
             break
-    return n_iter, loglik
+    return n_iter, score
+
+
+def _progress_line(iterations, learning, n_iter, cadence, score):
+    """verbose's line for one iteration: the mean sampling rate so far where the method says
+    what an iteration samples, and the score when this iteration was evaluated
+    (:class:`~sklearn_gpulda._fitting.cadence.Cadence` says how often)."""
+    line = f"iteration: {n_iter} of max_iter: {iterations.max_iter}"
+    if learning.tokens_per_step is not None:
+        sampling = max(cadence.working(), 1e-12)
+        line += f", {learning.tokens_per_step * n_iter / sampling / 1e6:.2f} Mtoken/s"
+    if score is not None:
+        line += f", {score.text()}"
+    return line
+
+
+class _Averaging:
+    """The running sum of the last ``n_averaged_sweeps`` sweeps' word-topic counts."""
+
+    def __init__(self, plan):
+        max_iter = plan.iterations.max_iter
+        averaged = plan.schedule.n_averaged_sweeps
+        self.first = max_iter - min(averaged, max_iter) + 1
+        self.active = averaged > 0
+        self.optional = plan.schedule.averaging_is_default
+
+    def after(self, n_iter, sampler):
+        """Add sweep ``n_iter``'s counts where it is one of the averaged sweeps. The default
+        averaging gives way where its sum does not fit: the fit goes on with the last sample."""
+        if not self.active or n_iter < self.first:
+            return
+        try:
+            with stage("sweeps: averaging"):
+                sampler.accumulate_word_topic()
+        except MemoryError as exc:
+            if not self.optional:
+                raise
+            self.active = False
+            sampler.discard_accumulated()
+            warn_caller(f"the fit goes on without averaging the last sweeps: {exc}",
+                        RuntimeWarning)
+
+
+class _History:
+    """The figures of every evaluation, as arrays at the end (``history_``), and why the fit
+    stopped."""
+
+    def __init__(self, iterations, unit):
+        self.rows = []
+        self.perp_tol = iterations.perp_tol
+        self.unit = unit
+        self.stop_reason = f"max_iter={iterations.max_iter} {unit} done"
+        self._last_bound = None
+
+    def settled(self, bound, n_iter):
+        """``evaluate_every``'s stopping rule: True, with ``stop_reason`` set, when the
+        perplexity moved by less than ``perp_tol`` since the previous call."""
+        last, self._last_bound = self._last_bound, bound
+        if last is None or abs(last - bound) >= self.perp_tol:
+            return False
+        self.stop_reason = (f"perplexity changed by {abs(last - bound):.4g} < perp_tol="
+                            f"{self.perp_tol:g} after {n_iter} {self.unit}")
+        return True
+
+    def add(self, **row):
+        self.rows.append(row)
+
+    def as_dict(self):
+        keys = list(self.rows[0]) if self.rows else ["iteration", "seconds"]
+        out = {k: np.array([r[k] for r in self.rows]) for k in keys}
+        out["stop_reason"] = self.stop_reason
+        return out

@@ -1,20 +1,17 @@
 """Online learning (``learning_method='online'`` and ``partial_fit``): mini-batches whose word-topic
 statistics, from short chains with the topics held fixed, are blended into the model
-(``doc/algorithm.md``, mini-batch learning). The shared pieces (Plan, FittedState, the history
-and the stopping rule) are :mod:`sklearn_gpulda._fitting.loop`'s.
+(``doc/algorithm.md``, mini-batch learning). What a pass is to the fit loop is
+:mod:`sklearn_gpulda._fitting.passes`'s.
 """
-
-import time
 
 import numpy as np
 from sklearn.utils import gen_batches
 
 from .._input.corpus import tokens
-from .._runtime.device import array_module, to_host
+from .._runtime.device import array_module
 from ..backends import fold_in
 from ..backends.random import STREAM_BATCH_INIT, STREAM_BATCH_SAMPLE
-from .cadence import Cadence
-from .loop import FittedState, _History, perplexity, public_prior
+from .score import perplexity
 
 
 def _batch_statistics(plan, sampler, components, iteration, want_loglik, columns=None):
@@ -32,8 +29,9 @@ def _batch_statistics(plan, sampler, components, iteration, want_loglik, columns
         cols = slice(None) if columns is None else columns
         sampler.fix_topic_word(components[:, cols], row_sums=components.sum(axis=1))
     sampler.init_topics(iteration, STREAM_BATCH_INIT)
-    keep_from = plan.n_batch_sweeps - (plan.n_batch_sweeps + 1) // 2
-    for s in range(plan.n_batch_sweeps):
+    n_sweeps = plan.online.n_batch_sweeps
+    keep_from = n_sweeps - (n_sweeps + 1) // 2
+    for s in range(n_sweeps):
         sampler.sweep(iteration, STREAM_BATCH_SAMPLE, s)
         if not first and s >= keep_from:
             sampler.accumulate_word_topic()
@@ -47,7 +45,7 @@ def _blend(plan, components, stats, columns, n_docs, n_batch_iter, total_samples
     """The model after a mini-batch of ``n_docs`` documents whose statistics over ``columns``
     of it (all where None) are ``stats``; the target itself after the very first batch."""
     beta = plan.beta.value
-    rho = (plan.learning_offset + n_batch_iter) ** (-plan.learning_decay)
+    rho = (plan.online.learning_offset + n_batch_iter) ** (-plan.online.learning_decay)
     target = beta + (total_samples / max(n_docs, 1)) * stats
     if components is None:
         return target
@@ -148,7 +146,7 @@ def online_batch_ranges(n_docs, batch_size):
 
 def online_pass(plan, X, components, alpha, n_batch_iter, total_samples, sampler,
                 want_loglik=False, held=None):
-    """One pass of :func:`online_steps` over ``X`` in mini-batches of ``plan.batch_size``
+    """One pass of :func:`online_steps` over ``X`` in mini-batches of ``plan.online.batch_size``
     documents.
 
     Returns
@@ -163,7 +161,7 @@ def online_pass(plan, X, components, alpha, n_batch_iter, total_samples, sampler
     held : OnlineBatches or None
         Pass it to the next pass over the same ``X`` with the same sampler.
     """
-    ranges = online_batch_ranges(X.shape[0], plan.batch_size)
+    ranges = online_batch_ranges(X.shape[0], plan.online.batch_size)
     if not ranges:
         return components, alpha, n_batch_iter, float("nan"), 0.0, held
     components, n_batch_iter, loglik, held = online_steps(
@@ -176,63 +174,7 @@ def online_pass(plan, X, components, alpha, n_batch_iter, total_samples, sampler
 
 def held_out_perplexity(plan, X, components, alpha):
     """Perplexity of ``X`` by the deterministic fold-in (online learning's evaluation)."""
-    _, loglik = fold_in(plan.device, X, components, alpha, plan.max_doc_update_iter,
-                        plan.mean_change_tol, return_loglik=True, n_jobs=plan.n_jobs)
+    settings = plan.fold_in
+    _, loglik = fold_in(plan.device, X, components, alpha, settings.max_iter, settings.tol,
+                        return_loglik=True, n_jobs=settings.n_jobs)
     return perplexity(loglik.sum(), float(X.sum()))
-
-
-def fit_online(plan, X):
-    """Online learning: ``max_iter`` passes of mini-batches of ``batch_size`` documents.
-
-    Returns
-    -------
-    FittedState
-    """
-    n_samples = X.shape[0]
-    start = time.perf_counter()
-    n_tokens = float(X.sum())
-    history = _History()
-    history.stop_reason = f"max_iter={plan.max_iter} passes done"
-    components, alpha, n_batch_iter = None, plan.alpha.value, 1
-    n_iter, bound, held = 0, None, None
-    sampler = plan.sampler()
-    cadence = Cadence()
-    try:
-        for i in range(plan.max_iter):
-            # The sampler holds the pass's batches from the first pass on.
-            components, alpha, n_batch_iter, _, _, held = online_pass(
-                plan, X, components, alpha, n_batch_iter, n_samples, sampler, held=held)
-            n_iter = i + 1
-            evaluate = plan.evaluate_every > 0 and n_iter % plan.evaluate_every == 0
-            bound = None
-            if evaluate or (plan.verbose and cadence.due(n_iter)):
-                sampler.synchronize()
-                bound = cadence.timed(lambda: held_out_perplexity(plan, X, components, alpha))
-                history.add(iteration=n_iter, seconds=time.perf_counter() - start,
-                            train_perplexity=bound)
-            if plan.verbose:
-                line = f"iteration: {n_iter} of max_iter: {plan.max_iter}"
-                print(line if bound is None else f"{line}, perplexity: {bound:.4f}")
-            if plan.callback is not None:
-                plan.callback(n_iter, dict(max_iter=plan.max_iter, n_tokens=n_tokens,
-                                           seconds=time.perf_counter() - start,
-                                           log_likelihood=None))
-            if evaluate and history.settled(bound, plan, n_iter, "passes"):
-                break
-        if plan.verbose:
-            print(f"stopped: {history.stop_reason}")
-        sampler.synchronize()
-    finally:
-        sampler.release()
-    fit_time = time.perf_counter() - start
-    if components is None:
-        # max_iter=0: no batch was seen; topics stay at the prior.
-        components = np.full((plan.n_topics, X.shape[1]), plan.beta.value)
-    return FittedState(
-        components=to_host(components), doc_topic_prior=public_prior(alpha, plan.alpha),
-        topic_word_prior=float(plan.beta.value), n_iter=n_iter, n_batch_iter=n_batch_iter,
-        # The last pass's evaluation, when it had one, is the model's: not computed twice.
-        bound=held_out_perplexity(plan, X, components, alpha) if bound is None else bound,
-        n_tokens=n_tokens,
-        fit_time=fit_time, history=history.as_dict(),
-    )

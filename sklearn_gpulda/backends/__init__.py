@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from .base import Sampler, topic_prior
 
-__all__ = ["Backend", "BACKENDS", "Sampler", "algorithm_names", "choose_backend", "fold_in",
-           "topic_prior"]
+__all__ = ["Backend", "BACKENDS", "ENGINE_SETTINGS", "Sampler", "algorithm_names",
+           "choose_backend", "fold_in", "topic_prior"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,11 @@ class Backend:
         made where the device names more than one; None: one GPU only.
     why_max_topics : str
         What ``max_topics`` comes from, for the error message.
+    takes : tuple of str
+        The fit's engine settings (:data:`ENGINE_SETTINGS`) its sampler takes as keyword
+        arguments; the fit passes it those and no other.
+    multi_takes : tuple of str
+        Those its multi-GPU sampler takes.
     """
 
     name: str
@@ -51,6 +56,8 @@ class Backend:
     auto_max_topics: int = None
     multi_target: str = None
     why_max_topics: str = ""
+    takes: tuple = ()
+    multi_takes: tuple = ()
 
     def sampler_class(self, n_devices=1):
         target = self.target if n_devices <= 1 else self.multi_target
@@ -63,10 +70,28 @@ class Backend:
         cls = self.sampler_class(len(device.indices))
         return cls(n_topics, alpha, beta, seed, device, **{**self.options, **options})
 
+    def sampler_options(self, settings, device):
+        """The keyword arguments of this backend's sampler on ``device`` among ``settings`` (a
+        dict of :data:`ENGINE_SETTINGS`): those it takes, where not None (None leaves the
+        sampler's own default)."""
+        names = self.takes if len(device.indices) <= 1 else self.multi_takes
+        return {name: settings[name] for name in names if settings.get(name) is not None}
+
     def auto_admits(self, n_topics):
         limit = self.max_topics if self.auto_max_topics is None else self.auto_max_topics
         return limit is None or n_topics <= limit
 
+
+#: What a fit can tell a sampler beside the protocol's arguments, each taken by the engines
+#: whose entry names it: the CPU's threads ('n_jobs'), the GPU memory a sampler may use
+#: ('max_device_memory'), the tokens of a mini-batched sweep's batch ('batch_tokens'), and the
+#: sparse engine's storage of B and the room its memory plan keeps for averaging's sum
+#: ('word_topic_storage', 'averaging'; ``backends/cuda/sparse/memory_plan.py``).
+ENGINE_SETTINGS = ("n_jobs", "max_device_memory", "batch_tokens", "word_topic_storage",
+                   "averaging")
+
+_CPU = ("n_jobs",)
+_GPU = ("max_device_memory",)
 
 _DENSE_WHY = ("the dense kernels keep a document's K probabilities in per-thread arrays, and the "
               "CPU's dense rule follows them")
@@ -83,22 +108,28 @@ _MINIBATCH_WHY = ("every token's draw walks all K topics (the rule of doc/algori
 
 BACKENDS = (
     Backend("cuda-dense", "dense", "cuda", ".cuda.dense.sampler:CudaDenseSampler", max_topics=1024,
-            auto_max_topics=0, why_max_topics=_DENSE_WHY),
+            auto_max_topics=0, why_max_topics=_DENSE_WHY, takes=_GPU),
+    # The storage of B and the room kept for averaging are the one-GPU chain's: the chain
+    # spread over several GPUs sums a dense B every sweep.
     Backend("cuda-sparse", "sparse", "cuda", ".cuda.sparse.sampler:CudaSparseSampler",
             max_topics=65536,
             multi_target=".cuda.multi_gpu.sampler:MultiGpuSampler",
             why_max_topics="topics are stored in 16 bits in the sparse kernels' token and "
-                           "document-topic layouts"),
+                           "document-topic layouts",
+            takes=_GPU + ("word_topic_storage", "averaging"), multi_takes=_GPU),
     Backend("cuda-minibatch", "minibatch", "cuda", ".cuda.minibatch.sampler:CudaMinibatchSampler",
-            max_topics=4096, auto_max_topics=0, why_max_topics=_MINIBATCH_WHY),
+            max_topics=4096, auto_max_topics=0, why_max_topics=_MINIBATCH_WHY,
+            takes=_GPU + ("batch_tokens",)),
     Backend("numpy-dense", "dense", "cpu", ".numpy.sampler:NumpySampler",
             options={"rule": "dense"}, max_topics=1024, auto_max_topics=0,
-            why_max_topics=_DENSE_WHY),
+            why_max_topics=_DENSE_WHY, takes=_CPU),
     Backend("numpy-sparse", "sparse", "cpu", ".numpy.sampler:NumpySampler",
-            options={"rule": "sparse"}),
+            options={"rule": "sparse"}, takes=_CPU),
     Backend("numpy-minibatch", "minibatch", "cpu", ".numpy.minibatch:NumpyMinibatchSampler",
-            max_topics=4096, auto_max_topics=0, why_max_topics=_MINIBATCH_WHY),
+            max_topics=4096, auto_max_topics=0, why_max_topics=_MINIBATCH_WHY,
+            takes=_CPU + ("batch_tokens",)),
 )
+
 
 def algorithm_names():
     """Values of the ``algorithm`` parameter besides 'auto', from the registry as it is now."""

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import _fit_context, clone
 
-from .._fitting import loop as _fit
+from .._fitting import loop as _fit, score as _score
 from .._fitting.fitted import transaction
 from .._input.validation import check_counts
 from .._runtime.device import CPU, Device, parse_device
@@ -220,8 +220,7 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
             device = self._check_dask_params(client)
             # The driver validates on its CPU whatever the workers run on.
             blocks, dtype = self._place(client, X, CPU)
-            plan = self._plan(device, self.algorithm, self._new_seed())
-            plan.callback = callback
+            plan = self._plan(device, self.algorithm, self._new_seed(), callback=callback)
             rule = plan.backend.options.get("rule", "sparse")
             actor_futures = [
                 client.submit(Shard, block, plan.n_topics, plan.alpha.value, plan.beta.value,
@@ -312,4 +311,4 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
         if not _is_dask_array(X):
             return super().perplexity(X, sub_sampling=sub_sampling)
         parts = self._block_scores(X)
-        return _fit.perplexity(sum(s for s, _ in parts), sum(n for _, n in parts))
+        return _score.perplexity(sum(s for s, _ in parts), sum(n for _, n in parts))

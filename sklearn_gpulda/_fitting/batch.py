@@ -1,0 +1,78 @@
+"""Batch learning: what one sweep over the whole corpus does for the fit loop
+(:mod:`sklearn_gpulda._fitting.loop`), how it is scored (the chain's training likelihood), and
+the model it gives (``doc/algorithm.md``)."""
+
+from .._runtime.stages import stage
+from ..backends.priors import PriorUpdates
+from .fitted import FittedState, public_prior
+from .score import Score
+
+
+class BatchLearning:
+    """Every token of ``corpus`` sampled once per iteration, on ``sampler``.
+
+    Parameters
+    ----------
+    plan : Plan
+    corpus : TokenCorpus, or an object with its ``n_tokens``, ``n_words``, ``total_weight``
+        and ``doc_lengths()`` whose tokens ``sampler`` already holds.
+    sampler : Sampler
+    release_counts : bool, default=False
+        Once the sampler has laid the tokens out, drop the corpus's arrays
+        (:meth:`~sklearn_gpulda._input.corpus.TokenCorpus.release_counts`).
+    """
+
+    unit = "sweeps"
+
+    def __init__(self, plan, corpus, sampler, release_counts=False):
+        self.plan, self.corpus, self.sampler = plan, corpus, sampler
+        self.release_counts = release_counts
+        self.n_tokens = corpus.total_weight
+        #: What a sweep samples, for verbose's throughput.
+        self.tokens_per_step = corpus.n_tokens
+        self.prior_updates = None
+        self.out = None
+
+    def start(self):
+        """Lay the tokens out, draw their first topics, and read what prior learning needs."""
+        with stage("load"):
+            self.sampler.load(self.corpus)
+            if self.release_counts:
+                self.corpus.release_counts()
+        with stage("init"):
+            self.sampler.init_topics()
+        schedule = self.plan.schedule
+        self.prior_updates = PriorUpdates(self.plan.alpha, self.plan.beta,
+                                          schedule.prior_burn_in, schedule.prior_update_every,
+                                          self.corpus)
+
+    def step(self, n_iter):
+        self.sampler.sweep(n_iter)
+
+    def evaluate(self):
+        loglik = self.sampler.log_likelihood()
+        return Score.of_loglik(loglik, self.n_tokens, alpha_sum=float(self.sampler.alpha.sum()),
+                               beta=self.sampler.beta)
+
+    def snapshot(self):
+        """The model as a fit stopped now would give it: ``(components, doc_topic_prior)``."""
+        components = self.sampler.topic_word_components(self.plan.components_dtype)
+        return components, public_prior(self.sampler.alpha, self.plan.alpha)
+
+    def finish(self, last):
+        """Read the model out of the chain; its score, which the closing line reports."""
+        # The last sweep's likelihood, when it was evaluated, is the model's: bound_ reuses it.
+        with stage("final likelihood"):
+            final = (last if last is not None
+                     else Score.of_loglik(self.sampler.log_likelihood(), self.n_tokens))
+        with stage("model out"):
+            components, doc_topic_prior = self.snapshot()
+        self.out = (components, doc_topic_prior, float(self.sampler.beta), final.perplexity)
+        return final
+
+    def state(self, n_iter, fit_time, history):
+        components, doc_topic_prior, topic_word_prior, bound = self.out
+        return FittedState(
+            components=components, doc_topic_prior=doc_topic_prior,
+            topic_word_prior=topic_word_prior, n_iter=n_iter, n_batch_iter=n_iter + 1,
+            bound=bound, n_tokens=self.n_tokens, fit_time=fit_time, history=history)
