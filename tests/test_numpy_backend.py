@@ -384,3 +384,58 @@ def test_set_priors_rebuilds_only_on_a_new_value(kjv, monkeypatch):
         engine.set_priors(alpha=np.full(4, 0.2))
     with pytest.raises(ValueError):
         engine.set_priors(alpha=-1.0)
+
+
+def _summed_cells(parts):
+    """The non-zero cells of the sum of the parts' B, as a caller of data-parallel chains sums
+    them (integer counts: exact in any order)."""
+    cells = np.concatenate([c for c, _ in parts])
+    total = np.bincount(cells, weights=np.concatenate([v for _, v in parts]))
+    summed = np.flatnonzero(total)
+    return summed, total[summed].astype(np.float32)
+
+
+def test_data_parallel_parts_are_the_single_chain(kjv):
+    # Two parts keyed by their tokens' places in the whole corpus, their B summed by the caller
+    # after every M-step: the topics, A and the model of the single chain, bit for bit.
+    X = kjv[:300]
+    whole = _loaded(tokens(X), 12, alpha=0.1, beta=0.01, seed=3)
+    parts, offset = [], 0
+    for rows in (X[:130], X[130:]):
+        corpus = tokens(rows)
+        part = _sampler(12, 0.1, 0.01, 3, worker_processes=False, data_parallel=True)
+        part.token_offset = offset
+        part.load(corpus)
+        offset += corpus.n_tokens
+        parts.append(part)
+    for it in range(4):
+        for part in parts:
+            part.init_topics() if it == 0 else part.sweep(it)
+        found = [p.word_topic_cells(np.uint32) for p in parts]
+        assert all(c.dtype == np.uint32 and v.dtype == np.float32 for c, v in found)
+        cells, counts = _summed_cells(found)
+        for part in parts:
+            part.set_word_topic(cells, counts)
+        if it:
+            whole.sweep(it)
+        np.testing.assert_array_equal(np.concatenate([p.topics() for p in parts]),
+                                      whole.topics())
+        np.testing.assert_array_equal(np.vstack([p.doc_topic_counts() for p in parts]),
+                                      whole.doc_topic_counts())
+        np.testing.assert_array_equal(parts[1].word_topic_counts(), whole.word_topic_counts())
+    assert sum(p.log_likelihood() for p in parts) == pytest.approx(whole.log_likelihood(),
+                                                                   rel=1e-12)
+
+
+def test_data_parallel_calls_need_a_data_parallel_chain(kjv):
+    engine = _loaded(tokens(kjv[:20]), 4)
+    with pytest.raises(RuntimeError, match="data_parallel=True"):
+        engine.word_topic_cells()
+    with pytest.raises(RuntimeError, match="data_parallel=True"):
+        engine.set_word_topic(np.zeros(0, np.int64), np.zeros(0, np.float32))
+    part = _sampler(4, 0.1, 0.01, 5, data_parallel=True)
+    part.load(tokens(kjv[:20]))
+    with pytest.raises(RuntimeError, match="after init_topics"):
+        part.word_topic_cells()
+    with pytest.raises(NotImplementedError, match="summed counts"):
+        part.fix_topic_word(np.ones((4, kjv.shape[1])))

@@ -143,6 +143,16 @@ class NumpySampler(HostWordTopic, Sampler):
     n_jobs : int or None, default=None
         Threads, read as scikit-learn reads ``n_jobs`` (:func:`~.threads.resolve_n_jobs`). The
         chain is the same, bit for bit, whatever the number (:mod:`.threads`).
+    worker_processes : bool, default=True
+        Whether several jobs may run in worker processes on a large corpus
+        (:func:`~.processes.make_team`); False keeps them on threads, for a caller that may not
+        start processes (a daemon process, such as a Dask worker's).
+    data_parallel : bool, default=False
+        Whether the chain holds one part of a corpus whose word-topic counts B its caller sums
+        over the parts (data-parallel training). The M-step then counts only this part's B,
+        read by :meth:`word_topic_cells`, and the E-step samples against the corpus-wide B
+        given to :meth:`set_word_topic`. Each part sets ``token_offset``, so that the parts
+        together are the single chain, bit for bit, for integer counts.
 
     Attributes
     ----------
@@ -151,14 +161,14 @@ class NumpySampler(HostWordTopic, Sampler):
         larger corpus sets it, so that its tokens draw the numbers they draw in the whole.
     """
 
-    #: Whether more than one job may run in worker processes (:func:`~.processes.make_team`).
-    worker_processes = True
-
-    def __init__(self, n_topics, alpha, beta, seed, device=CPU, rule="sparse", n_jobs=None):
+    def __init__(self, n_topics, alpha, beta, seed, device=CPU, rule="sparse", n_jobs=None,
+                 worker_processes=True, data_parallel=False):
         super().__init__(n_topics, alpha, beta, seed, device)
         if rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
         self.rule = rule
+        self.worker_processes = bool(worker_processes)
+        self.data_parallel = bool(data_parallel)
         # Let the document branch walk A's non-zeros where they are few (same draws).
         self.sparse_rows = n_topics >= SPARSE_ROWS_MIN_TOPICS
         self.n_jobs = resolve_n_jobs(n_jobs)
@@ -172,6 +182,7 @@ class NumpySampler(HostWordTopic, Sampler):
         self._tokens = None  # (doc, word, weight, doc_ptr) where the team's workers read them
         self._totals = None  # B's column sums when the M-step had them for free
         self._z_key = None
+        self._part_b = None  # a data-parallel part's own B, as its last M-step counted it
 
     # -- memory ---------------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
@@ -210,12 +221,16 @@ class NumpySampler(HostWordTopic, Sampler):
         self._set(self._checked_topics(topics))
 
     def fix_topic_word(self, components, row_sums=None):
+        if self.data_parallel:
+            raise NotImplementedError("a data-parallel part samples against the summed counts "
+                                      "it is given")
         self._require()
         self._fixed_bhat = self.team.share("fixed_bhat", np.ascontiguousarray(
             normalised_rows(np, components, row_sums).T, dtype=np.float32))
         self._tables = WordTables(self._fixed_bhat, self.alpha, team=self.team)
 
     def sweep(self, iteration, stream=_random.STREAM_SAMPLE, sub=0):
+        self._ensure_tables()
         doc, word, weight, _ = self._loaded_tokens()
         key = self._free_topic_key()
         out = self.team.empty(key, doc.shape, np.int32)
@@ -258,9 +273,13 @@ class NumpySampler(HostWordTopic, Sampler):
         self._z, self._z_key = z, key
 
     def _set(self, z, key=None):
-        """The M-step: A, and B with its tables unless the topic-word side is fixed."""
+        """The M-step: A, and B with its tables unless the topic-word side is fixed; a
+        data-parallel part's own B, whose tables wait for the corpus-wide B."""
         self._hold_topics(z, key)
-        if self._fixed_bhat is not None:
+        if self.data_parallel:
+            self._a = self._doc_topic(z)
+            self._part_b = self._word_topic(z)
+        elif self._fixed_bhat is not None:
             self._a = self._doc_topic(z)
         else:
             self._a, self._b, self._totals = self._doc_and_word_topic(z)
@@ -320,12 +339,63 @@ class NumpySampler(HostWordTopic, Sampler):
             self._tables = WordTables.from_counts(self._b, self._topic_totals(), self.beta,
                                                   self.alpha, team=self.team)
 
+    def _ensure_tables(self):
+        """Build the word tables where B changed without them (:meth:`set_word_topic` leaves
+        them to the next reader, so that a caller's reduction costs only its transfers)."""
+        if self._tables is None:
+            self._priors_changed()
+
     def _topic_totals(self):
         """``n_k``, the column sums of B in float64: the topics' histogram where the M-step
         counted one (unit weights: exact integers, without a serial V x K pass)."""
         if self._totals is not None:
             return self._totals
         return self._b.sum(axis=0, dtype=np.float64)
+
+    # -- data-parallel training -----------------------------------------------------------------
+    def word_topic_cells(self, dtype=np.int64):
+        """The non-zero cells of this part's word-topic counts, as its last M-step counted them
+        (a chain made with ``data_parallel=True``).
+
+        Parameters
+        ----------
+        dtype : numpy integer dtype, default=np.int64
+            Type of the cell ids (one that holds ``n_words * n_topics - 1``).
+
+        Returns
+        -------
+        cells : ndarray of ``dtype``
+            Cell ids ``word * n_topics + topic``, increasing.
+        counts : ndarray of float32
+            The counts of those cells.
+        """
+        if self._part_b is None:
+            raise RuntimeError("the chain counts a part's word-topic cells only when made with "
+                               "data_parallel=True, after init_topics")
+        b = self._part_b.ravel()
+        cells = np.flatnonzero(b)
+        return cells.astype(dtype), b[cells].astype(np.float32)
+
+    def set_word_topic(self, cells, counts):
+        """Take the corpus-wide word-topic counts B, summed over the parts, as its non-zero
+        cells (a chain made with ``data_parallel=True``). The next sweep builds its tables from
+        it, as the single chain builds them from its own B.
+
+        Parameters
+        ----------
+        cells : ndarray of int
+            Distinct cell ids ``word * n_topics + topic``.
+        counts : ndarray of float32
+            The counts of those cells.
+        """
+        if not self.data_parallel:
+            raise RuntimeError("only a chain made with data_parallel=True takes a summed B")
+        c = self._require()
+        b = np.zeros(c.n_words * self.n_topics, dtype=np.float32)
+        b[cells] = counts
+        self._b = b.reshape(c.n_words, self.n_topics)
+        self._totals = None  # the M-step's totals were this part's only
+        self._tables = None
 
     # -- reading the state ----------------------------------------------------------------------
     def _word_major_source(self):
@@ -353,6 +423,7 @@ class NumpySampler(HostWordTopic, Sampler):
         return self._a.astype(np.float64)
 
     def log_likelihood(self):
+        self._ensure_tables()
         c = self._require()
         doc, word, weight, _ = self._loaded_tokens()
         log_norm = np.log(c.doc_lengths() + self.alpha.sum())
