@@ -1,8 +1,8 @@
 """One chain over several GPUs of this host (``device='cuda:0,1'``).
 
 The documents are split into contiguous ranges of about equal tokens, one per GPU. Each GPU
-holds its range in a :class:`DeviceShard`, the sparse sampler whose tokens are keyed by their
-place in the whole corpus (``token_offset``) and whose words are relabelled by the whole
+holds its range in a :class:`~.shard.DeviceShard`, the sparse sampler whose tokens are keyed by
+their place in the whole corpus (``token_offset``) and whose words are relabelled by the whole
 corpus's frequencies, so that every shard's word-topic matrix B has the same rows as the
 one-GPU chain's.
 
@@ -32,23 +32,8 @@ from ...base import Sampler
 from ...priors import TABLE_COUNTS, merge_histograms
 from ...random import STREAM_INIT, STREAM_SAMPLE
 from ..doc_topic import alpha_table_of_bins
-from ..sparse.sampler import CudaSparseSampler
 from .all_reduce import make_all_reduce
-
-
-class DeviceShard(CudaSparseSampler):
-    """The sparse sampler on one GPU holding one part of a corpus whose B is summed over parts:
-    its M-step counts the part's share of B and leaves the topic totals until the sum is in
-    (:meth:`finish_reduction`)."""
-
-    def _topic_totals(self):
-        # Deferred: B holds this part's counts only until the parts are summed.
-        pass
-
-    def finish_reduction(self):
-        """The topic totals and the E-step's denominators from the summed B."""
-        CudaSparseSampler._topic_totals(self)
-        self.words.b_current = True
+from .shard import DeviceShard
 
 
 class MultiGpuSampler(Sampler):
@@ -102,10 +87,9 @@ class MultiGpuSampler(Sampler):
     def _reduce(self):
         """Sum the shards' parts of B in place on every GPU, then the topic totals."""
         with stage("sweeps: all-reduce"):
-            self._reducer.all_reduce([(s._index, s.words.B) for s in self._active])
+            self._reducer.all_reduce([(s._index, s.word_topic_buffer()) for s in self._active])
         for shard in self._active:
-            with shard._dev():
-                shard.finish_reduction()
+            shard.finish_reduction()
 
     # -- memory ---------------------------------------------------------------------------------
     def _parts(self, corpus):
