@@ -6,7 +6,9 @@ documents as tokens, each token keyed by its canonical index in the whole corpus
 After each E-step it counts its tokens' part of the word-topic matrix and hands it back as the
 non-zero cells only; the driver sums the parts and sends the total back, its non-zero cells
 again, from which every shard builds the same sampling tables (:mod:`sklearn_gpulda.dask.
-_sampler`).
+_sampler`). The chain is an engine's own, made for data-parallel training and driven through
+its public methods: the NumPy sampler on a CPU worker, the multi-GPU engine's device shard on a
+GPU worker.
 
 Nothing here imports Dask: the class is plain Python, and Dask makes it an actor.
 """
@@ -18,8 +20,7 @@ from sklearn.utils.validation import check_non_negative
 
 from .._input.corpus import tokens
 from ..backends.numpy.sampler import NumpySampler
-from ..backends.random import STREAM_SAMPLE
-from ._wire import cell_dtype, dense_word_topic
+from ._wire import cell_dtype
 
 
 def validated_block(block, n_words):
@@ -33,67 +34,30 @@ def validated_block(block, n_words):
     return sp.csr_matrix(X)
 
 
-class ShardChain(NumpySampler):
-    """The NumPy sampler on a shard: its M-step counts the shard's part of B and waits for the
-    corpus-wide total (:meth:`set_word_topic`) before building the word tables."""
-
-    #: A shard's jobs are threads: Dask's worker processes are daemons, which may not start
-    #: processes, and several shards may share one worker process.
-    worker_processes = False
-
-    def _clear(self):
-        super()._clear()
-        self.local_b = None
-
-    def _set(self, z, key=None):
-        self._hold_topics(z, key)
-        self._a = self._doc_topic(z)
-        self.local_b = self._word_topic(z)
-
-    def local_word_topic(self):
-        """The non-zero cells of the shard's part of B: ``(cells, counts)``, cell
-        ``word * K + topic`` (:func:`~._wire.cell_dtype`), counts float32."""
-        b = self.local_b.ravel()
-        cells = np.flatnonzero(b)
-        return cells.astype(cell_dtype(*self.local_b.shape)), b[cells].astype(np.float32)
-
-    def set_word_topic(self, cells, counts):
-        """Take the corpus-wide B as its non-zero cells (float32 counts); the tables are built
-        from it, as the single-process sampler builds them from its own B, when next needed
-        (so that the reduction's time is the transfer's alone)."""
-        self._b = dense_word_topic(cells, counts, self.corpus.n_words, self.n_topics)
-        self._totals = None  # the shard's topics count only its part of B
-        self._tables = None
-
-    def _ensure_tables(self):
-        if self._tables is None:
-            self._priors_changed()
-
-    def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
-        self._ensure_tables()
-        super().sweep(iteration, stream, sub)
-
-    def log_likelihood(self):
-        self._ensure_tables()
-        return super().log_likelihood()
-
-
 def shard_chain(engine, n_topics, alpha, beta, seed, n_jobs=None, rule="sparse"):
-    """The chain a shard runs: ``engine`` 'cpu' (the NumPy sampler, ``n_jobs`` threads, ``rule``)
-    or 'cuda' (the sparse CUDA sampler on the worker's first visible GPU)."""
+    """The engine's data-parallel chain a shard drives: ``engine`` 'cpu' (the NumPy sampler,
+    ``n_jobs`` threads, ``rule``) or 'cuda' (the multi-GPU engine's device shard, the sparse
+    CUDA sampler, on the worker's first visible GPU)."""
     if engine == "cpu":
-        return ShardChain(n_topics, alpha, beta, seed, n_jobs=n_jobs, rule=rule)
+        # Threads, not processes: Dask's worker processes are daemons, which may not start
+        # processes, and several shards may share one worker process.
+        return NumpySampler(n_topics, alpha, beta, seed, n_jobs=n_jobs, rule=rule,
+                            worker_processes=False, data_parallel=True)
     if engine != "cuda" or rule != "sparse":
         raise ValueError(f"no shard chain for engine={engine!r}, rule={rule!r}")
     from .._runtime.device import resolve_device
-    from ._cuda_shard import CudaShardChain
+    from ..backends.cuda.multi_gpu.shard import DeviceShard  # needs CuPy: GPU workers only
 
     # A dask-cuda worker sees its own GPU first (CUDA_VISIBLE_DEVICES); others share GPU 0.
-    return CudaShardChain(n_topics, alpha, beta, seed, resolve_device("cuda"))
+    return DeviceShard(n_topics, alpha, beta, seed, resolve_device("cuda"))
 
 
 class Shard:
     """One shard's chain on a worker (made by the driver as a Dask actor).
+
+    The shard holds an engine's data-parallel chain (:func:`shard_chain`) and drives it through
+    its public methods only: the methods here are what the driver calls, and their arguments
+    and results are what travels (:mod:`._wire`).
 
     Parameters
     ----------
@@ -108,7 +72,9 @@ class Shard:
     def __init__(self, block, n_topics, alpha, beta, seed, n_jobs=None, rule="sparse",
                  engine="cpu"):
         self.corpus = tokens(sp.csr_matrix(block))
+        self.engine = engine
         self.chain = shard_chain(engine, n_topics, alpha, beta, seed, n_jobs, rule)
+        self._cell_dtype = cell_dtype(self.corpus.n_words, n_topics)
         # Iterations done; None until init_topics. Dask may quietly make an actor anew on
         # another worker when its worker dies: the check in sweep turns that into an error
         # instead of a shard that has forgotten its topics.
@@ -145,7 +111,7 @@ class Shard:
         """``(host, PCI bus id)`` of the shard's GPU, or None for a CPU shard or without NCCL."""
         from ..backends.cuda.multi_gpu.all_reduce import gpu_identity, nccl_module
 
-        if not hasattr(self.chain, "_dev") or nccl_module() is None:
+        if self.engine != "cuda" or nccl_module() is None:
             return None
         with self.chain._dev():
             return gpu_identity(self.chain._cp)
@@ -162,9 +128,8 @@ class Shard:
         self._rank = NcclRank(self.chain._cp, self.chain._index, n_ranks, unique_id, rank)
 
     def _summed(self):
-        self._rank.all_reduce(self.chain.words.B)
-        with self.chain._dev():
-            self.chain.finish_reduction()
+        self._rank.all_reduce(self.chain.word_topic_buffer())
+        self.chain.finish_reduction()
 
     def init_topics_summed(self):
         """Initial topics, the shard's part of B summed with the others' in place."""
@@ -180,8 +145,9 @@ class Shard:
         self.iteration = iteration
 
     def word_topic_cells(self):
-        """The non-zero cells of the shard's B (the corpus's, once summed in place)."""
-        return self.chain.local_word_topic()
+        """The non-zero cells of the shard's B (the corpus's, once summed in place) as they
+        travel: cell ``word * K + topic`` (:func:`~._wire.cell_dtype`), counts float32."""
+        return self.chain.word_topic_cells(self._cell_dtype)
 
     def word_topic_histogram(self):
         return self.chain.word_topic_histogram()
@@ -202,14 +168,14 @@ class Shard:
         """Initial topics; returns the shard's part of B as (cell indices, counts)."""
         self.chain.init_topics()
         self.iteration = 0
-        return self.chain.local_word_topic()
+        return self.word_topic_cells()
 
     def sweep(self, iteration):
         """One E-step and the shard's M-step; returns its part of B as :meth:`init_topics`."""
         self._check_iteration(iteration)
         self.chain.sweep(iteration)
         self.iteration = iteration
-        return self.chain.local_word_topic()
+        return self.word_topic_cells()
 
     def set_word_topic(self, cells, counts):
         self.chain.set_word_topic(cells, counts)
