@@ -12,7 +12,7 @@ from .._input.validation import check_counts
 from .._runtime.device import CPU, Device, parse_device
 from .._runtime.warnings import warn_caller
 from ..estimator import GPULatentDirichletAllocation
-from ._sampler import DaskSampler, NcclDaskSampler, ShardedCorpus, WorkerLost
+from ._sampler import DaskSampler, NcclDaskSampler, ShardedCorpus, WorkerLost, shard_workers
 from ._shard import Shard, validated_block
 
 _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-parallel.
@@ -230,10 +230,11 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
             ]
             try:
                 shards = client.gather(actor_futures)
+                holders = shard_workers(client, actor_futures)
 
                 def check_alive():
                     alive = set(client.scheduler_info()["workers"])
-                    lost = sorted({s._address for s in shards} - alive)
+                    lost = sorted(holders - alive)
                     if lost:
                         raise WorkerLost(
                             f"Dask worker(s) {', '.join(lost)} holding shards of the corpus were "

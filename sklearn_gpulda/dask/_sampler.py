@@ -47,6 +47,24 @@ class WorkerLost(RuntimeError):
     """A worker holding a shard of the corpus went away during a fit."""
 
 
+def shard_workers(client, actor_futures):
+    """Addresses of the workers that hold the shards' actors, as the scheduler placed them.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    actor_futures : list of distributed.Future
+        The futures the actors were made by (``client.submit(..., actor=True)``), finished.
+
+    Returns
+    -------
+    set of str
+        Read once, when the actors are made: a worker of these that leaves the cluster has
+        taken shards with it, even where Dask makes their actors anew elsewhere.
+    """
+    return {address for where in client.who_has(actor_futures).values() for address in where}
+
+
 class ShardedCorpus:
     """What the fit loop reads of a corpus whose tokens are held by shards.
 
