@@ -22,7 +22,8 @@ import time
 import numpy as np
 
 from ..backends.base import Sampler
-from ..backends.numpy.sampler import HostWordTopic
+from ..backends.numpy.row_tasks import nonzero_histogram, transposed
+from ..backends.numpy.threads import ThreadTeam
 from ..backends.priors import merge_histograms
 from ..backends.random import STREAM_INIT, STREAM_SAMPLE
 from ._wire import cell_dtype, dense_word_topic
@@ -87,7 +88,7 @@ class ShardedCorpus:
         return self._lengths
 
 
-class DaskSampler(HostWordTopic, Sampler):
+class DaskSampler(Sampler):
     """A chain whose tokens are spread over Dask actors (see the module's docstring).
 
     Parameters
@@ -109,6 +110,8 @@ class DaskSampler(HostWordTopic, Sampler):
         self._b = None                     # the dense B made from them when read
         self._sum = None
         self._scratch = None               # float64 (V K,), zero between reductions
+        # The read-outs of B here are a few V x K passes a fit: one thread.
+        self.team = ThreadTeam(1)
 
     # -- talking to the shards ------------------------------------------------------------------
     def call_all(self, method, *args):
@@ -210,11 +213,23 @@ class DaskSampler(HostWordTopic, Sampler):
         return np.concatenate(self.call_all("topics"))
 
     def _word_major_counts(self):
+        """The corpus-wide B (V x K float64), made from its cells when first read."""
         if self._b is None:
             corpus = self._require()
             self._b = dense_word_topic(self._cells, self._counts, corpus.n_words,
                                        self.n_topics, np.float64)
         return self._b
+
+    def word_topic_histogram(self):
+        b = self._word_major_counts()
+        values, n_cells = nonzero_histogram(self.team, b)
+        return values, n_cells, b.sum(axis=0, dtype=np.float64)
+
+    def word_topic_counts(self):
+        return transposed(self.team, self._word_major_counts())
+
+    def _accumulated(self, divisor):
+        return transposed(self.team, self._sum, float(divisor))
 
     def _accumulate(self):
         # The cells alone: a sum of integers in float64 is the dense sum, bit for bit.

@@ -3,6 +3,10 @@
 the counts of A and B, the uniforms, the running sum of averaging, the transposed model and
 the histogram of B. Each task's result depends on its rows alone, so the cuts do not change a
 value.
+
+The last three functions run the read-outs of a word-major table B (V x K) on a team, for any
+holder of B on the host: the NumPy sampler, and the Dask client, which holds the sum of its
+shards' B.
 """
 
 from dataclasses import dataclass
@@ -182,3 +186,62 @@ def value_counts(*keys):
     starts = np.flatnonzero(new)
     counts = np.diff(np.append(starts, keys[0].size)).astype(np.int64)
     return [k[starts] for k in keys], counts
+
+
+# -- read-outs of a word-major table on a team -----------------------------------------------------
+def _word_ranges(team, n_words):
+    return team.row_ranges(np.arange(n_words + 1))
+
+
+def transposed(team, word_major, divisor=None, plus=None):
+    """``word_major.T``, divided by ``divisor`` and plus ``plus`` where given, converted by word
+    ranges on ``team`` (:func:`transpose_rows`): a serial V x K transpose would cost a fit with
+    many jobs more than its sweeps at large K.
+
+    Parameters
+    ----------
+    team : ThreadTeam or ProcessTeam
+    word_major : ndarray of shape (n_words, n_topics), any float dtype
+    divisor, plus : float, optional
+
+    Returns
+    -------
+    ndarray of float64, shape (n_topics, n_words)
+        A new array, the caller's own.
+    """
+    n_words, n_topics = word_major.shape
+    out = team.owned((n_topics, n_words), np.float64)
+    team.run(transpose_rows, _word_ranges(team, n_words), src=word_major, out=out,
+             divisor=divisor, plus=plus)
+    return team.hand_over(out)
+
+
+def nonzero_histogram(team, word_major):
+    """The distinct non-zero values of ``word_major`` (float64, ascending) and how many cells
+    hold each (int64), counted by word ranges on ``team`` (:func:`nonzero_value_counts`)."""
+    return merge_value_counts(team.run(nonzero_value_counts,
+                                       _word_ranges(team, word_major.shape[0]), src=word_major))
+
+
+def accumulate(team, word_major, total=None):
+    """Add ``word_major`` to the running sum ``total`` by word ranges on ``team``
+    (:func:`add_rows`).
+
+    Parameters
+    ----------
+    team : ThreadTeam or ProcessTeam
+    word_major : ndarray of shape (n_words, n_topics)
+    total : ndarray of float64 and the same shape, or None
+        The sum so far; None makes it, in the team's memory, from ``word_major``.
+
+    Returns
+    -------
+    ndarray of float64
+        ``total``, or the new sum.
+    """
+    first = total is None
+    if first:
+        total = team.empty("sum", word_major.shape, np.float64)
+    team.run(add_rows, _word_ranges(team, word_major.shape[0]), src=word_major, out=total,
+             first=first)
+    return total

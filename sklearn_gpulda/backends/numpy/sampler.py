@@ -16,19 +16,18 @@ from .dense_rule import draw_topics_dense
 from .processes import make_team
 from .row_tasks import (
     UniformKey,
-    add_rows,
+    accumulate,
     count_doc_and_word_rows,
     count_rows,
-    merge_value_counts,
-    nonzero_value_counts,
+    nonzero_histogram,
     topic_range,
-    transpose_rows,
+    transposed,
     uniform_range,
     value_counts,
 )
 from .sparse_rule import draw_topics, log_likelihood_terms
 from .tables import WordTables
-from .threads import ThreadTeam, resolve_n_jobs
+from .threads import resolve_n_jobs
 
 #: Draw rules of the E-step: 'sparse' is the two-branch rule of ``doc/algorithm.md``, 'dense'
 #: the single running sum of the dense kernels (:mod:`.dense_rule`). Both take the same uniforms.
@@ -74,64 +73,13 @@ def check_host_memory(n_docs, n_words, n_tokens, n_topics):
         gib = 1 << 30
         raise MemoryError(
             f"n_components={n_topics} with {n_docs} documents and {n_words} words needs about "
-            f"{need / gib:.1f} GiB of host memory for the CPU engine, but only {have / gib:.1f} GiB "
-            "is available; use fewer topics, fewer documents per call (partial_fit), or a GPU"
+            f"{need / gib:.1f} GiB of host memory for the CPU engine, but only "
+            f"{have / gib:.1f} GiB is available; use fewer topics, fewer documents per call "
+            "(partial_fit), or a GPU"
         )
 
 
-class HostWordTopic:
-    """What a sampler whose word-topic counts are on the host derives from them: the histogram
-    for learning beta, the running sum for averaging, and the K x V read-outs, each made by word
-    ranges on ``team`` (:mod:`.row_tasks`; one thread unless the class sets its own). The class
-    using it provides ``_word_major_counts()`` (B, V x K) or ``_word_major_source()``, and keeps
-    ``_sum`` (None at first)."""
-
-    team = ThreadTeam(1)
-
-    def _word_major_source(self):
-        """B word-major, as the tasks read it (any float dtype)."""
-        return self._word_major_counts()
-
-    def _column_sums(self, word_major):
-        """``n_k`` of ``word_major`` in float64."""
-        return word_major.sum(axis=0, dtype=np.float64)
-
-    def _word_ranges(self, n_words):
-        return self.team.row_ranges(np.arange(n_words + 1))
-
-    def _transposed(self, word_major, divisor=None, plus=None):
-        """``word_major.T`` (divided by ``divisor``, plus ``plus``) as a new float64 (K x V)
-        array, converted by word ranges on the team (a serial V x K transpose cost a 16-job fit
-        more than its sweeps at K = 1,000)."""
-        n_words = word_major.shape[0]
-        out = self.team.owned((self.n_topics, n_words), np.float64)
-        self.team.run(transpose_rows, self._word_ranges(n_words), src=word_major, out=out,
-                      divisor=divisor, plus=plus)
-        return self.team.hand_over(out)
-
-    def word_topic_histogram(self):
-        src = self._word_major_source()
-        values, freq = merge_value_counts(self.team.run(
-            nonzero_value_counts, self._word_ranges(src.shape[0]), src=src))
-        return values, freq, self._column_sums(src)
-
-    def _accumulate(self):
-        src = self._word_major_source()
-        first = self._sum is None
-        if first:
-            self._sum = self.team.empty("sum", src.shape, np.float64)
-        self.team.run(add_rows, self._word_ranges(src.shape[0]), src=src, out=self._sum,
-                      first=first)
-
-    def _accumulated(self, divisor):
-        return self._transposed(self._sum, float(divisor))
-
-    def word_topic_counts(self):
-        return self._transposed(self._word_major_source())
-
-
-
-class NumpySampler(HostWordTopic, Sampler):
+class NumpySampler(Sampler):
     """ESCA on the CPU with NumPy (see :class:`~sklearn_gpulda.backends.base.Sampler`).
 
     Parameters
@@ -403,17 +351,28 @@ class NumpySampler(HostWordTopic, Sampler):
         self._require()
         return self._b if self._fixed_bhat is None else self._word_topic(self._z)
 
-    def _column_sums(self, word_major):
-        return self._topic_totals() if self._fixed_bhat is None else \
-            super()._column_sums(word_major)
+    def word_topic_histogram(self):
+        src = self._word_major_source()
+        values, n_cells = nonzero_histogram(self.team, src)
+        totals = (self._topic_totals() if self._fixed_bhat is None
+                  else src.sum(axis=0, dtype=np.float64))
+        return values, n_cells, totals
+
+    def word_topic_counts(self):
+        return transposed(self.team, self._word_major_source())
+
+    def _accumulate(self):
+        self._sum = accumulate(self.team, self._word_major_source(), self._sum)
+
+    def _accumulated(self, divisor):
+        return transposed(self.team, self._sum, float(divisor))
 
     def topic_word_components(self, dtype=np.float64):
-        # Sampler's (statistics + beta), with the sum formed in the transposition (the
-        # running sum is this chain's own, unlike a Dask driver's, which reads it elsewhere).
+        # Sampler's (statistics + beta), with the sum formed in the transposition.
         if self.n_accumulated:
-            stats = self._transposed(self._sum, float(self.n_accumulated), self.beta)
+            stats = transposed(self.team, self._sum, float(self.n_accumulated), self.beta)
         else:
-            stats = self._transposed(self._word_major_source(), plus=self.beta)
+            stats = transposed(self.team, self._word_major_source(), plus=self.beta)
         return stats.astype(dtype, copy=False)
 
     def topics(self):
