@@ -19,7 +19,8 @@ from sklearn_gpulda._runtime.device import gpu_count  # noqa: E402
 from sklearn_gpulda.dask import LatentDirichletAllocation, WorkerLost  # noqa: E402
 from sklearn_gpulda.datasets import load_kjv_chapters, load_uci_bow  # noqa: E402
 
-NIPS = Path(__file__).resolve().parents[2] / "shared" / "data" / "nips_tmt" / "docword.nips_tmt.txt.gz"
+NIPS = (Path(__file__).resolve().parents[2] / "shared" / "data" / "nips_tmt"
+        / "docword.nips_tmt.txt.gz")
 
 # 'auto' priors (learnt every 10 sweeps) and averaging of the last half are the defaults, so
 # 25 sweeps cover prior learning twice and 12 averaged sweeps.

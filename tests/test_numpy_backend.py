@@ -188,7 +188,8 @@ def test_weighted_tokens_keep_count_totals():
     assert corpus.weight is not None
     engine = _loaded(corpus, 4, alpha=0.5, beta=0.1, seed=int(rng.integers(1 << 31)))
     engine.sweep(1)
-    np.testing.assert_allclose(engine.doc_topic_counts().sum(axis=1), np.asarray(X.sum(axis=1)).ravel(), rtol=1e-5)
+    np.testing.assert_allclose(engine.doc_topic_counts().sum(axis=1),
+                               np.asarray(X.sum(axis=1)).ravel(), rtol=1e-5)
     np.testing.assert_allclose(engine.word_topic_counts().sum(), X.sum(), rtol=1e-5)
 
 
