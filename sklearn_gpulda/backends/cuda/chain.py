@@ -26,6 +26,13 @@ class CudaChain:
     A subclass provides ``estimate_bytes``, ``_memory_message`` (if it calls ``_check_memory``),
     ``_word_major_device()`` (the current word-topic counts as a (V', K) device array) and
     ``_host_rows()`` (the device row of each of the caller's words, or None for the identity).
+
+    Attributes
+    ----------
+    _cp : module
+        CuPy, imported when the chain is made, so that this module imports without it.
+    _index : int
+        Ordinal of the chain's GPU among the visible ones.
     """
 
     def _attach(self, device):
@@ -46,6 +53,8 @@ class CudaChain:
         return n_sm
 
     def _dev(self):
+        """The chain's GPU as a CuPy device; entered (``with chain._dev():``), it is the
+        current one, where the chain's arrays are made and its kernels queued."""
         return self._cp.cuda.Device(self._index)
 
     def synchronize(self):
@@ -187,8 +196,8 @@ class CudaChain:
         in increasing value order.
 
         Integer counts are binned by a kernel (``counts.value_histogram``) rather than sorted:
-        sorting the non-zeros of a (V, K) table took 0.1-0.2 s at K = 10,000, every prior
-        update. The values the bins cannot hold (large or fractional ones) are sorted; for
+        sorting the non-zeros of a (V, K) table at large K would dominate every prior update.
+        The values the bins cannot hold (large or fractional ones) are sorted; for
         integer counts there are fewer than n_tokens / VALUE_BINS of them. Where there are
         more (weighted tokens), every non-zero is sorted, as before.
         """

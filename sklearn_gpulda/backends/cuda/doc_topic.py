@@ -93,8 +93,14 @@ class DocTopicReading:
     def _doc_topic_bins(self, corpus):
         """A's integer counts below ``KEY_BINS`` binned per topic by a kernel reading A's rows,
         the other entries' keys sorted and counted (fewer than n_tokens / KEY_BINS of them):
-        sorting every key of A took about 0.1 s per prior update at K = 10,000, and listing
-        them took 8 bytes per entry of device memory.
+        sorting every key of A would dominate a prior update at large K, and listing them
+        takes 8 bytes per entry of device memory. The chain's device must be the current one
+        (:meth:`~.chain.CudaChain._dev`).
+
+        Parameters
+        ----------
+        corpus : TokenCorpus
+            The loaded corpus.
 
         Returns
         -------
