@@ -106,6 +106,45 @@ def test_shards_give_the_one_gpu_chain_sweep_by_sweep(kjv):
     single.release()
 
 
+def test_device_shards_summed_as_cells_are_the_one_gpu_chain(kjv):
+    # Two device shards, each with its own word order, whose parts of B a caller sums as cells
+    # in its word ids and gives back (what a Dask client does): the one-GPU chain, sweep by
+    # sweep.
+    from sklearn_gpulda.backends.cuda.multi_gpu.shard import DeviceShard
+
+    X = kjv[:400]
+    single = initialised(_single(12), tokens(X))
+    shards, offset = [], 0
+    for rows in (X[:150], X[150:]):
+        part = tokens(rows)
+        shard = DeviceShard(12, ALPHA, BETA, SEED, ONE)
+        shard.token_offset = offset
+        shard.load(part)
+        offset += part.n_tokens
+        shards.append(shard)
+    for it in range(4):
+        for shard in shards:
+            if it == 0:
+                shard.init_topics()
+            else:
+                shard.sweep(it)
+        found = [shard.word_topic_cells(np.uint32) for shard in shards]
+        assert all(c.dtype == np.uint32 and v.dtype == np.float32 for c, v in found)
+        cells = np.concatenate([c for c, _ in found]).astype(np.int64)
+        total = np.bincount(cells, weights=np.concatenate([v for _, v in found]))
+        summed = np.flatnonzero(total)
+        for shard in shards:
+            shard.set_word_topic(summed, total[summed].astype(np.float32))
+        if it:
+            single.sweep(it)
+        np.testing.assert_array_equal(np.concatenate([s.topics() for s in shards]),
+                                      single.topics())
+        for shard in shards:
+            np.testing.assert_array_equal(shard.word_topic_counts(), single.word_topic_counts())
+    for sampler in shards + [single]:
+        sampler.release()
+
+
 def test_counts_hold_every_token_after_every_sweep(kjv):
     corpus = tokens(kjv[:300])
     multi = initialised(_multi(16, gpus=(0, 0)), corpus)
