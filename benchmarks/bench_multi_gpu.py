@@ -137,7 +137,7 @@ def reduce_costs(X, k, device, repeats, burn_in):
 
     sampler = _burnt_in(MultiGpuSampler(k, 1.0 / k, 1.0 / k, 0, device), X, burn_in)
     shards = sampler._active
-    parts = [(s._index, s.words.B) for s in shards]
+    parts = [(s.gpu, s.words.B) for s in shards]
 
     def timed(step):
         return _timed(shards, step, repeats)
@@ -147,7 +147,7 @@ def reduce_costs(X, k, device, repeats, burn_in):
     lead = shards[0]
 
     def repeated():
-        with lead._dev():
+        with lead.device_context():
             lead.words.B.fill(0)
             lead.finish_reduction()
 

@@ -275,7 +275,7 @@ class Sampler(abc.ABC):
         float64 of shape (n_topics, n_words) on the host."""
         if not self.n_accumulated:
             raise RuntimeError("no word-topic counts were accumulated")
-        return self._accumulated(self.n_accumulated)
+        return self.averaged_word_topic(self.n_accumulated)
 
     def word_topic_statistics(self):
         """What a mini-batch's chain gives online learning: the mean word-topic counts when any
@@ -295,7 +295,7 @@ class Sampler(abc.ABC):
         """Add the current word-topic counts to the running sum (allocated at the first call)."""
 
     @abc.abstractmethod
-    def _accumulated(self, divisor):
+    def averaged_word_topic(self, divisor):
         """The running sum divided by ``divisor``, as :meth:`mean_word_topic` returns it."""
 
     # -- helpers --------------------------------------------------------------------------------

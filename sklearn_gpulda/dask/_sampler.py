@@ -228,7 +228,7 @@ class DaskSampler(Sampler):
     def word_topic_counts(self):
         return transposed(self.team, self._word_major_counts())
 
-    def _accumulated(self, divisor):
+    def averaged_word_topic(self, divisor):
         return transposed(self.team, self._sum, float(divisor))
 
     def _accumulate(self):
@@ -299,5 +299,5 @@ class NcclDaskSampler(DaskSampler):
     def _accumulate(self):
         self._lead("accumulate_word_topic")
 
-    def _accumulated(self, divisor):
+    def averaged_word_topic(self, divisor):
         return self._lead("accumulated", divisor)

@@ -113,8 +113,8 @@ class Shard:
 
         if self.engine != "cuda" or nccl_module() is None:
             return None
-        with self.chain._dev():
-            return gpu_identity(self.chain._cp)
+        with self.chain.device_context():
+            return gpu_identity(self.chain.cp)
 
     def nccl_unique_id(self):
         from ..backends.cuda.multi_gpu.all_reduce import nccl_unique_id
@@ -125,7 +125,7 @@ class Shard:
         """Join the communicator of the GPU shards (every shard calls this at once)."""
         from ..backends.cuda.multi_gpu.all_reduce import NcclRank
 
-        self._rank = NcclRank(self.chain._cp, self.chain._index, n_ranks, unique_id, rank)
+        self._rank = NcclRank(self.chain.cp, self.chain.gpu, n_ranks, unique_id, rank)
 
     def _summed(self):
         self._rank.all_reduce(self.chain.word_topic_buffer())
@@ -156,7 +156,7 @@ class Shard:
         self.chain.accumulate_word_topic()
 
     def accumulated(self, divisor):
-        return self.chain._accumulated(divisor)
+        return self.chain.averaged_word_topic(divisor)
 
     def _check_iteration(self, iteration):
         if self.iteration != iteration - 1:

@@ -29,9 +29,9 @@ class CudaChain:
 
     Attributes
     ----------
-    _cp : module
+    cp : module
         CuPy, imported when the chain is made, so that this module imports without it.
-    _index : int
+    gpu : int
         Ordinal of the chain's GPU among the visible ones.
     """
 
@@ -40,25 +40,25 @@ class CudaChain:
         # reported as such on a machine without CuPy.
         import cupy
 
-        self._cp = cupy
-        self._index = device.index
+        self.cp = cupy
+        self.gpu = device.index
         self._sum = None
 
     def _sm_count(self):
         """Streaming multiprocessors of the chain's GPU (grids of grid-strided kernels)."""
         n_sm = getattr(self, "_n_sm", None)
         if n_sm is None:
-            props = self._cp.cuda.runtime.getDeviceProperties(self._index)
+            props = self.cp.cuda.runtime.getDeviceProperties(self.gpu)
             n_sm = self._n_sm = int(props["multiProcessorCount"])
         return n_sm
 
-    def _dev(self):
-        """The chain's GPU as a CuPy device; entered (``with chain._dev():``), it is the
+    def device_context(self):
+        """The chain's GPU as a CuPy device; entered (``with chain.device_context():``), it is the
         current one, where the chain's arrays are made and its kernels queued."""
-        return self._cp.cuda.Device(self._index)
+        return self.cp.cuda.Device(self.gpu)
 
     def synchronize(self):
-        self._dev().synchronize()
+        self.device_context().synchronize()
 
     #: Whether B is stored hybrid (the sparse sampler's property says so for its chain).
     hybrid = False
@@ -66,7 +66,7 @@ class CudaChain:
     def _memory_budget(self, held=0):
         """Device bytes the chain may take beside ``held`` it already has: what the GPU has
         free, or less where the sampler's ``max_device_memory`` says so."""
-        free, _ = free_device_bytes(self._cp)
+        free, _ = free_device_bytes(self.cp)
         limit = getattr(self, "max_device_memory", None)
         return free if limit is None else min(free, limit - held)
 
@@ -74,7 +74,7 @@ class CudaChain:
         """Device bytes the chain may still allocate: :meth:`_memory_budget` beside what it
         holds (CuPy's pool in use beyond what it held when the chain was last released), less
         the sweeps' buffers a reader gave back, which the next sweep takes again."""
-        held = self._cp.get_default_memory_pool().used_bytes() - getattr(self, "_held_before", 0)
+        held = self.cp.get_default_memory_pool().used_bytes() - getattr(self, "_held_before", 0)
         return self._memory_budget(held) - self._shed_bytes()
 
     def _check_memory(self, corpus):
@@ -82,13 +82,13 @@ class CudaChain:
         steady, peak = self.estimate_bytes(corpus)
         budget = self._memory_budget()
         if peak > budget:
-            _, total = free_device_bytes(self._cp)
+            _, total = free_device_bytes(self.cp)
             raise MemoryError(self._memory_message(corpus, steady, peak, budget, total))
 
     # -- averaging on the device ----------------------------------------------------------------
     def _accumulate(self):
-        cp = self._cp
-        with self._dev():
+        cp = self.cp
+        with self.device_context():
             if self.hybrid:
                 return self._accumulate_hybrid()
             table = self._word_major_device()
@@ -104,7 +104,7 @@ class CudaChain:
         if need > room:
             raise MemoryError(
                 f"averaging the word-topic counts needs {need / 2**30:.2f} GiB more on GPU "
-                f"{self._index} for its float64 running sum, and {max(room, 0) / 2**30:.2f} GiB "
+                f"{self.gpu} for its float64 running sum, and {max(room, 0) / 2**30:.2f} GiB "
                 "is left within the chain's device memory; use n_averaged_sweeps=0 or raise "
                 "max_device_memory")
 
@@ -120,7 +120,7 @@ class CudaChain:
     def _reading(self):
         """The chain's device, with the sweeps' buffers given back first: every reader of the
         word-topic side that makes scratch of the model's size enters this."""
-        with self._dev():
+        with self.device_context():
             self._shed_sweep_buffers()
             yield
 
@@ -132,14 +132,14 @@ class CudaChain:
                 table, divisor = self._sum_table(), self.n_accumulated
             else:
                 table, divisor = self._word_major_device(), None
-            return topic_major_to_host(self._cp, table, self._host_rows(), divisor=divisor,
+            return topic_major_to_host(self.cp, table, self._host_rows(), divisor=divisor,
                                        add=self.beta, dtype=dtype)
 
     def word_topic_statistics(self):
         # On the device, in the caller's word order: online learning blends it into a model
         # kept there, so nothing of size K x V crosses to the host per mini-batch. The same
         # numbers as the host's (the division is the same IEEE operation).
-        cp = self._cp
+        cp = self.cp
         with self._reading():
             if self.n_accumulated:
                 table = self._sum_table()
@@ -159,15 +159,15 @@ class CudaChain:
         normalised in float64 on the device (by ``row_sums`` where given, else their own sums),
         transposed, words in device order (``rows[r]`` is the caller's word at device row r, or
         None for the identity)."""
-        cp = self._cp
+        cp = self.cp
         bhat = normalised_rows(cp, components, row_sums).T
         if rows is not None:
             bhat = bhat[cp.asarray(rows)]
         return cp.ascontiguousarray(bhat, dtype=cp.float32)
 
-    def _accumulated(self, divisor):
+    def averaged_word_topic(self, divisor):
         with self._reading():
-            return topic_major_to_host(self._cp, self._sum_table(), self._host_rows(),
+            return topic_major_to_host(self.cp, self._sum_table(), self._host_rows(),
                                        divisor=divisor)
 
     def _sum_table(self):
@@ -181,13 +181,13 @@ class CudaChain:
 
         dense, rare = self._hybrid_parts()
         if self._sum is None:
-            self._sum = HybridSum(self._cp, self.words.n_words, self.n_topics)
+            self._sum = HybridSum(self.cp, self.words.n_words, self.n_topics)
         self._sum.add(dense, rare, self._check_averaging_room)
 
     # -- histograms -------------------------------------------------------------------------------
     def _topic_count_pairs(self, keys):
         """``(topic, count, n)`` host arrays from device keys ``(topic << 32) | float bits``."""
-        cp = self._cp
+        cp = self.cp
         unique, n = cp.unique(keys, return_counts=True)
         return decode_keys(unique.get()) + (n.get().astype(np.int64),)
 
@@ -201,7 +201,7 @@ class CudaChain:
         integer counts there are fewer than n_tokens / VALUE_BINS of them. Where there are
         more (weighted tokens), every non-zero is sorted, as before.
         """
-        cp = self._cp
+        cp = self.cp
         corpus = self.corpus
         if corpus is not None and corpus.integral:
             capacity = corpus.n_tokens // counts.VALUE_BINS + 1
@@ -227,7 +227,7 @@ class CudaChain:
                 return self._hybrid_histogram()
             B = self._word_major_device()
             count, n_cells = self._value_counts(B.ravel())
-            totals = B.sum(axis=0, dtype=self._cp.float64).get()
+            totals = B.sum(axis=0, dtype=self.cp.float64).get()
         return count, n_cells, totals
 
     def _hybrid_histogram(self):
@@ -237,7 +237,7 @@ class CudaChain:
 
         dense, rare = self._hybrid_parts()
         found = [self._value_counts(dense.ravel()),
-                 self._value_counts(slot_counts(self._cp, rare.slots))]
+                 self._value_counts(slot_counts(self.cp, rare.slots))]
         value = np.concatenate([v for v, _ in found])
         n = np.concatenate([c for _, c in found])
         unique, inverse = np.unique(value, return_inverse=True)
@@ -251,10 +251,10 @@ class CudaChain:
         self._sum = None
         self._release_state()
         super().release()
-        self._held_before = self._cp.get_default_memory_pool().used_bytes()
+        self._held_before = self.cp.get_default_memory_pool().used_bytes()
         if not return_cache:
             return
         try:
-            self._cp.get_default_memory_pool().free_all_blocks()
+            self.cp.get_default_memory_pool().free_all_blocks()
         except Exception:  # noqa: BLE001 -- freeing cached blocks is best effort
             pass

@@ -15,7 +15,7 @@ from .chain import decode_keys
 
 def alpha_table_of_bins(cp, table, keys, n):
     """:meth:`~sklearn_gpulda.backends.base.Sampler.doc_topic_table`'s pair from
-    :meth:`DocTopicReading._doc_topic_bins`' arrays (``keys`` and ``n`` on the host): the
+    :meth:`DocTopicReading.doc_topic_bins`' arrays (``keys`` and ``n`` on the host): the
     table stays on the device, where update_alpha runs its part."""
     topic, count = decode_keys(keys)
     return table[:, 1:].astype(cp.float64), (topic, count, n.astype(np.float64))
@@ -33,7 +33,7 @@ class DocTopicReading:
 
     def _entries_on_host(self):
         """Every non-zero of A as host arrays (topic, count, document)."""
-        with self._dev():
+        with self.device_context():
             keys, doc = [], []
             for ch in self._chunks_with_a():
                 k = self._chunk_keys(ch)
@@ -46,7 +46,7 @@ class DocTopicReading:
 
     def _chunk_keys(self, ch):
         """The chunk's A entries as uint64 keys ``(topic << 32) | float bits``, document-major."""
-        cp = self._cp
+        cp = self.cp
         nnz = ch.a_row[:, 1].astype(cp.int64)
         key_off = cp.zeros(ch.n_docs, dtype=cp.int64)
         if ch.n_docs > 1:
@@ -58,9 +58,9 @@ class DocTopicReading:
 
     def doc_topic_histogram(self):
         corpus = self._require()
-        cp = self._cp
-        with self._dev():
-            bins = self._doc_topic_bins(corpus)
+        cp = self.cp
+        with self.device_context():
+            bins = self.doc_topic_bins(corpus)
             if bins is None:
                 keys = [self._chunk_keys(ch) for ch in self._chunks_with_a()]
                 keys = cp.concatenate(keys) if keys else cp.zeros(0, dtype=cp.uint64)
@@ -76,26 +76,26 @@ class DocTopicReading:
 
     def doc_topic_table(self):
         corpus = self._require()
-        with self._dev():
-            bins = self._doc_topic_bins(corpus)
+        with self.device_context():
+            bins = self.doc_topic_bins(corpus)
             if bins is None or bins[0].shape[1] != _priors.TABLE_COUNTS:
                 return super().doc_topic_table()
             table, big_keys, n_big = bins
-            return alpha_table_of_bins(self._cp, table, big_keys.get(), n_big.get())
+            return alpha_table_of_bins(self.cp, table, big_keys.get(), n_big.get())
 
     def alpha_table_numerator(self, alpha, table):
         if not is_device_array(table):
             return super().alpha_table_numerator(alpha, table)
-        with self._dev():
-            return counts.alpha_table_numerator(self._cp.asarray(alpha, dtype=np.float64),
+        with self.device_context():
+            return counts.alpha_table_numerator(self.cp.asarray(alpha, dtype=np.float64),
                                                 table).get()
 
-    def _doc_topic_bins(self, corpus):
+    def doc_topic_bins(self, corpus):
         """A's integer counts below ``KEY_BINS`` binned per topic by a kernel reading A's rows,
         the other entries' keys sorted and counted (fewer than n_tokens / KEY_BINS of them):
         sorting every key of A would dominate a prior update at large K, and listing them
         takes 8 bytes per entry of device memory. The chain's device must be the current one
-        (:meth:`~.chain.CudaChain._dev`).
+        (:meth:`~.chain.CudaChain.device_context`).
 
         Parameters
         ----------
@@ -110,7 +110,7 @@ class DocTopicReading:
         """
         if not corpus.integral:
             return None
-        cp = self._cp
+        cp = self.cp
         n_bins = counts.KEY_BINS
         table = cp.zeros((self.n_topics, n_bins), dtype=cp.uint64)
         # A count of n_bins or more takes that many tokens: there are at most n_tokens / n_bins.

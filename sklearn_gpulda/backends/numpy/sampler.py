@@ -364,7 +364,7 @@ class NumpySampler(Sampler):
     def _accumulate(self):
         self._sum = accumulate(self.team, self._word_major_source(), self._sum)
 
-    def _accumulated(self, divisor):
+    def averaged_word_topic(self, divisor):
         return transposed(self.team, self._sum, float(divisor))
 
     def topic_word_components(self, dtype=np.float64):

@@ -87,14 +87,14 @@ class CudaDenseSampler(CudaChain, Sampler):
             f"({4 * d * k / gib:.2f} GiB), B and Bhat of {v} words x {k} topics float32 "
             f"({8 * v * k / gib:.2f} GiB), {corpus.n_tokens} tokens, and M-step "
             f"temporaries; only {free / gib:.2f} GiB of {total / gib:.2f} GiB is free on "
-            f"GPU {self._index}. Use fewer documents per call (partial_fit) or "
+            f"GPU {self.gpu}. Use fewer documents per call (partial_fit) or "
             "algorithm='sparse'"
         )
 
     # -- the chain ------------------------------------------------------------------------------
     def load(self, corpus):
-        cp = self._cp
-        with self._dev():
+        cp = self.cp
+        with self.device_context():
             self.release()
             if corpus.n_docs < 1 or corpus.n_words < 1:
                 raise ValueError("the dense CUDA engine needs at least one document and one word")
@@ -122,8 +122,8 @@ class CudaDenseSampler(CudaChain, Sampler):
         st = self._st
         if st is None:
             return
-        cp = self._cp
-        with self._dev():
+        cp = self.cp
+        with self.device_context():
             st.alpha = cp.asarray(self.alpha.astype(np.float32))
             st.doc_norm = st.doc_weight + float(self.alpha.sum())
             if not st.fixed and st.b_current:
@@ -131,27 +131,27 @@ class CudaDenseSampler(CudaChain, Sampler):
 
     def init_topics(self, iteration=0, stream=STREAM_INIT):
         st = self._require_state()
-        with self._dev():
+        with self.device_context():
             sample_sparse.init_topics(0, self.n_topics, self.seed, iteration, stream, st.z)
             self._mstep()
 
     def set_topics(self, topics):
         topics = self._checked_topics(topics)
-        with self._dev():
-            self._st.z[...] = self._cp.asarray(topics)
+        with self.device_context():
+            self._st.z[...] = self.cp.asarray(topics)
             self._mstep()
 
     def fix_topic_word(self, components, row_sums=None):
         st = self._require_state()
-        with self._dev():
+        with self.device_context():
             st.bhat[...] = self._fixed_bhat(components, row_sums=row_sums)
             st.fixed = True
             st.b_current = False
 
     def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
         st = self._require_state()
-        cp = self._cp
-        with self._dev():
+        cp = self.cp
+        with self.device_context():
             ev = [cp.cuda.Event() for _ in range(3)] if self.profile else None
             if ev:
                 ev[0].record()
@@ -173,7 +173,7 @@ class CudaDenseSampler(CudaChain, Sampler):
     # -- M-step ---------------------------------------------------------------------------------
     def _count(self, index, n_rows):
         """Weighted (row, topic) counts of the current topics: float64 or int64, (n_rows, K)."""
-        cp = self._cp
+        cp = self.cp
         st, k = self._st, self.n_topics
         if st.n_tokens == 0:
             return cp.zeros((n_rows, k), dtype=cp.float64)
@@ -182,12 +182,12 @@ class CudaDenseSampler(CudaChain, Sampler):
 
     def _count_b(self):
         st = self._st
-        st.B[...] = self._count(st.word, st.n_words).astype(self._cp.float32)
+        st.B[...] = self._count(st.word, st.n_words).astype(self.cp.float32)
         st.b_current = True
 
     def _set_bhat(self):
         """Eq. (2): ``(B + beta) / (n + V beta)`` divided in float64, then float32."""
-        cp = self._cp
+        cp = self.cp
         st = self._st
         b = st.B.astype(cp.float64)
         st.denom = b.sum(axis=0) + st.n_words * self.beta
@@ -195,7 +195,7 @@ class CudaDenseSampler(CudaChain, Sampler):
 
     def _mstep(self):
         st = self._st
-        st.A[...] = self._count(st.doc, st.n_docs).astype(self._cp.float32)
+        st.A[...] = self._count(st.doc, st.n_docs).astype(self.cp.float32)
         if st.fixed:
             st.b_current = False
             return
@@ -217,23 +217,23 @@ class CudaDenseSampler(CudaChain, Sampler):
     # -- reading the state ----------------------------------------------------------------------
     def topics(self):
         st = self._require_state()
-        with self._dev():
+        with self.device_context():
             return st.z.get().astype(np.int32, copy=False)
 
     def word_topic_counts(self):
         self._require_state()
-        with self._dev():
-            return topic_major_to_host(self._cp, self._word_major_device())
+        with self.device_context():
+            return topic_major_to_host(self.cp, self._word_major_device())
 
     def doc_topic_counts(self):
         st = self._require_state()
-        with self._dev():
+        with self.device_context():
             return st.A.get().astype(np.float64)
 
     def doc_topic_histogram(self):
         st = self._require_state()
-        cp = self._cp
-        with self._dev():
+        cp = self.cp
+        with self.device_context():
             doc, topic = cp.nonzero(st.A)
             keys = (topic.astype(cp.uint64) << 32) | st.A[doc,
             topic].view(cp.uint32).astype(cp.uint64)
@@ -248,9 +248,9 @@ class CudaDenseSampler(CudaChain, Sampler):
         1e-7 relative).
         """
         st = self._require_state()
-        cp = self._cp
+        cp = self.cp
         total = 0.0
-        with self._dev():
+        with self.device_context():
             q_row = (st.bhat * st.alpha).sum(axis=1, dtype=cp.float64)
             step = max(1, _LOGLIK_ELEMENTS // self.n_topics)
             for t0 in range(0, st.n_tokens, step):

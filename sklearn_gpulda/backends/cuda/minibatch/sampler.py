@@ -150,9 +150,9 @@ class CudaMinibatchSampler(CudaSparseSampler):
 
     def load(self, corpus):
         super().load(corpus)
-        cp = self._cp
+        cp = self.cp
         bounds, widest = self._widest_batch(corpus)
-        with self._dev(), stage("load: segmented CSR"):
+        with self.device_context(), stage("load: segmented CSR"):
             self.layout = BatchLayout(cp, corpus, self.new_of_old, self.n_topics, bounds,
                                       self.chunks[0])
             self._scratch = (cp.empty((widest, self.n_topics), dtype=cp.float32),
@@ -161,17 +161,17 @@ class CudaMinibatchSampler(CudaSparseSampler):
     def _priors_changed(self):
         super()._priors_changed()
         if self.words is not None:
-            with self._dev():
-                self.alpha64 = self._cp.asarray(self.alpha, dtype=self._cp.float64)
+            with self.device_context():
+                self.alpha64 = self.cp.asarray(self.alpha, dtype=self.cp.float64)
 
     def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
         self._require()
         if self.words.bhat_fixed is not None:
             # Batches do not interact while the topic-word side is fixed: ESCA's E-step.
             return super().sweep(iteration, stream, sub)
-        cp = self._cp
+        cp = self.cp
         layout, (a_batch, dnt), n_sm = self.layout, self._scratch, self._n_sm
-        with self._dev():
+        with self.device_context():
             ev = [cp.cuda.Event() for _ in range(3)] if self.profile else None
             if ev:
                 ev[0].record()

@@ -46,7 +46,7 @@ class NcclAllReduce:
     name = "nccl"
 
     def __init__(self, cp, gpus):
-        self._cp = cp
+        self.cp = cp
         self._nccl = nccl_module()
         if self._nccl is None:
             raise RuntimeError("CuPy's NCCL bindings are not available here")
@@ -56,7 +56,7 @@ class NcclAllReduce:
         self._comms = self._nccl.NcclCommunicator.initAll(self.gpus)
 
     def all_reduce(self, parts):
-        cp, nccl = self._cp, self._nccl
+        cp, nccl = self.cp, self._nccl
         nccl.groupStart()
         try:
             for comm, (gpu, array) in zip(self._comms, parts):
@@ -81,24 +81,24 @@ class PeerCopyAllReduce:
     name = "peer-copy"
 
     def __init__(self, cp, gpus):
-        self._cp = cp
+        self.cp = cp
         self.gpus = [int(g) for g in gpus]
         self._scratch = None
 
     def _event_on(self, gpu):
-        cp = self._cp
+        cp = self.cp
         with cp.cuda.Device(gpu):
             event = cp.cuda.Event(disable_timing=True)
             event.record()
         return event
 
     def _wait_on(self, gpu, event):
-        cp = self._cp
+        cp = self.cp
         with cp.cuda.Device(gpu):
             cp.cuda.get_current_stream().wait_event(event)
 
     def all_reduce(self, parts):
-        cp = self._cp
+        cp = self.cp
         (lead_gpu, lead), rest = parts[0], parts[1:]
         if not rest:
             return
@@ -155,7 +155,7 @@ class NcclRank:
     name = "nccl"
 
     def __init__(self, cp, gpu, n_ranks, unique_id, rank):
-        self._cp = cp
+        self.cp = cp
         self._nccl = nccl_module()
         if self._nccl is None:
             raise RuntimeError("CuPy's NCCL bindings are not available here")
@@ -166,8 +166,8 @@ class NcclRank:
     def all_reduce(self, array):
         """Sum ``array`` (float32, on this rank's GPU) in place over the ranks, queued on the
         current stream."""
-        with self._cp.cuda.Device(self.gpu):
-            _queue_sum(self._nccl, self._comm, array, self._cp.cuda.get_current_stream())
+        with self.cp.cuda.Device(self.gpu):
+            _queue_sum(self._nccl, self._comm, array, self.cp.cuda.get_current_stream())
 
     def close(self):
         if self._comm is not None:

@@ -87,7 +87,7 @@ class MultiGpuSampler(Sampler):
     def _reduce(self):
         """Sum the shards' parts of B in place on every GPU, then the topic totals."""
         with stage("sweeps: all-reduce"):
-            self._reducer.all_reduce([(s._index, s.word_topic_buffer()) for s in self._active])
+            self._reducer.all_reduce([(s.gpu, s.word_topic_buffer()) for s in self._active])
         for shard in self._active:
             shard.finish_reduction()
 
@@ -103,7 +103,7 @@ class MultiGpuSampler(Sampler):
         """The GPU a corpus's counts lie on as the current device (their slices are computed
         there), or no change for host counts."""
         if getattr(corpus, "on_device", False):
-            return self.shards[0]._cp.cuda.Device(corpus.nz_ptr.device.id)
+            return self.shards[0].cp.cuda.Device(corpus.nz_ptr.device.id)
         return contextlib.nullcontext()
 
     def estimate_bytes(self, corpus):
@@ -134,19 +134,19 @@ class MultiGpuSampler(Sampler):
         placed = dict(zip(map(id, self._active), parts))
         self._each(lambda shard: load_part((shard, placed[id(shard)])))
         with stage("load: communicator"):
-            self._reducer = make_all_reduce(self._lead._cp, [s._index for s in self._active],
+            self._reducer = make_all_reduce(self._lead.cp, [s.gpu for s in self._active],
                                             self.all_reduce_kind)
         self.corpus = corpus
 
     def _placed(self, shard, part):
         """``part`` with its counts on the shard's GPU when they lie on another one (a CuPy
         input lies on the GPU it was made on); host counts are uploaded by the layout."""
-        if not getattr(part, "on_device", False) or part.nz_ptr.device.id == shard._index:
+        if not getattr(part, "on_device", False) or part.nz_ptr.device.id == shard.gpu:
             return part
-        cp = shard._cp
+        cp = shard.cp
 
         def to_shard(array):
-            with shard._dev():
+            with shard.device_context():
                 copy = cp.empty(array.shape, dtype=array.dtype)
             copy.data.copy_from_device(array.data, array.nbytes)
             return copy
@@ -208,12 +208,12 @@ class MultiGpuSampler(Sampler):
         bins = []
         if corpus.integral:
             for shard in self._active:
-                with shard._dev():
-                    bins.append(shard._doc_topic_bins(shard.corpus))
+                with shard.device_context():
+                    bins.append(shard.doc_topic_bins(shard.corpus))
         if not bins or any(b is None for b in bins) or bins[0][0].shape[1] != TABLE_COUNTS:
             return super().doc_topic_table()
-        cp = lead._cp
-        with lead._dev():
+        cp = lead.cp
+        with lead.device_context():
             table = bins[0][0]
             for other, _, _ in bins[1:]:
                 copy = cp.empty_like(table)
@@ -223,7 +223,7 @@ class MultiGpuSampler(Sampler):
         n = np.concatenate([m.get() for _, _, m in bins])
         keys, where = np.unique(keys, return_inverse=True)
         n = np.bincount(where.ravel(), weights=n, minlength=keys.size).astype(np.uint64)
-        with lead._dev():
+        with lead.device_context():
             return alpha_table_of_bins(cp, table, keys, n)
 
     def alpha_table_numerator(self, alpha, table):
@@ -239,8 +239,8 @@ class MultiGpuSampler(Sampler):
     def _accumulate(self):
         self._lead.accumulate_word_topic()
 
-    def _accumulated(self, divisor):
-        return self._lead._accumulated(divisor)
+    def averaged_word_topic(self, divisor):
+        return self._lead.averaged_word_topic(divisor)
 
     def _discard_sum(self):
         self._lead.discard_accumulated()

@@ -44,7 +44,7 @@ class DeviceShard(CudaSparseSampler):
 
     def finish_reduction(self):
         """Take the topic totals and the E-step's denominators from the summed B."""
-        with self._dev():
+        with self.device_context():
             super()._topic_totals()
             self.words.b_current = True
 
@@ -54,8 +54,8 @@ class DeviceShard(CudaSparseSampler):
         topic`` in the caller's word ids and of type ``dtype``, counts float32 (the NumPy
         engine's :meth:`~sklearn_gpulda.backends.numpy.sampler.NumpySampler.word_topic_cells`
         gives the same pair)."""
-        cp = self._cp
-        with self._dev():
+        cp = self.cp
+        with self.device_context():
             flat = self.words.B.ravel()
             index = cp.flatnonzero(flat)
             values = flat[index]
@@ -75,8 +75,8 @@ class DeviceShard(CudaSparseSampler):
         counts : ndarray of float32
             The counts of those cells (host).
         """
-        cp = self._cp
-        with self._dev():
+        cp = self.cp
+        with self.device_context():
             w = self.words
             k = self.n_topics
             cells = cp.asarray(cells).astype(cp.int64)

@@ -43,7 +43,7 @@ class OnlineBatchChain:
         the base class does.
         """
         ranges = [(int(d0), int(d1)) for d0, d1 in ranges]
-        with self._dev():
+        with self.device_context():
             self.release(return_cache=False)
             frequencies = self._frequencies(corpus)
             plan = self._load_plan(corpus, frequencies)
@@ -52,7 +52,7 @@ class OnlineBatchChain:
             with stage("load: relabel"):
                 self.new_of_old, self.old_of_new = frequency_relabel(frequencies)
             with stage("load: layout"):
-                self.chunks = build_online_chunks(self._cp, corpus, self.new_of_old,
+                self.chunks = build_online_chunks(self.cp, corpus, self.new_of_old,
                                                   self.n_topics, ranges)
                 self._drop_build_scratch(plan)
             self._make_word_side(corpus, plan)

@@ -124,13 +124,13 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         self._stream = None   # ChunkStream when the chunks live in host memory
         self._b_next = None   # the B a streamed sweep counts into while sampling reads B
         self.words = None
-        with self._dev():
-            props = self._cp.cuda.runtime.getDeviceProperties(self._index)
+        with self.device_context():
+            props = self.cp.cuda.runtime.getDeviceProperties(self.gpu)
             self._n_sm = int(props["multiProcessorCount"])
             smem_sm = int(props["sharedMemPerMultiprocessor"])
             smem_block_max = int(props.get("sharedMemPerBlockOptin", props["sharedMemPerBlock"]))
         self.large_k, self._shape = sample_sparse.launch_shape(
-            self.n_topics, self._index, self._n_sm, smem_sm, smem_block_max)
+            self.n_topics, self.gpu, self._n_sm, smem_sm, smem_block_max)
 
     # -- memory ---------------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
@@ -153,7 +153,7 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
             n_topics=self.n_topics, budget=self._memory_budget(), averaging=self.averaging,
             storage=self.word_topic_storage, max_chunk_tokens=self.max_chunk_tokens,
             scratch_bytes=self._leaf_scratch_bytes(),
-            shared_frequencies=self.word_frequencies is not None, gpu=self._index)
+            shared_frequencies=self.word_frequencies is not None, gpu=self.gpu)
 
     def _extra_bytes(self, corpus):
         """Device bytes a subclass keeps beside the chain on ``corpus`` (none here)."""
@@ -170,8 +170,8 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
 
     # -- the chain ------------------------------------------------------------------------------
     def load(self, corpus):
-        cp = self._cp
-        with self._dev():
+        cp = self.cp
+        with self.device_context():
             # The previous corpus's blocks stay in CuPy's pool for this one's arrays (online
             # learning loads a mini-batch per step); fit's last release returns them.
             self.release(return_cache=False)
@@ -202,12 +202,12 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         pool's peak is the larger of the two phases rather than their sum (for a corpus whose
         phases are large enough for that to matter)."""
         if plan.peak_bytes > RETURN_CACHE_BYTES:
-            self._cp.get_default_memory_pool().free_all_blocks()
+            self.cp.get_default_memory_pool().free_all_blocks()
 
     def _make_word_side(self, corpus, plan):
         """B, its scratch and the priors' tables for the laid out ``corpus``, stored as
         ``plan`` says."""
-        cp = self._cp
+        cp = self.cp
         self.averaging_reserved = plan.averaging_reserved
         table = plan.table
         k = self.n_topics
@@ -230,8 +230,8 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
     def _priors_changed(self):
         if self.words is None:
             return
-        cp = self._cp
-        with self._dev():
+        cp = self.cp
+        with self.device_context():
             w = self.words
             w.alpha = cp.asarray(self.alpha.astype(np.float32))
             w.beta = self.beta
@@ -242,11 +242,11 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
 
     def init_topics(self, iteration=0, stream=STREAM_INIT):
         self._require()
-        with self._dev():
+        with self.device_context():
             if self.streamed:
                 return self._init_streamed(iteration, stream)
             for ch in self.chunks:
-                ch.allocate_state(self._cp)
+                ch.allocate_state(self.cp)
                 sample_sparse.init_topics(self.token_offset + ch.t0, self.n_topics,
                                           self.seed, iteration, stream, ch.z_can)
                 counts.gather_topics(ch)
@@ -254,8 +254,8 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
 
     def set_topics(self, topics):
         topics = self._checked_topics(topics)
-        cp = self._cp
-        with self._dev():
+        cp = self.cp
+        with self.device_context():
             if self.streamed:
                 self._stream.host_topics()  # no copy still writing the host arrays
                 for ch in self.chunks:
@@ -273,7 +273,7 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         if self.streamed:
             raise NotImplementedError("a streamed chain learns its topic-word side; online "
                                       "learning's mini-batches are never streamed")
-        with self._dev():
+        with self.device_context():
             if components.shape[1] != self.words.n_words:
                 raise ValueError(f"components must have {self.words.n_words} columns, one per "
                                  f"word of the loaded corpus, got {components.shape[1]}")
@@ -282,10 +282,10 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
 
     def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
         self._require()
-        cp = self._cp
+        cp = self.cp
         if self.streamed:
             return self._sweep_streamed(iteration, stream, sub)
-        with self._dev():
+        with self.device_context():
             ev = [cp.cuda.Event() for _ in range(4)] if self.profile else None
             if ev:
                 ev[0].record()
@@ -329,7 +329,7 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         float64 by slices, the rare rows' integer counts added)."""
         w = self.words
         counts.column_partials(w.B, w.partial)
-        self._cp.sum(w.partial, axis=0, out=w.totals)
+        self.cp.sum(w.partial, axis=0, out=w.totals)
         if w.rare is not None:
             hybrid.add_rare_totals(w.rare, w.totals, self._n_sm)
         self._denominators()
@@ -356,7 +356,7 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         """B, word-major: the dense array, or a :class:`~.hybrid_table.HybridTable` over the
         dense rows and the rare ones."""
         dense, rare = self._hybrid_parts()
-        return dense if rare is None else hybrid.table(self._cp, dense, rare, self.words.n_words)
+        return dense if rare is None else hybrid.table(self.cp, dense, rare, self.words.n_words)
 
     def _hybrid_parts(self):
         """The current B's dense rows and rare rows (None when B is all dense)."""
@@ -365,12 +365,12 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         return self.words.B, self.words.rare
 
     def _host_rows(self):
-        return None if self.new_of_old is None else self._cp.asarray(self.new_of_old)
+        return None if self.new_of_old is None else self.cp.asarray(self.new_of_old)
 
     # -- reading the state ----------------------------------------------------------------------
     def topics(self):
         self._require()
-        with self._dev():
+        with self.device_context():
             if self.streamed:
                 parts = [z.astype(np.int32) for z in self._stream.host_topics()]
             else:
@@ -380,13 +380,13 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
     def word_topic_counts(self):
         self._require()
         with self._reading():
-            return topic_major_to_host(self._cp, self._word_major_device(), self._host_rows())
+            return topic_major_to_host(self.cp, self._word_major_device(), self._host_rows())
 
     def log_likelihood(self):
         self._require()
-        cp = self._cp
+        cp = self.cp
         total = 0.0
-        with self._dev():
+        with self.device_context():
             for ch in self._chunks_with_a():
                 if ch.n_tokens == 0:
                     continue

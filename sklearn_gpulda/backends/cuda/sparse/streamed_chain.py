@@ -37,7 +37,7 @@ class StreamedChain:
     def _sweep_streamed(self, iteration, stream, sub):
         """One iteration over streamed chunks: per chunk, A from its topics, the E-step against
         B, and its counts into the next B (the E-step of later chunks still reads this one)."""
-        cp = self._cp
+        cp = self.cp
         w, k, n_sm = self.words, self.n_topics, self._n_sm
         if self._b_next is None:
             # The B this sweep counts into while its chunks sample from the other (made again
@@ -53,7 +53,7 @@ class StreamedChain:
             counts.scatter_topics(ch)
             counts.count_b(ch, k, b_next[0], n_sm, b_next[1])
 
-        with self._dev():
+        with self.device_context():
             hybrid.zero(*b_next)
             self._stream.run(iterate)
             self._b_next = (w.B, w.rare)

@@ -87,7 +87,7 @@ class ChunkStream:
     """
 
     def __init__(self, cp, chunks):
-        self._cp = cp
+        self.cp = cp
         self.chunks = chunks
         self.slots = []
         self.freed_bytes = 0  # the slots' bytes while free_slots has them in the pool
@@ -99,7 +99,7 @@ class ChunkStream:
     def _ensure_slots(self):
         """The two device slots, made again where :meth:`free_slots` dropped them."""
         if not self.slots and self.chunks:
-            self.slots = [Slot(self._cp, self.chunks) for _ in range(min(2, len(self.chunks)))]
+            self.slots = [Slot(self.cp, self.chunks) for _ in range(min(2, len(self.chunks)))]
             self.freed_bytes = 0
 
     def free_slots(self):
@@ -122,7 +122,7 @@ class ChunkStream:
         """``work(chunk)`` for every chunk in order, each launched on the compute stream with
         the chunk in a slot; with ``write_back`` its canonical topics go back to the host
         afterwards. The caller's stream waits for all of it (the host does not)."""
-        cp = self._cp
+        cp = self.cp
         self._ensure_slots()
         current = cp.cuda.get_current_stream()
         start = current.record()
@@ -164,7 +164,7 @@ class ChunkStream:
         """Each chunk in a slot in turn, for readers of the state (no overlap): yields after the
         chunk's arrays arrived, on the caller's stream."""
         self._ensure_slots()
-        current = self._cp.cuda.get_current_stream()
+        current = self.cp.cuda.get_current_stream()
         for chunk in self.chunks:
             # The slot is free once the caller's work on the previous chunk is done.
             self.copy_in.wait_event(current.record())
