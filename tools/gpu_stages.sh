@@ -168,7 +168,7 @@ stage_build() {
   # The NVRTC fallback must compile every kernel file too (used when no fatbin fits the GPU).
   SKLEARN_GPULDA_NVRTC=1 boxed python3 - <<'PY' || rc=$((rc ? rc : $?))
 from pathlib import Path
-from sklearn_gpulda import _kernels
+from sklearn_gpulda.backends.cuda import kernels as _kernels
 for path in sorted(Path("cuda").glob("*.cu")):
     _kernels._compile(path.stem).compile()
     print("nvrtc", path.stem, "ok")
