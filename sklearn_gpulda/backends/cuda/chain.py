@@ -20,6 +20,42 @@ def decode_keys(keys):
     return topic, count.astype(np.float64)
 
 
+class StageClock:
+    """CUDA events between the stages of one sweep of a profiled sampler (its ``profile``
+    option); a clock that is off records nothing and leaves ``stage_ms`` as it was.
+
+    Parameters
+    ----------
+    cp : module
+        CuPy.
+    names : tuple of str
+        The stages, in order: :meth:`mark` is called once at the end of each.
+    on : bool
+        Whether to record.
+    """
+
+    def __init__(self, cp, names, on):
+        self.cp, self.names = cp, names
+        self.events = [cp.cuda.Event() for _ in range(len(names) + 1)] if on else None
+        self.ended = 0
+        if self.events:
+            self.events[0].record()
+
+    def mark(self):
+        """The current stage ends here (on the current stream)."""
+        if self.events:
+            self.ended += 1
+            self.events[self.ended].record()
+
+    def stage_ms(self, previous):
+        """Milliseconds of each stage once the last has ended; ``previous`` where off."""
+        if not self.events:
+            return previous
+        self.events[-1].synchronize()
+        pairs = zip(self.names, self.events, self.events[1:])
+        return {name: self.cp.cuda.get_elapsed_time(a, b) for name, a, b in pairs}
+
+
 class CudaChain:
     """Mixin of :class:`~sklearn_gpulda.backends.base.Sampler` subclasses that live on one GPU.
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...base import Sampler
 from ...random import STREAM_INIT, STREAM_SAMPLE
-from ..chain import CudaChain
+from ..chain import CudaChain, StageClock
 from ..sparse import sample_sparse
 from ..transfer import topic_major_to_host
 from .sample_dense import BLOCK, MAX_TOPICS, VARIANTS, document_order, sample_dense
@@ -152,23 +152,15 @@ class CudaDenseSampler(CudaChain, Sampler):
         st = self._require_state()
         cp = self.cp
         with self.device_context():
-            ev = [cp.cuda.Event() for _ in range(3)] if self.profile else None
-            if ev:
-                ev[0].record()
+            clock = StageClock(cp, ("sample", "mstep"), self.profile)
             word_counts = None if st.fixed else (st.B, st.denom, self.beta)
             sample_dense(self.variant, st.order, st.doc_ptr, st.word, st.weight, st.A, st.bhat,
                          st.alpha, self.seed, iteration, st.z, stream=stream, sweep=sub,
                          block=self.block, word_counts=word_counts)
-            if ev:
-                ev[1].record()
+            clock.mark()
             self._mstep()
-            if ev:
-                ev[2].record()
-                ev[2].synchronize()
-                self.stage_ms = {
-                    "sample": cp.cuda.get_elapsed_time(ev[0], ev[1]),
-                    "mstep": cp.cuda.get_elapsed_time(ev[1], ev[2]),
-                }
+            clock.mark()
+            self.stage_ms = clock.stage_ms(self.stage_ms)
 
     # -- M-step ---------------------------------------------------------------------------------
     def _count(self, index, n_rows):

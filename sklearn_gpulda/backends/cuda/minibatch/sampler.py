@@ -11,12 +11,13 @@ of a sweep, the readers of the state, the likelihood) is the sparse backend's.
 
 import numpy as np
 
-from ...._input.corpus import _expand
+from ...._input.corpus import expand_counts
 from ...._input.layouts import DEFAULT_BATCH_TOKENS, batch_bounds, segmented_csr
 from ...._runtime.device import to_host
 from ...._runtime.stages import stage
 from ...random import STREAM_SAMPLE
 from .. import counts
+from ..chain import StageClock
 from ..sparse.layout import topic_dtype
 from ..sparse.sampler import CudaSparseSampler
 from . import sample_minibatch
@@ -90,7 +91,7 @@ class _HostTokens:
     def __init__(self, corpus):
         self.n_docs, self.n_words = corpus.n_docs, corpus.n_words
         if corpus.on_device:
-            doc, word, _ = _expand(corpus)
+            doc, word, _ = expand_counts(corpus)
             self.doc, self.word = to_host(doc), to_host(word)
         else:
             self.doc, self.word = corpus.doc, corpus.word
@@ -172,9 +173,7 @@ class CudaMinibatchSampler(CudaSparseSampler):
         cp = self.cp
         layout, (a_batch, dnt), n_sm = self.layout, self._scratch, self._n_sm
         with self.device_context():
-            ev = [cp.cuda.Event() for _ in range(3)] if self.profile else None
-            if ev:
-                ev[0].record()
+            clock = StageClock(cp, ("batches", "mstep"), self.profile)
             for b in range(layout.n_batches):
                 sample_minibatch.doc_side(layout, self, b, a_batch, dnt)
                 sample_minibatch.draw(layout, self, b, a_batch, dnt, self.seed, iteration,
@@ -182,19 +181,15 @@ class CudaMinibatchSampler(CudaSparseSampler):
                 sample_minibatch.apply(layout, self, b, n_sm)
                 if self.batch_hook is not None:
                     self.batch_hook(b)
-            if ev:
-                ev[1].record()
+            clock.mark()
             # The M-step: A's sparse rows, and B and the totals recounted from the topics (the
             # same numbers for integer counts; for weights, the sums in the sparse chain's order).
             ch = self.chunks[0]
             counts.gather_topics(ch)
             counts.count_rows(ch, self.n_topics, n_sm)
             self._count_words()
-            if ev:
-                ev[2].record()
-                ev[2].synchronize()
-                self.stage_ms = {"batches": cp.cuda.get_elapsed_time(ev[0], ev[1]),
-                                 "mstep": cp.cuda.get_elapsed_time(ev[1], ev[2])}
+            clock.mark()
+            self.stage_ms = clock.stage_ms(self.stage_ms)
 
     def _release_state(self):
         super()._release_state()

@@ -25,7 +25,7 @@ from ...._runtime.stages import stage
 from ...base import Sampler
 from ...random import STREAM_INIT, STREAM_SAMPLE
 from .. import counts
-from ..chain import CudaChain
+from ..chain import CudaChain, StageClock
 from ..constants import MAX_TOPICS
 from ..doc_topic import DocTopicReading
 from ..transfer import topic_major_to_host
@@ -286,26 +286,17 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         if self.streamed:
             return self._sweep_streamed(iteration, stream, sub)
         with self.device_context():
-            ev = [cp.cuda.Event() for _ in range(4)] if self.profile else None
-            if ev:
-                ev[0].record()
+            clock = StageClock(cp, ("sample", "rebuild_a", "count_b_totals"), self.profile)
             for ch in self.chunks:
                 sample_sparse.sample_tokens(ch, self.words, self._shape, self.seed, iteration,
                                             stream, sub, self.token_offset)
-            if ev:
-                ev[1].record()
+            clock.mark()
             for ch in self.chunks:
                 counts.rebuild_a(ch, self.n_topics, self._n_sm)
-            if ev:
-                ev[2].record()
+            clock.mark()
             self._count_words()
-            if ev:
-                ev[3].record()
-                ev[3].synchronize()
-                names = ("sample", "rebuild_a", "count_b_totals")
-                self.stage_ms = {
-                    name: cp.cuda.get_elapsed_time(a, b) for name, a, b in zip(names, ev, ev[1:])
-                }
+            clock.mark()
+            self.stage_ms = clock.stage_ms(self.stage_ms)
 
     def _mstep(self):
         if not self.streamed:
