@@ -22,7 +22,8 @@ import numpy as np
 
 from . import __version__
 from ._present import svg as _svg
-from .metrics import _as_counts, npmi_coherence, top_words, topic_word_distribution
+from .metrics import npmi_coherence, top_words, topic_word_distribution
+from .metrics._checks import as_counts
 
 __all__ = ["topic_map", "pyldavis_data", "write_report"]
 
@@ -72,7 +73,7 @@ def _counts(preprocess, X):
     """``X`` as a count matrix: raw documents go through the pipeline's first steps."""
     if preprocess is not None and not _is_matrix(X):
         X = preprocess.transform(X)
-    return _as_counts(X)
+    return as_counts(X)
 
 
 def _is_matrix(X):

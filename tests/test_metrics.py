@@ -18,6 +18,8 @@ from sklearn_gpulda.metrics import (
     topic_word_distribution,
     umass_coherence,
 )
+from sklearn_gpulda.metrics._checks import as_counts
+from sklearn_gpulda.metrics._completion import split_halves
 
 
 @pytest.fixture(scope="module")
@@ -122,15 +124,15 @@ def _reference_completion(observed, held_out, phi, alpha, n_iter):
 
 
 def test_split_is_an_exact_random_half(corpus):
-    X = metrics._as_counts(corpus.data)
-    observed, held_out = metrics._split_halves(X, np.random.default_rng(0))
+    X = as_counts(corpus.data)
+    observed, held_out = split_halves(X, np.random.default_rng(0))
     assert (observed + held_out != X).nnz == 0
     lengths = X.sum(axis=1).A1.astype(np.int64)
     np.testing.assert_array_equal(held_out.sum(axis=1).A1, lengths // 2)
     np.testing.assert_array_equal(observed.sum(axis=1).A1, lengths - lengths // 2)
     assert observed.data.min() > 0 and held_out.data.min() > 0
-    again, _ = metrics._split_halves(X, np.random.default_rng(0))
-    other, _ = metrics._split_halves(X, np.random.default_rng(1))
+    again, _ = split_halves(X, np.random.default_rng(0))
+    other, _ = split_halves(X, np.random.default_rng(1))
     assert (again != observed).nnz == 0 and (other != observed).nnz > 0
 
 
@@ -138,7 +140,7 @@ def test_split_is_uniform():
     # One document of 4 tokens: words a, a, b, c. Holding out 2 tokens at random, the held-out
     # multiset is {a,a} with probability 1/6, {a,b} 2/6, {a,c} 2/6, {b,c} 1/6.
     X = sp.csr_matrix(np.tile([[2, 1, 1]], (30000, 1)).astype(np.float64))
-    _, held = metrics._split_halves(X, np.random.default_rng(3))
+    _, held = split_halves(X, np.random.default_rng(3))
     held = held.toarray()
     freq = {key: np.mean(np.all(held == key, axis=1))
             for key in [(2, 0, 0), (1, 1, 0), (1, 0, 1), (0, 1, 1)]}
@@ -151,7 +153,7 @@ def test_document_completion_matches_reference(corpus):
     X = corpus.data[:60]
     phi, alpha, n_iter = corpus.topic_word, 0.1, 15
     result = document_completion(X, phi, alpha, n_iter=n_iter, random_state=4, tol=0)
-    observed, held_out = metrics._split_halves(metrics._as_counts(X), np.random.default_rng(4))
+    observed, held_out = split_halves(as_counts(X), np.random.default_rng(4))
     expected = _reference_completion(observed, held_out, phi, alpha, n_iter)
     np.testing.assert_allclose(result.loglik, expected, rtol=1e-10)
     assert result.n_tokens == held_out.sum() == (X.sum(axis=1).A1 // 2).sum()

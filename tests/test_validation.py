@@ -30,7 +30,7 @@ def _no_token_arrays(monkeypatch):
     def refuse(*args):
         raise AssertionError("the counts were expanded into token arrays")
 
-    monkeypatch.setattr(corpus_module, "_expand", refuse)
+    monkeypatch.setattr(corpus_module, "expand_counts", refuse)
 
 
 @pytest.mark.parametrize("fractional", [False, True])

@@ -230,10 +230,10 @@ class TokenCorpus(Corpus):
     def _expand_tokens(self):
         if self.nz_ptr is None:
             raise RuntimeError("the corpus's counts were released before its tokens were made")
-        return _expand(self)
+        return expand_counts(self)
 
 
-def _expand(corpus):
+def expand_counts(corpus):
     """The per-token arrays ``(doc, word, weight)`` of the whole corpus, where its counts lie
     (``weight`` None for integer counts)."""
     xp = array_module(corpus.nz_ptr)

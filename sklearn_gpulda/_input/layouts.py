@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 
-def _stable_counting_sort(keys, n_keys, offset=0):
+def stable_counting_sort(keys, n_keys, offset=0):
     """Positions ``offset + i`` sorted by ``keys[i]`` (stable), and the bucket pointers.
 
     SciPy's CSR -> CSC conversion is a linear-time stable counting sort written in C++: a single
@@ -149,7 +149,7 @@ def pdow_chunks(corpus, new_of_old, max_tokens):
     bounds = chunk_bounds(corpus.doc_ptr, max_tokens)
     for d0, d1 in zip(bounds[:-1], bounds[1:]):
         t0, t1 = corpus.doc_ptr[d0], corpus.doc_ptr[d1]
-        token, word_ptr = _stable_counting_sort(relabelled[t0:t1], corpus.n_words, int(t0))
+        token, word_ptr = stable_counting_sort(relabelled[t0:t1], corpus.n_words, int(t0))
         chunks.append(PDOWChunk(int(d0), int(d1), token, word_ptr))
     return chunks
 
@@ -240,5 +240,5 @@ def segmented_csr(corpus, new_of_old, docs_per_batch, panel_width):
     tile *= n_panels
     tile += new_of_old[corpus.word] // panel_width
     # Canonical order is already by document, so a stable sort by tile keeps CSR order inside it.
-    token, tile_ptr = _stable_counting_sort(tile, n_tiles)
+    token, tile_ptr = stable_counting_sort(tile, n_tiles)
     return SegmentedCSR(batch_bounds, int(panel_width), int(n_panels), token, tile_ptr)

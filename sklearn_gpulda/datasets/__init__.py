@@ -14,7 +14,6 @@ Three sources of document-term count matrices:
 # _synthetic (the generator and CORPUS_SHAPES).
 from . import _synthetic
 from ._kjv import load_kjv_chapters
-from ._synthetic import _as_generator  # noqa: F401  (importable from here, as it always was)
 from ._synthetic import make_lda_corpus
 from ._uci import load_uci_bow
 

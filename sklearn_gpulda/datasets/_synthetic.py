@@ -27,7 +27,7 @@ _BLOCK_TABLE_ENTRIES = 1 << 27
 _DIRICHLET_ENTRIES = 1 << 24
 
 
-def _as_generator(random_state):
+def as_generator(random_state):
     """A numpy Generator from None, an int, a Generator or a legacy RandomState."""
     if isinstance(random_state, np.random.Generator):
         return random_state
@@ -160,7 +160,7 @@ def make_lda_corpus(n_docs=1000, n_words=5000, n_topics=20, doc_length=100, alph
     if alpha.shape != (n_topics,) or not np.all(alpha > 0) or not np.all(np.isfinite(alpha)):
         raise ValueError(f"alpha must be a positive number or {n_topics} positive numbers")
     n_docs = max(1, int(round(n_docs * scale)))
-    rng = _as_generator(random_state)
+    rng = as_generator(random_state)
 
     profile = (np.arange(n_words, dtype=np.float64) + 1.0) ** -float(zipf_exponent)
     profile *= n_words / profile.sum()

@@ -16,9 +16,8 @@ gensim's ``get_topics()``, ...), so two systems are scored by the same code.
 # One module per job: _checks (input validation shared by the others), _likelihood (fit of given
 # distributions, and the chunked per-token probability the other scores reuse), _completion
 # (held-out document completion and compare_models), _coherence (UMass, NPMI, top words).
-from ._checks import _as_counts  # noqa: F401  (report.py and the tests import it from here)
 from ._coherence import NPMI_EPSILON, npmi_coherence, top_words, umass_coherence  # noqa: F401
-from ._completion import _split_halves, compare_models, document_completion  # noqa: F401
+from ._completion import compare_models, document_completion
 from ._likelihood import log_likelihood, perplexity, topic_word_distribution
 
 __all__ = [

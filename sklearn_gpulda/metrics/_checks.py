@@ -4,7 +4,7 @@ import numpy as np
 import scipy.sparse as sp
 
 
-def _as_float_matrix(a, name):
+def as_float_matrix(a, name):
     if sp.issparse(a):
         a = a.toarray()
     a = np.asarray(a, dtype=np.float64)
@@ -17,7 +17,7 @@ def _as_float_matrix(a, name):
     return a
 
 
-def _normalise_rows(a, name):
+def normalise_rows(a, name):
     sums = a.sum(axis=1, keepdims=True)
     if np.any(sums <= 0):
         bad = int(np.flatnonzero(sums.ravel() <= 0)[0])
@@ -25,7 +25,7 @@ def _normalise_rows(a, name):
     return a / sums
 
 
-def _as_counts(X, name="X"):
+def as_counts(X, name="X"):
     """Canonical CSR float64 copy of a non-negative count matrix."""
     X = sp.csr_matrix(X, dtype=np.float64, copy=True)
     X.sum_duplicates()
@@ -35,7 +35,7 @@ def _as_counts(X, name="X"):
     return X
 
 
-def _check_vocabulary(X, n_words, what):
+def check_vocabulary(X, n_words, what):
     if X.shape[1] != n_words:
         raise ValueError(
             f"vocabulary size mismatch: X has {X.shape[1]} columns (words) but {what} has "
@@ -43,7 +43,7 @@ def _check_vocabulary(X, n_words, what):
         )
 
 
-def _check_alpha(alpha, n_topics):
+def check_alpha(alpha, n_topics):
     alpha = np.asarray(alpha, dtype=np.float64)
     if alpha.ndim == 0:
         alpha = np.full(n_topics, float(alpha))

@@ -4,7 +4,7 @@ import numbers
 
 import numpy as np
 
-from ._checks import _as_counts, _as_float_matrix, _check_vocabulary
+from ._checks import as_counts, as_float_matrix, check_vocabulary
 
 #: Smoothing of NPMI (Röder et al. 2015; gensim uses the same value).
 NPMI_EPSILON = 1e-12
@@ -17,9 +17,9 @@ def _top_indices(components, n):
 
 def _cooccurrence(X, components, top_n):
     """Document frequencies of each topic's top words (``single``) and of their pairs."""
-    X = _as_counts(X, "reference corpus X")
-    components = _as_float_matrix(components, "components")
-    _check_vocabulary(X, components.shape[1], "components")
+    X = as_counts(X, "reference corpus X")
+    components = as_float_matrix(components, "components")
+    check_vocabulary(X, components.shape[1], "components")
     if not isinstance(top_n, numbers.Integral) or not 2 <= top_n <= components.shape[1]:
         raise ValueError(f"top_n must be an integer in 2..{components.shape[1]}, got {top_n!r}")
     top = _top_indices(components, top_n)
@@ -144,7 +144,7 @@ def top_words(components, feature_names=None, n_words=10):
     >>> top_words(components, n_words=1)
     [[1], [0]]
     """
-    components = _as_float_matrix(components, "components")
+    components = as_float_matrix(components, "components")
     vocab_size = components.shape[1]
     if not isinstance(n_words, numbers.Integral) or not 1 <= n_words <= vocab_size:
         raise ValueError(f"n_words must be an integer in 1..{vocab_size}, got {n_words!r}")

@@ -12,12 +12,12 @@ from sklearn.utils import Bunch
 
 from .._runtime.device import resolve_device
 from ..backends import fold_in
-from ..datasets._synthetic import _as_generator
-from ._checks import _as_counts, _as_float_matrix, _check_alpha, _check_vocabulary
-from ._likelihood import _items_per_chunk, _token_probabilities, topic_word_distribution
+from ..datasets._synthetic import as_generator
+from ._checks import as_counts, as_float_matrix, check_alpha, check_vocabulary
+from ._likelihood import items_per_chunk, token_probabilities, topic_word_distribution
 
 
-def _split_halves(X, rng):
+def split_halves(X, rng):
     """Split each document's tokens into an observed and a held-out half at random.
 
     A document of ``n`` tokens keeps ``ceil(n / 2)`` tokens observed and holds ``floor(n / 2)``
@@ -84,7 +84,7 @@ def _fold_in_gibbs(X, phi_t, alpha, n_iter, rng):
     A = doc_topic_counts(z)
     burn_in = n_iter // 2
     mean_A = np.zeros_like(A)
-    chunk = _items_per_chunk(n_topics)
+    chunk = items_per_chunk(n_topics)
     for sweep in range(n_iter):
         new_z = np.empty_like(z)
         for t0 in range(0, word.size, chunk):
@@ -169,10 +169,10 @@ def document_completion(X, topic_word, alpha, n_iter=100, random_state=None,
     """
     X = _check_completion_args(X, n_iter, method, tol)
     phi = topic_word_distribution(topic_word)
-    _check_vocabulary(X, phi.shape[1], "topic_word")
-    alpha = _check_alpha(alpha, phi.shape[0])
-    rng = _as_generator(random_state)
-    observed, held_out = _split_halves(X, rng)
+    check_vocabulary(X, phi.shape[1], "topic_word")
+    alpha = check_alpha(alpha, phi.shape[0])
+    rng = as_generator(random_state)
+    observed, held_out = split_halves(X, rng)
     return _complete(observed, held_out, phi, alpha, n_iter, method, tol, rng, device)
 
 
@@ -184,7 +184,7 @@ def _check_completion_args(X, n_iter, method, tol):
         raise ValueError(f"n_iter must be a positive integer, got {n_iter!r}")
     if not isinstance(tol, numbers.Real) or not tol >= 0:
         raise ValueError(f"tol must be a non-negative number, got {tol!r}")
-    X = _as_counts(X)
+    X = as_counts(X)
     if X.nnz and not np.array_equal(X.data, np.round(X.data)):
         raise ValueError("document completion splits tokens, so X must hold integer counts")
     return X
@@ -202,7 +202,7 @@ def _complete(observed, held_out, phi, alpha, n_iter, method, tol, rng, device="
     n_tokens = int(held_out.data.sum())
     if n_tokens == 0:
         raise ValueError("no document has a held-out token (every document has < 2 tokens)")
-    prob = _token_probabilities(held_out, theta, phi_t)
+    prob = token_probabilities(held_out, theta, phi_t)
     with np.errstate(divide="ignore"):
         loglik = float(np.dot(held_out.data, np.log(prob)))
     per_token = loglik / n_tokens
@@ -218,7 +218,7 @@ def _topics_and_prior(model, alpha, name):
         if not hasattr(model, "doc_topic_prior_"):
             raise ValueError(f"model {name!r} has components_ but no fitted doc_topic_prior_")
         return model.components_, model.doc_topic_prior_
-    topic_word = _as_float_matrix(model, f"topic-word matrix of {name!r}")
+    topic_word = as_float_matrix(model, f"topic-word matrix of {name!r}")
     return topic_word, (1.0 / topic_word.shape[0] if alpha is None else alpha)
 
 
@@ -300,9 +300,9 @@ def compare_models(X, models, *, alpha=None, n_iter=100, random_state=None,
     for name, model in models.items():
         topic_word, prior = _topics_and_prior(model, alpha, name)
         phi = topic_word_distribution(topic_word)
-        _check_vocabulary(X, phi.shape[1], f"model {name!r}")
-        prepared[name] = phi, _check_alpha(prior, phi.shape[0])
-    rng = _as_generator(random_state)
-    observed, held_out = _split_halves(X, rng)
+        check_vocabulary(X, phi.shape[1], f"model {name!r}")
+        prepared[name] = phi, check_alpha(prior, phi.shape[0])
+    rng = as_generator(random_state)
+    observed, held_out = split_halves(X, rng)
     return {name: _complete(observed, held_out, phi, prior, n_iter, method, tol, rng, device)
             for name, (phi, prior) in prepared.items()}

@@ -6,7 +6,7 @@ completion scores its held-out half with, and of the scratch budget both respect
 
 import numpy as np
 
-from ._checks import _as_counts, _as_float_matrix, _check_vocabulary, _normalise_rows
+from ._checks import as_counts, as_float_matrix, check_vocabulary, normalise_rows
 
 # Gathered (non-zero x topic) arrays are built for about a million entries at a time: scoring a
 # 100 M-token corpus then needs tens of MB of scratch memory, and a fold-in chunk stays in cache
@@ -14,7 +14,7 @@ from ._checks import _as_counts, _as_float_matrix, _check_vocabulary, _normalise
 _CHUNK_ENTRIES = 1 << 20
 
 
-def _items_per_chunk(width):
+def items_per_chunk(width):
     """How many items of ``width`` scratch entries each fit in the budget (at least one)."""
     return max(1, _CHUNK_ENTRIES // max(1, width))
 
@@ -22,7 +22,7 @@ def _items_per_chunk(width):
 def _row_chunks(indptr, per_entry):
     """Row ranges whose non-zeros times ``per_entry`` stay near the scratch budget."""
     n_rows = indptr.size - 1
-    budget = _items_per_chunk(per_entry)
+    budget = items_per_chunk(per_entry)
     start = 0
     while start < n_rows:
         end = int(np.searchsorted(indptr, indptr[start] + budget, side="right")) - 1
@@ -31,7 +31,7 @@ def _row_chunks(indptr, per_entry):
         start = end
 
 
-def _token_probabilities(X, doc_topic, topic_word_t):
+def token_probabilities(X, doc_topic, topic_word_t):
     """``sum_k theta[d, k] phi[k, v]`` for every non-zero (d, v) of ``X``, in CSR order."""
     out = np.empty(X.nnz, dtype=np.float64)
     for r0, r1 in _row_chunks(X.indptr, topic_word_t.shape[1]):
@@ -67,7 +67,7 @@ def topic_word_distribution(components):
     array([[0.25, 0.75],
            [0.5 , 0.5 ]])
     """
-    return _normalise_rows(_as_float_matrix(components, "components"), "components")
+    return normalise_rows(as_float_matrix(components, "components"), "components")
 
 
 def log_likelihood(X, doc_topic, topic_word):
@@ -99,17 +99,17 @@ def log_likelihood(X, doc_topic, topic_word):
     >>> round(log_likelihood(X, [[1.0], [1.0]], [[0.5, 0.5]]), 6)  # 3 tokens of probability 1/2
     -2.079442
     """
-    X = _as_counts(X)
-    theta = _normalise_rows(_as_float_matrix(doc_topic, "doc_topic"), "doc_topic")
+    X = as_counts(X)
+    theta = normalise_rows(as_float_matrix(doc_topic, "doc_topic"), "doc_topic")
     phi = topic_word_distribution(topic_word)
-    _check_vocabulary(X, phi.shape[1], "topic_word")
+    check_vocabulary(X, phi.shape[1], "topic_word")
     if theta.shape[0] != X.shape[0]:
         raise ValueError(f"X has {X.shape[0]} documents but doc_topic has {theta.shape[0]} rows")
     if theta.shape[1] != phi.shape[0]:
         raise ValueError(
             f"doc_topic has {theta.shape[1]} topics but topic_word has {phi.shape[0]}"
         )
-    prob = _token_probabilities(X, theta, np.ascontiguousarray(phi.T))
+    prob = token_probabilities(X, theta, np.ascontiguousarray(phi.T))
     with np.errstate(divide="ignore"):
         return float(np.dot(X.data, np.log(prob)))
 
@@ -142,7 +142,7 @@ def perplexity(X, doc_topic, topic_word):
     >>> round(perplexity(X, [[1.0], [1.0]], [[0.5, 0.5]]), 6)
     2.0
     """
-    X = _as_counts(X)
+    X = as_counts(X)
     total = X.data.sum()
     if total <= 0:
         raise ValueError("X holds no tokens; perplexity is undefined")

@@ -8,7 +8,7 @@ Work is chunked over tokens so that no temporary exceeds a few tens of megabytes
 
 import numpy as np
 
-from ..._input.layouts import _stable_counting_sort
+from ..._input.layouts import stable_counting_sort
 from ..._runtime.device import CPU
 from .. import random as _random
 from ..base import Sampler, normalised_rows
@@ -153,7 +153,7 @@ class NumpySampler(Sampler):
                         share("weight", corpus.weight), share("doc_ptr", corpus.doc_ptr))
         # Tokens of each word in canonical order: B's rows are counted by word ranges (in
         # cache-sized blocks, on separate workers), each cell summing its tokens in token order.
-        by_word, word_ptr = _stable_counting_sort(corpus.word, corpus.n_words)
+        by_word, word_ptr = stable_counting_sort(corpus.word, corpus.n_words)
         self._by_word, self._word_ptr = share("by_word", by_word), share("word_ptr", word_ptr)
 
     def init_topics(self, iteration=0, stream=_random.STREAM_INIT):
