@@ -9,23 +9,16 @@
 ``bench``   runs a script from the repository's ``benchmarks/`` folder (source checkouts only).
 
 Every mistake in the user's input is reported as one line on stderr with exit status 2, and
-output paths are checked before any fitting starts. The commands live in ``sklearn_gpulda/_cli/``
-and import the estimator only when they run, so ``--help`` stays fast and works on any machine.
+output paths are checked before any fitting starts; Ctrl-C at any point prints "interrupted" and
+exits with status 130. The commands live in ``sklearn_gpulda/_cli/`` and import NumPy,
+scikit-learn and the estimator only when they run, so ``--help`` stays fast and works on any
+machine (the package's ``__init__`` loads the estimator lazily for the same reason).
 """
 
 import argparse
 import os
 import sys
 from pathlib import Path
-
-from sklearn_gpulda._cli import bench, commands, data
-from sklearn_gpulda._cli.common import (
-    CommandError,
-    n_jobs,
-    non_negative_int,
-    parse_device,
-    positive_int,
-)
 
 _DEVICE_HELP = "auto, cpu, cuda or cuda:N, as the estimator's device (default: %(default)s)"
 
@@ -38,6 +31,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_fit_options(parser):
+    from sklearn_gpulda._cli.common import n_jobs, parse_device, positive_int
+
     parser.add_argument("--max-iter", type=positive_int, default=None, metavar="N",
                         help="sweeps (default: the estimator's, 1000 on a GPU, 100 on the CPU)")
     parser.add_argument("--device", type=parse_device, default="auto", metavar="DEVICE",
@@ -49,7 +44,22 @@ def _add_fit_options(parser):
                              "not depend on it (default: %(default)s)")
 
 
+def _add_encoding_options(group):
+    from sklearn_gpulda._cli import data
+
+    group.add_argument("--encoding", type=data.encoding_name, default="utf-8", metavar="NAME",
+                       help="encoding of text files, such as utf-8, latin-1 or cp1252 "
+                            "(default: %(default)s)")
+    group.add_argument("--encoding-errors", choices=["strict", "replace"], default="strict",
+                       help="bytes that are not valid in the encoding: strict stops with an "
+                            "error naming the first one, replace reads them as U+FFFD "
+                            "(default: %(default)s)")
+
+
 def _add_text_options(parser):
+    from sklearn_gpulda._cli import data
+    from sklearn_gpulda._cli.common import positive_int
+
     text = parser.add_argument_group(
         "text input", "How text is turned into word counts (scikit-learn's CountVectorizer). "
                       "The defaults suit topic models; they apply to text input only.")
@@ -69,9 +79,12 @@ def _add_text_options(parser):
     text.add_argument("--ngram-range", type=data.ngram_range, metavar="MIN,MAX",
                       help="word n-grams to count, e.g. 1,2 for words and word pairs "
                            "(default: 1,1)")
+    _add_encoding_options(text)
 
 
 def _add_model_options(parser):
+    from sklearn_gpulda._cli.common import positive_int
+
     parser.add_argument("model", type=Path, metavar="MODEL",
                         help="a model saved by 'fit' or with joblib.dump (only load files you "
                              "trust: loading runs code stored in them)")
@@ -89,6 +102,10 @@ def _command(subcommands, name, handler, summary, description, **kwargs):
 
 
 def build_parser(prog=None):
+    """The argument parser of every command; building it imports no numerical library."""
+    from sklearn_gpulda._cli import bench, commands
+    from sklearn_gpulda._cli.common import non_negative_int, positive_int
+
     if prog is None:
         prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "sklearn-gpulda"
         if prog in {"__main__.py", "-c", ""}:
@@ -153,6 +170,7 @@ def build_parser(prog=None):
     report.add_argument("-o", "--output", type=Path, default=Path("report.html"), metavar="PATH",
                         help="the HTML file to write (default: %(default)s)")
     report.add_argument("--title", help="page title (default: the model file's name)")
+    _add_encoding_options(report.add_argument_group("text in --data"))
 
     bench_parser = _command(
         subcommands, "bench", bench.run_bench,
@@ -167,7 +185,21 @@ def build_parser(prog=None):
 
 
 def main(argv=None):
-    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    The whole run sits inside the KeyboardInterrupt handler, the imports and the building of the
+    parser included, so that Ctrl-C during start-up is one line too, not a traceback.
+    """
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(argv):
+    from sklearn_gpulda._cli.common import CommandError
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -178,9 +210,6 @@ def main(argv=None):
     except CommandError as exc:
         print(f"{parser.prog} {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":

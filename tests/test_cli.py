@@ -277,7 +277,7 @@ def test_fit_text_saves_a_pipeline_for_raw_text(tmp_path, capsys, kjv):
     docs = tmp_path / "chapters.txt"
     # Blank lines are not documents.
     docs.write_text("\n\n".join(lines) + "\n")
-    output = tmp_path / "sub" / "pipe.joblib"
+    output = tmp_path / "pipe.joblib"
     status = cli.main(["fit", str(docs), "-k", "3", "--max-iter", "3", "--device", "cpu",
                        "--output", str(output), "--no-progress"])
     assert status == 0
@@ -441,7 +441,7 @@ def test_text_fit_then_topics_then_report(tmp_path, text_file, kjv):
     assert all(set(words.split()) <= set(kjv.feature_names)
                for words in topic_lines(shown.stdout))
 
-    page = tmp_path / "out" / "report.html"
+    page = tmp_path / "report.html"
     reported = run_cli("report", model, "--data", text_file, "-o", page, cwd=tmp_path)
     assert reported.returncode == 0, reported.stderr
     html = page.read_text(encoding="utf-8")

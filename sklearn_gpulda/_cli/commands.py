@@ -5,6 +5,7 @@ import sys
 
 from .common import (
     CommandError,
+    check_input_file,
     check_output_path,
     describe_device,
     describe_saved,
@@ -156,13 +157,12 @@ def _save_with_vocabulary(model, X, names):
 
 
 def run_fit(args):
-    if not args.input.is_file():
-        raise CommandError(f"input file not found: {args.input}")
+    check_input_file(args.input, "input file")
     check_output_path(args.output, "--output")
     device = resolve_device(args.device)  # fail before reading a large corpus, not after
-    if args.vocab is not None and not args.vocab.is_file():
-        raise CommandError(f"vocabulary file not found: {args.vocab}")
-    fmt = args.format or sniff_format(args.input)
+    if args.vocab is not None:
+        check_input_file(args.vocab, "vocabulary file")
+    fmt = args.format or sniff_format(args.input, args.encoding)
     options, given = text_options(args)
     if fmt == "uci":
         if given:
@@ -175,7 +175,7 @@ def run_fit(args):
     else:
         if args.vocab is not None:
             raise CommandError("--vocab applies to UCI input only; text input builds its own")
-        vectorizer, X = vectorise(args.input, options)
+        vectorizer, X = vectorise(args.input, options, args.encoding, args.encoding_errors)
         names = vectorizer.get_feature_names_out()
         words = options["stop_words"]
         stop = ("none" if words is None else "English" if words == "english"
@@ -226,16 +226,15 @@ def _report_data(args, preprocess, n_words):
     """The counts of ``--data`` in the model's vocabulary, or None without ``--data``."""
     if args.data is None:
         return None
-    if not args.data.is_file():
-        raise CommandError(f"data file not found: {args.data}")
-    if (args.format or sniff_format(args.data)) == "uci":
+    check_input_file(args.data, "data file")
+    if (args.format or sniff_format(args.data, args.encoding)) == "uci":
         X, _ = load_uci(args.data)
     else:
         first = None if preprocess is None else preprocess.steps[0][1]
         if not hasattr(first, "build_analyzer"):  # CountVectorizer and its relatives
             raise CommandError(f"{args.data} is text, but {args.model} was not saved with a text "
                                "vectoriser; give the UCI docword file it was fitted on")
-        X = preprocess.transform(read_lines(args.data))
+        X = preprocess.transform(read_lines(args.data, args.encoding, args.encoding_errors))
     if X.shape[1] != n_words:
         raise CommandError(f"{args.data} has {X.shape[1]} words but the model has {n_words}")
     return X

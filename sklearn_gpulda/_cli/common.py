@@ -2,7 +2,6 @@
 
 import argparse
 import os
-from pathlib import Path
 
 
 class CommandError(Exception):
@@ -88,27 +87,40 @@ def describe_device(device):
 
 # --------------------------------------------------------------------------- files
 
+def check_input_file(path, what):
+    """Fail with one line unless ``path`` is a file to read; ``what`` names it ('input file')."""
+    if path.is_file():
+        return
+    if path.is_dir():
+        raise CommandError(f"{what} {path} is a directory; name a file inside it")
+    if path.exists():  # a FIFO or a device: the commands read their input more than once
+        raise CommandError(f"{what} {path} is not a regular file")
+    raise CommandError(f"{what} not found: {path}")
+
+
 def check_output_path(path, option):
-    """Fail now, not after a long fit, if ``path`` cannot be written as a file."""
+    """Fail now, not after a long fit, if ``path`` cannot be written as a file.
+
+    The folder must exist already: creating it would turn a typing mistake in a folder name into
+    a model saved somewhere the user does not look.
+    """
     if path.is_dir():
         raise CommandError(f"{option} {path} is a directory; name a file, such as "
                            f"{path / 'model.joblib'}")
-    existing = path.parent
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise CommandError(f"{option} {path}: cannot create a folder inside {existing}, "
-                           "which is a file")
-    target = path if path.exists() else existing
+    folder = path.parent
+    if not folder.exists():
+        raise CommandError(f"output folder does not exist: {folder} ({option} {path}); "
+                           "create it first")
+    if not folder.is_dir():
+        raise CommandError(f"{option} {path}: cannot write inside {folder}, which is a file")
+    target = path if path.exists() else folder
     if not os.access(target, os.W_OK):
         raise CommandError(f"{option} {path}: no permission to write to {target}")
 
 
 def write_file(path, write, option):
-    """Create ``path``'s folders and call ``write(path)``, turning OS errors into one line."""
+    """Call ``write(path)``, turning OS errors into one line (the folder is not created)."""
     try:
-        if path.parent != Path(""):
-            path.parent.mkdir(parents=True, exist_ok=True)
         write(path)
     except OSError as exc:
         raise CommandError(f"cannot write {option} {path}: {one_line(exc)}") from None
@@ -116,8 +128,7 @@ def write_file(path, write, option):
 
 def load_model(path):
     """The object saved in ``path`` by joblib, checked to be a fitted topic model."""
-    if not path.is_file():
-        raise CommandError(f"model file not found: {path}")
+    check_input_file(path, "model file")
     import joblib
 
     try:

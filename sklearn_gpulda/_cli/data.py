@@ -11,11 +11,10 @@ import argparse
 import gzip
 import re
 import sys
+import zlib
 from pathlib import Path
 
-import numpy as np
-
-from .common import CommandError, one_line
+from .common import CommandError, check_input_file, one_line
 
 #: Defaults of the vectoriser options, applied when the option is not given; kept apart from
 #: argparse so that giving one with UCI input can be told from not giving it.
@@ -53,47 +52,115 @@ def ngram_range(text):
 
 # --------------------------------------------------------------------------- files
 
-def open_text(path):
+#: How much of a file ``sniff_format`` reads: enough for the header lines of a UCI file and for
+#: an executable's NUL bytes, little enough to cost nothing on a gigabyte corpus.
+SNIFF_BYTES = 1 << 16
+
+#: Errors a damaged or unreadable file raises while being read (gzip raises zlib.error for a
+#: corrupt stream, EOFError for a truncated one).
+_READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def encoding_name(text):
+    """``text`` if Python can decode text files with it, else a usage error."""
+    try:
+        # Decoding a byte, rather than codecs.lookup, also refuses codecs that exist but do not
+        # turn bytes into text ('base64', 'zlib'); 'replace' lets UTF-16 accept an odd byte.
+        b"a".decode(text, "replace")
+    except (LookupError, UnicodeError):
+        raise argparse.ArgumentTypeError(
+            f"not a text encoding Python knows: {text!r} (e.g. utf-8, latin-1, cp1252)") from None
+    return text
+
+
+def open_text(path, encoding="utf-8", errors="replace"):
     # Large corpora usually arrive gzipped; reading them as-is saves a decompression step.
     if str(path).endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
+        return gzip.open(path, "rt", encoding=encoding, errors=errors)
+    return open(path, encoding=encoding, errors=errors)
 
 
-def sniff_format(path):
-    """'uci' when the file opens with the three integer header lines of a UCI docword file."""
+def _read_bytes(path, size=-1):
+    """The first ``size`` bytes of ``path`` (all with -1), decompressed when it ends in .gz."""
+    opener = gzip.open if str(path).endswith(".gz") else open
     try:
-        with open_text(path) as handle:
-            head = []
-            for line in handle:
-                if line.strip():
-                    head.append(line.split())
-                if len(head) == 4:
-                    break
-    except (OSError, EOFError) as exc:  # e.g. a damaged .gz file
+        with opener(path, "rb") as handle:
+            return handle.read(size)
+    except _READ_ERRORS as exc:
         raise CommandError(f"cannot read {path}: {one_line(exc)}") from None
+
+
+def decode_text(path, raw, encoding="utf-8", errors="strict"):
+    """``raw``, the bytes of ``path``, as text; bytes that are not text are a CommandError.
+
+    Text has no NUL characters: a file with one is binary (an executable, an archive, a
+    spreadsheet), and reading it as documents would fit topics to its byte patterns. Bytes that
+    are not valid ``encoding`` are an error unless ``errors`` is ``'replace'``, so that a Latin-1
+    file read as UTF-8 does not lose its accented letters without a word.
+    """
+    try:
+        text = raw.decode(encoding, errors)
+    except UnicodeDecodeError as exc:
+        # The line is counted on the decoded prefix, so it is right for UTF-16 as well.
+        line = raw[:exc.start].decode(encoding, "replace").count("\n") + 1
+        raise CommandError(
+            f"{path} is not valid {encoding}: byte 0x{raw[exc.start]:02x} at byte offset "
+            f"{exc.start} (line {line}); give the file's encoding with --encoding (e.g. "
+            "--encoding latin-1), or --encoding-errors replace") from None
+    nul = text.find("\0")
+    if nul >= 0:
+        line = text.count("\n", 0, nul) + 1
+        raise CommandError(f"{path} is not a text file: NUL byte on line {line}; give a text "
+                           "file with one document per line, or a UCI docword file")
+    return text
+
+
+def sniff_format(path, encoding="utf-8"):
+    """'uci' when the file opens with the three integer header lines of a UCI docword file.
+
+    Only the first ``SNIFF_BYTES`` are read; a NUL byte among them is an error here already, so
+    that a binary file is refused before anything else is done with it.
+    """
+    raw = _read_bytes(path, SNIFF_BYTES)
+    # 'replace': the chunk may end inside a multi-byte character; strict decoding of the whole
+    # file, for text input, comes later in read_lines.
+    head = []
+    for line in split_lines(decode_text(path, raw, encoding, "replace")):
+        if line.strip():
+            head.append(line.split())
+        if len(head) == 4:
+            break
     header_ok = len(head) >= 3 and all(len(f) == 1 and f[0].isdigit() for f in head[:3])
     body_ok = len(head) < 4 or (len(head[3]) == 3 and all(f.isdigit() for f in head[3]))
     return "uci" if header_ok and body_ok else "text"
 
 
-def read_lines(path):
-    """The non-empty lines of a text file (plain or .gz), stripped."""
-    try:
-        with open_text(path) as handle:
-            return [line.strip() for line in handle if line.strip()]
-    except (OSError, EOFError) as exc:
-        raise CommandError(f"cannot read {path}: {one_line(exc)}") from None
+def read_lines(path, encoding="utf-8", errors="strict"):
+    """The non-empty lines of a text file (plain or .gz), stripped.
+
+    The file is read whole, as bytes, then decoded: the lines are kept in memory anyway, and an
+    error can then name the byte offset of the first byte that is not text.
+    """
+    text = decode_text(path, _read_bytes(path), encoding, errors)
+    return [line.strip() for line in split_lines(text) if line.strip()]
+
+
+def split_lines(text):
+    """Lines as a file opened in text mode gives them: split at \\n, \\r\\n and \\r only.
+
+    ``str.splitlines`` would also split at form feeds and other separators, which may sit inside
+    a document and must not cut it in two.
+    """
+    return re.split(r"\r\n?|\n", text)
 
 
 def read_vocabulary(path, n_words, owner):
     """One word per line, ``n_words`` of them (a trailing empty line is not a word)."""
-    if not path.is_file():
-        raise CommandError(f"vocabulary file not found: {path}")
+    check_input_file(path, "vocabulary file")
     try:
         with open_text(path) as handle:
             words = handle.read().splitlines()
-    except (OSError, EOFError) as exc:
+    except _READ_ERRORS as exc:
         raise CommandError(f"cannot read {path}: {one_line(exc)}") from None
     while words and words[-1] == "":
         words.pop()
@@ -108,7 +175,7 @@ def load_uci(path, vocab=None):
 
     try:
         corpus = load_uci_bow(path, vocab=vocab)
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, *_READ_ERRORS) as exc:
         hint = " (if it is text with one document per line, use --format text)" \
             if "header line" in str(exc) else ""
         raise CommandError(f"cannot read {path} as a UCI docword file: {one_line(exc)}{hint}") \
@@ -117,7 +184,10 @@ def load_uci(path, vocab=None):
 
 
 def text_options(args):
-    """CountVectorizer keyword arguments from the options, and the names of those given."""
+    """CountVectorizer keyword arguments from the options, and the names of those given.
+
+    A stop-word file is read with ``--encoding`` and ``--encoding-errors``, like the input.
+    """
     given = [key for key in TEXT_DEFAULTS if getattr(args, key) is not None]
     options = {key: TEXT_DEFAULTS[key] if getattr(args, key) is None else getattr(args, key)
                for key in TEXT_DEFAULTS}
@@ -128,15 +198,15 @@ def text_options(args):
         if not words.is_file():
             raise CommandError(f"--stop-words takes english, none or a file name; {words} is "
                                "not a file")
-        options["stop_words"] = read_lines(words)
+        options["stop_words"] = read_lines(words, args.encoding, args.encoding_errors)
     return options, given
 
 
-def vectorise(path, options):
-    """``(fitted CountVectorizer, counts)`` of the text file ``path``."""
+def vectorise(path, options, encoding="utf-8", errors="strict"):
+    """``(fitted CountVectorizer, counts)`` of the text file ``path``, read as ``encoding``."""
     from sklearn.feature_extraction.text import CountVectorizer
 
-    documents = read_lines(path)
+    documents = read_lines(path, encoding, errors)
     if not documents:
         raise CommandError(f"no documents in {path} (one per non-empty line)")
     vectorizer = CountVectorizer(**options)
@@ -146,7 +216,7 @@ def vectorise(path, options):
         raise CommandError(
             f"cannot vectorise {path} ({len(documents)} documents): {one_line(exc)}; loosen "
             "--min-df, --max-df or --stop-words (e.g. --min-df 1 --max-df 1.0)") from None
-    empty = int(np.count_nonzero(X.getnnz(axis=1) == 0))
+    empty = int((X.getnnz(axis=1) == 0).sum())
     if empty:
         # Kept (their rows stay aligned with the lines), but nothing is learned from them.
         print(f"warning: {empty} of {len(documents)} documents have no word left after the stop "
