@@ -166,6 +166,46 @@ def test_fit_transform_matches_fit_then_transform(kjv):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("normalize", [True, False])
+def test_fit_transform_takes_normalize_as_scikit_learn_does(kjv, normalize):
+    # scikit-learn 1.9's TransformerMixin.fit_transform would hand normalize to fit.
+    X = kjv.data[:120]
+    a = _lda(n_components=4, max_iter=4).fit_transform(X, normalize=normalize)
+    b = _lda(n_components=4, max_iter=4).fit(X).transform(X, normalize=normalize)
+    np.testing.assert_array_equal(a, b)
+    sk = LatentDirichletAllocation(n_components=4, max_iter=2, random_state=0)
+    assert sk.fit_transform(X, normalize=normalize).shape == a.shape
+
+
+def test_random_state_is_set_where_scikit_learn_sets_it(kjv):
+    X = kjv.data[:100]
+    for random_state in (3, np.random.RandomState(3), None):
+        ours = _lda(n_components=3, max_iter=2, random_state=random_state)
+        theirs = LatentDirichletAllocation(n_components=3, max_iter=1,
+                                           random_state=random_state)
+        assert not hasattr(ours, "random_state_")
+        ours.fit(X)
+        theirs.fit(X)
+        assert type(ours.random_state_) is type(theirs.random_state_) is np.random.RandomState
+        if isinstance(random_state, np.random.RandomState):
+            assert ours.random_state_ is random_state  # the caller's generator, as scikit-learn
+    # partial_fit sets it on its first call only, as scikit-learn's does.
+    model = _lda(n_components=3, random_state=5).partial_fit(X[:50])
+    first = model.random_state_
+    assert model.partial_fit(X[50:]).random_state_ is first
+
+
+def test_random_state_leaves_the_model_and_its_pickle_working(kjv):
+    # The seed is drawn from random_state_ as it was from check_random_state(random_state):
+    # an int gives the model it gave before, and a pickled model transforms the same.
+    X = kjv.data[:100]
+    model = _lda(n_components=3, max_iter=3, random_state=9).fit(X)
+    assert model._seed == int(np.random.RandomState(9).randint(np.iinfo(np.uint32).max))
+    loaded = pickle.loads(pickle.dumps(model))
+    assert isinstance(loaded.random_state_, np.random.RandomState)
+    np.testing.assert_array_equal(loaded.transform(X[:5]), model.transform(X[:5]))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_dtype_is_preserved(kjv, dtype):
     X = kjv.data[:100].astype(dtype)
@@ -502,3 +542,4 @@ def test_partial_fit_sets_bound_time_and_tokens(kjv):
     # The training perplexity of the last mini-batch's chain: finite, and far below the
     # vocabulary size a uniform model would score.
     assert 1 < model.bound_ < X.shape[1]
+
