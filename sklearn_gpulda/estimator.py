@@ -187,6 +187,9 @@ class GPULatentDirichletAllocation(
         prior. ``transform``, ``score`` and ``partial_fit`` use it.
     topic_word_prior_ : float
         The prior actually used (learned with 'auto').
+    random_state_ : RandomState instance
+        The generator ``random_state`` gives (``check_random_state``), set by every ``fit`` and
+        the first ``partial_fit``, as in scikit-learn; the seed of the chain is drawn from it.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -372,7 +375,15 @@ class GPULatentDirichletAllocation(
                         alpha_start, beta_start, callback, components_dtype)
 
     def _new_seed(self):
-        return int(check_random_state(self.random_state).randint(np.iinfo(np.uint32).max))
+        """The 32-bit seed of a new chain, drawn from ``random_state_``, which it sets first.
+
+        scikit-learn's LDA sets ``random_state_`` where it starts a model (every ``fit``, the
+        first ``partial_fit``) and draws its initial topics from it; here the generator gives
+        one number, the seed of the counter-based streams, so the model depends on
+        ``random_state`` exactly as before.
+        """
+        self.random_state_ = check_random_state(self.random_state)
+        return int(self.random_state_.randint(np.iinfo(np.uint32).max))
 
     @staticmethod
     def _warn_if_empty(total, whom):
@@ -545,6 +556,42 @@ class GPULatentDirichletAllocation(
             theta = theta * (lengths + np.sum(np.broadcast_to(self.doc_topic_prior_,
                                                               (self.n_components,))))
         return theta.astype(X.dtype, copy=False)
+
+    def fit_transform(self, X, y=None, *, normalize=True):
+        """Fit the model to ``X``, then return its document-topic distributions.
+
+        The same as ``fit(X).transform(X, normalize=normalize)``: the distributions come from
+        folding ``X`` in with the fitted topics, not from the chain's last sample. Defined here
+        because scikit-learn's ``TransformerMixin.fit_transform`` passes extra keywords such as
+        ``normalize`` on to ``fit``, which does not take them.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Document-term counts (a single matrix: the rows are transformed as well).
+        y : Ignored
+            Not used, present for API consistency.
+        normalize : bool, default=True
+            Whether rows are normalised to sum to one (see :meth:`transform`).
+
+        Returns
+        -------
+        doc_topic_distr : ndarray of shape (n_samples, n_components)
+            As :meth:`transform` returns it.
+
+        Examples
+        --------
+        >>> from sklearn_gpulda import GPULatentDirichletAllocation
+        >>> from sklearn_gpulda.datasets import load_kjv_chapters
+        >>> X = load_kjv_chapters().data[:200]
+        >>> lda = GPULatentDirichletAllocation(n_components=5, max_iter=10, random_state=0,
+        ...                                    device="cpu")
+        >>> gamma = lda.fit_transform(X, normalize=False)
+        >>> theta = gamma / gamma.sum(axis=1, keepdims=True)
+        >>> gamma.shape, bool(abs(theta - lda.transform(X)).max() < 1e-12)
+        ((200, 5), True)
+        """
+        return self.fit(X, y).transform(X, normalize=normalize)
 
     def score(self, X, y=None):
         """Approximate log-likelihood of ``X`` under the model: a sum of per-document terms.

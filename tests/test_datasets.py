@@ -340,3 +340,47 @@ def test_make_lda_corpus_rejects_bad_arguments(kwargs, message):
     arguments.update(kwargs)
     with pytest.raises(ValueError, match=message):
         make_lda_corpus(**arguments)
+
+
+# -- the bundled corpus's archaic stop list ------------------------------------------------------
+def test_kjv_stop_words_are_function_words_the_english_list_misses():
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from sklearn_gpulda.datasets import KJV_STOP_WORDS
+
+    assert {"unto", "shall", "thou", "thee", "thy", "ye", "hath", "saith"} <= KJV_STOP_WORDS
+    assert not KJV_STOP_WORDS & ENGLISH_STOP_WORDS
+    assert not KJV_STOP_WORDS & {"lord", "god", "israel", "king", "said", "came", "man"}
+
+
+def test_kjv_without_archaic_words_drops_only_their_columns():
+    from sklearn_gpulda.datasets import KJV_STOP_WORDS
+
+    full = load_kjv_chapters()
+    assert full.data.shape == (1189, 3117)  # the default is the corpus as always loaded
+    plain = load_kjv_chapters(remove_archaic=True)
+    assert not set(plain.feature_names) & KJV_STOP_WORDS
+    keep = [i for i, w in enumerate(full.feature_names) if w not in KJV_STOP_WORDS]
+    assert plain.data.shape == (1189, len(keep)) == (plain.n_docs, plain.n_words)
+    assert (plain.data != full.data[:, keep]).nnz == 0
+    np.testing.assert_array_equal(plain.feature_names, full.feature_names[keep])
+
+
+def test_demo_topics_lead_with_no_archaic_function_word(capsys):
+    # What the demo prints: its corpus lacks the list's words, and so do its topics' top words
+    # (before, 'shall', 'unto' and 'thou' led them).
+    from sklearn_gpulda import GPULatentDirichletAllocation, __main__ as cli
+    from sklearn_gpulda.datasets import KJV_STOP_WORDS
+
+    assert cli.main(["demo", "--max-iter", "3", "--device", "cpu", "--n-components", "5"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^corpus: .* 3064 words", out, flags=re.MULTILINE)
+    topics = re.findall(r"^\s+topic\s+\d+: (.*)$", out, flags=re.MULTILINE)
+    assert len(topics) == 5
+    assert not {w for line in topics for w in line.split()} & KJV_STOP_WORDS
+    # A longer fit, as a user reading the topics would run it.
+    kjv = load_kjv_chapters(remove_archaic=True)
+    model = GPULatentDirichletAllocation(10, max_iter=30, random_state=0, device="cpu")
+    model.fit(kjv.data)
+    top = kjv.feature_names[np.argsort(-model.components_, axis=1)[:, :10]]
+    assert not set(top.ravel()) & KJV_STOP_WORDS

@@ -166,6 +166,46 @@ def test_fit_transform_matches_fit_then_transform(kjv):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("normalize", [True, False])
+def test_fit_transform_takes_normalize_as_scikit_learn_does(kjv, normalize):
+    # scikit-learn 1.9's TransformerMixin.fit_transform would hand normalize to fit.
+    X = kjv.data[:120]
+    a = _lda(n_components=4, max_iter=4).fit_transform(X, normalize=normalize)
+    b = _lda(n_components=4, max_iter=4).fit(X).transform(X, normalize=normalize)
+    np.testing.assert_array_equal(a, b)
+    sk = LatentDirichletAllocation(n_components=4, max_iter=2, random_state=0)
+    assert sk.fit_transform(X, normalize=normalize).shape == a.shape
+
+
+def test_random_state_is_set_where_scikit_learn_sets_it(kjv):
+    X = kjv.data[:100]
+    for random_state in (3, np.random.RandomState(3), None):
+        ours = _lda(n_components=3, max_iter=2, random_state=random_state)
+        theirs = LatentDirichletAllocation(n_components=3, max_iter=1,
+                                           random_state=random_state)
+        assert not hasattr(ours, "random_state_")
+        ours.fit(X)
+        theirs.fit(X)
+        assert type(ours.random_state_) is type(theirs.random_state_) is np.random.RandomState
+        if isinstance(random_state, np.random.RandomState):
+            assert ours.random_state_ is random_state  # the caller's generator, as scikit-learn
+    # partial_fit sets it on its first call only, as scikit-learn's does.
+    model = _lda(n_components=3, random_state=5).partial_fit(X[:50])
+    first = model.random_state_
+    assert model.partial_fit(X[50:]).random_state_ is first
+
+
+def test_random_state_leaves_the_model_and_its_pickle_working(kjv):
+    # The seed is drawn from random_state_ as it was from check_random_state(random_state):
+    # an int gives the model it gave before, and a pickled model transforms the same.
+    X = kjv.data[:100]
+    model = _lda(n_components=3, max_iter=3, random_state=9).fit(X)
+    assert model._seed == int(np.random.RandomState(9).randint(np.iinfo(np.uint32).max))
+    loaded = pickle.loads(pickle.dumps(model))
+    assert isinstance(loaded.random_state_, np.random.RandomState)
+    np.testing.assert_array_equal(loaded.transform(X[:5]), model.transform(X[:5]))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_dtype_is_preserved(kjv, dtype):
     X = kjv.data[:100].astype(dtype)
@@ -502,3 +542,73 @@ def test_partial_fit_sets_bound_time_and_tokens(kjv):
     # The training perplexity of the last mini-batch's chain: finite, and far below the
     # vocabulary size a uniform model would score.
     assert 1 < model.bound_ < X.shape[1]
+
+
+# -- a number of topics too large for memory ------------------------------------------------------
+def _huge_k_input():
+    return np.random.RandomState(0).poisson(1.0, (60, 40)).astype(np.float64)
+
+
+@pytest.mark.parametrize("how", ["fit", "online", "partial_fit"])
+def test_absurd_k_is_refused_before_allocating_and_keeps_the_model(how):
+    # 10**9 topics on 60 x 40 counts need about 1.8 TB on the CPU engine: refused at once,
+    # naming the bytes, and a model fitted before keeps its state and its pickle.
+    import time
+
+    X = _huge_k_input()
+    model = _lda(n_components=3, max_iter=2, learning_method="online" if how == "online"
+                 else "batch")
+    if how != "partial_fit":  # partial_fit continues a model of the same K: start unfitted
+        model.fit(X)
+    before = pickle.dumps(model)
+    model.set_params(n_components=10**9)
+    tic = time.perf_counter()
+    with pytest.raises(MemoryError, match=r"n_components=1000000000 .* needs about "
+                                          r"1,760,000,\d{3},\d{3} bytes.* [\d,]+ bytes"):
+        model.partial_fit(X) if how == "partial_fit" else model.fit(X)
+    assert time.perf_counter() - tic < 1.0
+    model.set_params(n_components=3)
+    assert pickle.dumps(model) == before
+
+
+def test_k_beyond_the_memory_this_process_may_use_is_refused(monkeypatch):
+    # The issue's case: 10 million topics fit a large machine's memory but not a process
+    # limited to 1 GiB (a container, ulimit -v), which MemAvailable alone does not show.
+    from sklearn_gpulda.backends.numpy import sampler as sampler_module
+
+    monkeypatch.setattr(sampler_module, "_available_memory", lambda: 1 << 30)
+    with pytest.raises(MemoryError, match=r"17,600,\d{3},\d{3} bytes.*1,073,741,824 bytes"):
+        _lda(n_components=10_000_000, max_iter=2).fit(_huge_k_input())
+
+
+def test_available_memory_counts_an_address_space_limit():
+    import subprocess
+    import sys
+
+    code = (
+        "import resource\n"
+        "hard = resource.getrlimit(resource.RLIMIT_AS)[1]\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (6 << 30, hard))\n"
+        "from sklearn_gpulda.backends.numpy import sampler\n"
+        "print(sampler._available_memory() <= 6 << 30)\n"
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PYTHONPATH": root, "PATH": ""}, timeout=120)
+    assert out.stdout.strip() == "True", out.stderr[-2000:]
+
+
+def test_gpu_memory_plan_names_the_bytes_a_k_needs(kjv):
+    # The sparse GPU engine's plan is plain arithmetic: its MemoryError names n_components and
+    # the least budget that holds this K, which indeed suffices.
+    from sklearn_gpulda._input.corpus import tokens
+    from sklearn_gpulda.backends.cuda.sparse import memory_plan
+
+    sizes = memory_plan.corpus_sizes(tokens(kjv.data))
+    with pytest.raises(MemoryError, match=r"n_components=5000 needs about ([\d,]+) bytes") as err:
+        memory_plan.streamed_chunk_tokens(sizes, 5000, 100 << 20)
+    need = int(str(err.value).split("needs about ")[1].split(" bytes")[0].replace(",", ""))
+    assert "104,857,600 bytes" in str(err.value)
+    assert memory_plan.streamed_chunk_tokens(sizes, 5000, need)[0] >= memory_plan.MIN_STREAM_CHUNK
+    with pytest.raises(MemoryError):
+        memory_plan.streamed_chunk_tokens(sizes, 5000, int(need * 0.99))

@@ -10,6 +10,7 @@ seconds there.
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,13 @@ def test_example_runs(script, tmp_path):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env["MPLBACKEND"] = "Agg"
+    # An example that writes to the temporary folder (plot_convergence.py saves its figure
+    # there, for a user to open) writes under pytest's folder, not the system's.
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        env[name] = str(temp)
+    before = _own_temp_files()
     result = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
@@ -45,3 +53,10 @@ def test_example_runs(script, tmp_path):
         f"{script.name} exited with {result.returncode}\n"
         f"--- stdout\n{result.stdout[-4000:]}\n--- stderr\n{result.stderr[-4000:]}"
     )
+    assert _own_temp_files() == before, "the example wrote to the system's temporary folder"
+
+
+def _own_temp_files():
+    """This package's files in the system's temporary folder, with their modification times."""
+    folder = Path(tempfile.gettempdir())
+    return {p.name: p.stat().st_mtime_ns for p in folder.glob("sklearn_gpulda*")}

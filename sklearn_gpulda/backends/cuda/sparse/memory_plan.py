@@ -365,11 +365,16 @@ def streamed_chunk_tokens(sizes, n_topics, budget, max_chunk_tokens=None, gpu=0,
     usable = 0.9 * budget - documents
     tokens = int(min(usable / build, (usable - model) / slots))
     if tokens < min(MIN_STREAM_CHUNK, n):
+        # Name the bytes this K needs against those available, as the CPU engine's check does:
+        # the least budget for which the smallest chunk passes both bounds above.
+        least = min(MIN_STREAM_CHUNK, n)
+        need = int(np.ceil((documents + max(least * build, model + least * slots)) / 0.9))
         raise MemoryError(
-            f"the CUDA engine cannot stream {n} tokens at K={k}, V={v} within "
-            f"{budget / 2**30:.2f} GiB of GPU {gpu}: the word-topic tables take "
-            f"{model / 2**30:.2f} GiB and chunks of at least {MIN_STREAM_CHUNK} tokens must fit "
-            "beside them; raise max_device_memory, free device memory or lower n_components")
+            f"the CUDA engine cannot stream {n} tokens at K={k}, V={v}: n_components={k} "
+            f"needs about {need:,} bytes ({need / 2**30:.2f} GiB) of GPU {gpu}, of which the "
+            f"word-topic tables take {model:,} bytes, but {budget:,} bytes "
+            f"({budget / 2**30:.2f} GiB) are available; raise max_device_memory, free device "
+            "memory or lower n_components")
     if max_chunk_tokens is not None:
         tokens = min(tokens, int(max_chunk_tokens))
     tokens = max(1, tokens)
