@@ -15,6 +15,15 @@ Usage::
     python benchmarks/bench_cpu_threads.py --threads 1 2 4 8 16 --topics 20 100 1000 --out DIR
 
 Writes ``cpu_threads.csv`` to ``--out`` (default ``benchmarks/results/bench_cpu_threads``).
+
+``--auto`` instead checks that ``n_jobs=-1`` never loses to one job: on KJV chapters (bundled)
+and KOS and NIPS (where their UCI files are found, as ``_peer_corpora`` looks for them) at each
+``--topics`` (default 20 and 100), it alternates fits with ``n_jobs=1`` and ``n_jobs=-1``
+(``--repeats`` of each, after one untimed fit of each that starts any workers) and prints the
+median time of each, their ratio (-1 over 1; at most 1.0 is the goal), the workers ``-1``
+chose and whether the models are equal. Writes ``auto_jobs.csv``::
+
+    python benchmarks/bench_cpu_threads.py --auto --sweeps 20 --repeats 5
 """
 
 import argparse
@@ -49,10 +58,85 @@ def _fit(X, k, n_jobs, sweeps, defaults=False):
     return model, time.perf_counter() - tic
 
 
+def _auto_corpora(names):
+    """[(name, X)] of ``names``: KJV chapters, then KOS and NIPS where their files are
+    found."""
+    from _peer_corpora import CorpusUnavailable, _find
+
+    from sklearn_gpulda.datasets import load_kjv_chapters
+
+    out = [("kjv", load_kjv_chapters().data)] if "kjv" in names else []
+    for name in [n for n in ("kos", "nips") if n in names]:
+        try:
+            docword, vocab = _find(name)
+        except CorpusUnavailable as exc:
+            print(f"note: {name} skipped ({exc})")
+            continue
+        X = load_uci_bow(docword, vocab).data
+        out.append((name, X[np.flatnonzero(X.getnnz(axis=1))]))
+    return out
+
+
+def _chosen_workers(X, k):
+    """The workers ``n_jobs=-1`` gets for ``X`` at ``k`` topics now (1: in-process)."""
+    from sklearn_gpulda.backends.numpy import processes
+    from sklearn_gpulda.backends.numpy.threads import resolve_n_jobs
+
+    work = processes.sweep_work(int(X.sum()), k)
+    return processes.worker_count(resolve_n_jobs(-1), work)
+
+
+def run_auto(args):
+    """``n_jobs=-1`` against ``n_jobs=1``, alternated; median ratios (see the docstring)."""
+    from sklearn_gpulda.backends.numpy import processes
+
+    topics = args.topics if args.topics_given else [20, 100]
+    print(f"{processes.usable_cores()} usable cores, {processes.busy_elsewhere():.1f} busy "
+          f"elsewhere; {args.sweeps} sweeps per fit, {args.repeats} alternated fits of each")
+    print(f"{'corpus':>7} {'K':>5} {'tokens':>10} {'1 job s':>8} {'-1 s':>8} {'ratio':>6} "
+          f"{'workers':>7}  same model")
+    rows = []
+    for name, X in _auto_corpora(args.corpora):
+        for k in topics:
+            models = {n: _fit(X, k, n, args.sweeps, args.defaults)[0] for n in (1, -1)}
+            times = {1: [], -1: []}
+            workers = []
+            for r in range(args.repeats):
+                # Alternate which goes first, so that drifting load falls on both.
+                for n in ((1, -1) if r % 2 == 0 else (-1, 1)):
+                    if n == -1:
+                        workers.append(_chosen_workers(X, k))
+                    times[n].append(_fit(X, k, n, args.sweeps, args.defaults)[1])
+            one, auto = float(np.median(times[1])), float(np.median(times[-1]))
+            same = bool(np.array_equal(models[1].components_, models[-1].components_))
+            chosen = "/".join(str(w) for w in sorted(set(workers)))
+            print(f"{name:>7} {k:>5} {int(X.sum()):>10,} {one:>8.3f} {auto:>8.3f} "
+                  f"{auto / one:>6.3f} {chosen:>7}  {same}", flush=True)
+            rows.append(dict(corpus=name, n_topics=k, tokens=int(X.sum()), sweeps=args.sweeps,
+                             repeats=args.repeats, cores=processes.usable_cores(),
+                             one_job_s=round(one, 4), auto_s=round(auto, 4),
+                             ratio=round(auto / one, 4), workers=chosen, same_model=same,
+                             one_job_all=" ".join(f"{t:.3f}" for t in times[1]),
+                             auto_all=" ".join(f"{t:.3f}" for t in times[-1])))
+    if rows:
+        args.out.mkdir(parents=True, exist_ok=True)
+        with open(args.out / "auto_jobs.csv", "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"wrote {args.out / 'auto_jobs.csv'}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", nargs="+", type=int, default=[1, os.cpu_count() or 1])
-    p.add_argument("--topics", nargs="+", type=int, default=[100])
+    p.add_argument("--topics", nargs="+", type=int, default=None,
+                   help="default 100 (20 and 100 with --auto)")
+    p.add_argument("--auto", action="store_true",
+                   help="n_jobs=-1 against n_jobs=1 on KJV, KOS and NIPS, alternated")
+    p.add_argument("--corpora", nargs="+", default=["kjv", "kos", "nips"],
+                   choices=["kjv", "kos", "nips"], help="of --auto")
+    p.add_argument("--repeats", type=int, default=5, help="alternated fits of each (--auto)")
     p.add_argument("--sweeps", type=int, default=10)
     p.add_argument("--data", help="a UCI docword file (else a synthetic corpus)")
     p.add_argument("--scale", type=float, default=0.01, help="of the NYTimes shape")
@@ -61,6 +145,11 @@ def main(argv=None):
                         "priors and no averaging")
     p.add_argument("--out", type=Path, default=output_path("bench_cpu_threads"))
     args = p.parse_args(argv)
+    args.topics_given = args.topics is not None
+    args.topics = args.topics or [100]
+    if args.auto:
+        run_auto(args)
+        return
     X, name = _corpus(args)
     n_tokens = float(X.sum())
     print(f"{name}: {X.shape[0]} documents, {X.shape[1]} words, {n_tokens:,.0f} tokens; "

@@ -27,8 +27,16 @@ def kjv():
 
 @pytest.fixture(autouse=True)
 def processes_for_any_corpus(monkeypatch):
-    """Small test corpora would stay on threads (PROCESS_MIN_TOKENS): here they go to workers."""
+    """Small test corpora would stay on threads (PROCESS_MIN_TOKENS), or in-process on a small
+    or busy machine (worker_count): here they go to workers, as on an idle 8-core machine."""
     monkeypatch.setattr(sampler_module, "PROCESS_MIN_TOKENS", 0)
+    _machine(monkeypatch, cores=8, busy=0.0)
+    monkeypatch.setattr(processes, "MIN_WORK_PER_WORKER", 1)
+
+
+def _machine(monkeypatch, cores, busy):
+    monkeypatch.setattr(processes, "usable_cores", lambda: cores)
+    monkeypatch.setattr(processes, "busy_elsewhere", lambda cores=None: busy)
 
 
 def _scale_into(item, factor, values, out):
@@ -205,3 +213,90 @@ def test_topic_totals_from_the_count_tasks_are_every_token_counted(kjv, n_jobs):
             np.testing.assert_array_equal(totals, chain.word_topic_counts().sum(axis=1))
     finally:
         chain.release()
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3, 4, 7, 16, 64])
+@pytest.mark.parametrize("busy", [0.0, 0.4, 0.6, 1.0, 2.5, 6.0, 100.0])
+def test_workers_and_caller_never_outnumber_the_free_cores(cores, busy):
+    for n_jobs in (1, 2, 3, 8, 64, 10_000):
+        for work in (0, processes.MIN_WORK_PER_WORKER * 3, 10**15):
+            n = processes.worker_count(n_jobs, work, cores=cores, busy=busy)
+            assert 1 <= n <= n_jobs
+            if n > 1:  # one worker is never a team: the caller runs the work itself
+                assert n + 1 + round(busy) <= cores
+                assert work // n >= processes.MIN_WORK_PER_WORKER
+
+
+def test_cores_and_load_are_read_from_the_machine(monkeypatch):
+    monkeypatch.undo()  # the real readers, on a mocked machine
+    monkeypatch.setattr(processes.os, "sched_getaffinity", lambda pid: set(range(4)),
+                        raising=False)
+    monkeypatch.setattr(processes.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(processes, "_cgroup_cores", lambda: None)
+    monkeypatch.setattr(processes, "_runnable_now", lambda: 4)
+    monkeypatch.setattr(processes.os, "getloadavg", lambda: (2.2, 1.0, 1.0))
+    big = 10**15
+    assert processes.usable_cores() == 4
+    assert processes.busy_elsewhere() == pytest.approx(2.2)
+    assert processes.worker_count(64, big) == 1  # 4 cores, 2 busy, 1 caller
+    monkeypatch.setattr(processes.os, "getloadavg", lambda: (0.3, 1.0, 1.0))
+    assert processes.worker_count(64, big) == 3
+    # A load average that still counts this process's own finished fit, while nothing else
+    # runs now, takes no core.
+    monkeypatch.setattr(processes.os, "getloadavg", lambda: (9.0, 1.0, 1.0))
+    monkeypatch.setattr(processes, "_runnable_now", lambda: 1)
+    assert processes.worker_count(64, big) == 3
+    # Half the machine's cores for this process: half its load.
+    monkeypatch.setattr(processes.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(processes, "_runnable_now", lambda: 5)
+    monkeypatch.setattr(processes.os, "getloadavg", lambda: (4.0, 1.0, 1.0))
+    assert processes.busy_elsewhere() == pytest.approx(2.0)
+    # A CPU quota of two cores.
+    monkeypatch.setattr(processes, "_cgroup_cores", lambda: 2)
+    assert processes.usable_cores() == 2
+    assert processes.worker_count(64, big) == 1
+
+
+def test_small_work_and_small_machines_run_in_process(kjv, monkeypatch):
+    monkeypatch.setattr(processes, "MIN_WORK_PER_WORKER", 6_000_000)
+    assert processes.worker_count(16, 2 * 6_000_000 - 1, cores=64, busy=0) == 1
+    assert processes.worker_count(16, 2 * 6_000_000, cores=64, busy=0) == 2
+    corpus = tokens(kjv.tocsr())
+    small = processes.sweep_work(corpus.n_tokens, 5) < 2 * processes.MIN_WORK_PER_WORKER
+    assert small
+    for cores, busy, k in [(64, 0.0, 5), (2, 0.0, 2000), (16, 15.0, 2000)]:
+        _machine(monkeypatch, cores, busy)
+        chain = NumpySampler(k, 0.1, 0.05, seed=1, n_jobs=64)
+        chain.load(corpus)
+        try:
+            assert type(chain.team) is ThreadTeam and chain.team.n_threads == 1
+        finally:
+            chain.release()
+
+
+def test_the_chosen_team_does_not_change_the_chain(kjv, monkeypatch):
+    corpus = tokens(kjv.tocsr())
+    monkeypatch.setattr(processes, "MIN_WORK_PER_WORKER", corpus.n_tokens * 30)
+    seen, states = [], []
+    # In-process, two and four worker processes, and threads where processes may not start.
+    for cores, busy, backend in [(2, 0.0, None), (8, 5.0, None), (8, 0.0, None),
+                                 (8, 0.0, "threading")]:
+        _machine(monkeypatch, cores, busy)
+        chain = NumpySampler(40, 0.1, 0.05, seed=6, n_jobs=16)
+        try:
+            with parallel_config(backend=backend or "loky"):
+                chain.load(corpus)
+                seen.append((type(chain.team).__name__, chain.team.n_threads))
+                chain.init_topics()
+                for it in range(3):
+                    chain.sweep(it)
+                states.append((chain.topics(), chain.word_topic_counts(),
+                               chain.log_likelihood()))
+        finally:
+            chain.release()
+    assert seen == [("ThreadTeam", 1), ("ProcessTeam", 2), ("ProcessTeam", 4),
+                    ("ThreadTeam", 4)]
+    for z, b, ll in states[1:]:
+        np.testing.assert_array_equal(z, states[0][0])
+        np.testing.assert_array_equal(b, states[0][1])
+        assert ll == states[0][2]

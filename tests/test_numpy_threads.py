@@ -7,6 +7,7 @@ from joblib import parallel_config
 
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda.backends.numpy import processes
 from sklearn_gpulda.backends.numpy.sampler import NumpySampler
 from sklearn_gpulda.backends.numpy.threads import (
     CHUNKS_PER_THREAD,
@@ -22,6 +23,15 @@ from _engine_checks import check_chains_alike_every_sweep
 @pytest.fixture(scope="module")
 def kjv():
     return load_kjv_chapters().data[:400]
+
+
+@pytest.fixture(autouse=True)
+def several_workers(monkeypatch):
+    """The test corpora are too small, and the test machine may be too small or busy, for the
+    engine to start workers (processes.worker_count): here the jobs asked are the workers."""
+    monkeypatch.setattr(processes, "usable_cores", lambda: 64)
+    monkeypatch.setattr(processes, "busy_elsewhere", lambda cores=None: 0.0)
+    monkeypatch.setattr(processes, "MIN_WORK_PER_WORKER", 1)
 
 
 def _fit(X, n_jobs, **kw):

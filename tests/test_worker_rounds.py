@@ -3,6 +3,8 @@
 for, and a pool that lost a worker replaced by the next call."""
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -38,8 +40,19 @@ def _raise_unpicklable(item):
     raise _Unpicklable("held a lock")
 
 
+@pytest.fixture(scope="module")
+def own_pools():
+    """This module's pools, apart from those other tests started: ``_pool(2)`` would take a
+    larger one already running."""
+    saved, processes._pools = processes._pools, {}
+    yield
+    for started in list(processes._pools.values()):
+        started.shutdown()
+    processes._pools = saved
+
+
 @pytest.fixture
-def pool():
+def pool(own_pools):
     return processes._pool(2)
 
 
@@ -130,3 +143,40 @@ def test_an_interrupted_round_ends_the_pool_and_the_next_call_starts_anew(pool, 
     monkeypatch.undo()
     assert pool.broken
     assert processes._pool(2).run(_fail_on, range(4), {"bad": -1}) == [0, 1, 2, 3]
+
+
+def test_a_round_on_fewer_workers_and_a_smaller_team_reuses_a_larger_pool(monkeypatch):
+    monkeypatch.setattr(processes, "_pools", {})
+    big = processes._pool(3)
+    try:
+        assert processes._pool(2) is big and processes._pool(3) is big
+        out = big.run(_square_slowly, range(12), {"pause": 0.02}, n_workers=2)
+        assert [value for value, _ in out] == [i * i for i in range(12)]
+        assert len({pid for _, pid in out}) == 2
+        assert len(set(big.each(os.getpid))) == 3
+        assert processes._pool(4) is not big
+    finally:
+        for started in processes._pools.values():
+            started.shutdown()
+
+
+_ORPHANED_WORKER = """
+import time
+from sklearn_gpulda.backends.numpy import processes
+pool = processes._pool(1)
+worker = pool._processes[0]
+# A round whose reply finds the main process's end closed, as after Ctrl-C.
+pool._conns[0].send_bytes(pool._dumps(("round", time.sleep, ([0.5], {}))))
+pool._conns[0].close()
+worker.join(20)
+print("exit", worker.exitcode)
+"""
+
+
+def test_a_worker_whose_main_process_went_away_ends_quietly():
+    done = subprocess.run([sys.executable, "-c", _ORPHANED_WORKER], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep
+                                                       .join(sys.path)})
+    assert done.returncode == 0, done.stderr
+    assert "exit 0" in done.stdout
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr

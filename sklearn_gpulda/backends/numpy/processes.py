@@ -16,6 +16,7 @@ that nothing big is pickled per task), anything else by value.
 """
 
 import atexit
+import math
 import multiprocessing
 import os
 import shutil
@@ -191,14 +192,19 @@ _pools_lock = threading.Lock()
 
 
 def _pool(n_workers):
-    """This process's pool of ``n_workers`` worker processes (:class:`~.worker_rounds.RoundPool`),
-    started at first use and kept for later fits (their start-up, seconds for many workers, is
-    paid once). One pool per size, none shared with joblib's reusable executor, and a new one
-    where the last broke (a worker died)."""
+    """This process's pool of at least ``n_workers`` worker processes
+    (:class:`~.worker_rounds.RoundPool`), started at first use and kept for later fits (their
+    start-up, seconds for many workers, is paid once). A round runs on the first
+    ``n_workers`` of the smallest pool large enough, so that a team made smaller by a loaded
+    machine reuses the workers already started. None is shared with joblib's reusable
+    executor, and a new one replaces a pool that broke (a worker died)."""
     with _pools_lock:
-        pool = _pools.get(n_workers)
-        if pool is None or pool.broken:
-            pool = _pools[n_workers] = RoundPool(n_workers, _prune_maps, _resolve)
+        for size, pool in sorted(_pools.items()):
+            if size >= n_workers and pool.broken:
+                del _pools[size]
+            elif size >= n_workers:
+                return pool
+        pool = _pools[n_workers] = RoundPool(n_workers, _prune_maps, _resolve)
         return pool
 
 
@@ -249,7 +255,7 @@ class ProcessTeam(ThreadTeam):
                 sent[name] = handle
             else:
                 sent[name] = value
-        results = _pool(self.n_threads).run(task, items, sent)
+        results = _pool(self.n_threads).run(task, items, sent, n_workers=self.n_threads)
         for value, copy in copies:
             value[...] = copy
         return results
@@ -257,8 +263,11 @@ class ProcessTeam(ThreadTeam):
     def close(self):
         had_files = bool(self.store.folders)
         self.store.close()
-        pool = _pools.get(self.n_threads)
-        if had_files and pool is not None and not pool.broken:
+        if not had_files:
+            return
+        for pool in list(_pools.values()):
+            if pool.broken:
+                continue
             # Let every worker unmap the deleted files now rather than at its next round (an
             # idle pool would otherwise hold a finished fit's tables).
             try:
@@ -284,7 +293,119 @@ def processes_allowed():
 
 def make_team(n_jobs, processes=True):
     """Processes for more than one job where they may start (and ``processes``), else
-    threads."""
+    threads: exactly ``n_jobs`` of them (:func:`choose_team` picks how many)."""
     if n_jobs > 1 and processes and processes_allowed():
         return ProcessTeam(n_jobs)
     return ThreadTeam(n_jobs)
+
+
+#: A sweep's cost per token that does not grow with K, in units of one token-topic pair: a
+#: draw costs about ``a + b * K`` per token (its fixed NumPy calls, the uniform, the counts'
+#: updates, and the K-long running sums), and the one-job sweeps of ``doc/performance.md``
+#: (1 M tokens at K = 20 and 100) put ``a / b`` near 90.
+TOKEN_COST_TOPICS = 90
+
+#: Fewest units of work (tokens x (K + TOKEN_COST_TOPICS)) per worker and sweep. A team of
+#: workers pays three rounds a sweep, each a message both ways per worker, plus the serial
+#: parts the caller keeps; a worker's share must be large against them or the team loses to
+#: one thread. At the cost per unit of the same measurements a share this size is several
+#: times a sweep's round trips with many workers (``doc/history.md``), and at K = 20 two
+#: workers need about the 100,000 tokens that ``PROCESS_MIN_TOKENS`` alone asked before.
+MIN_WORK_PER_WORKER = 6_000_000
+
+
+def sweep_work(n_tokens, n_topics):
+    """Units of work of one sweep, for :func:`worker_count`: ``n_tokens * (n_topics +
+    TOKEN_COST_TOPICS)``."""
+    return int(n_tokens) * (max(1, int(n_topics)) + TOKEN_COST_TOPICS)
+
+
+def _cgroup_cores():
+    """The cores a cgroup (v2) CPU quota allows this process, or None without one."""
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota == "max":
+            return None
+        return max(1, int(int(quota) / int(period)))
+    except (OSError, ValueError):
+        return None
+
+
+def usable_cores():
+    """Cores this process may run on: its CPU affinity where the platform reports it, else
+    the machine's count, and no more than a cgroup's CPU quota allows."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    quota = _cgroup_cores()
+    return max(1, min(n, quota) if quota else n)
+
+
+def _runnable_now():
+    """Tasks runnable on the machine now, this one included (Linux), or None."""
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def busy_elsewhere(cores=None):
+    """Cores, of :func:`usable_cores`, that other processes keep busy now (a float).
+
+    The 1-minute load average, but no more than the tasks runnable right now other than the
+    caller (``/proc/loadavg``): the average alone still counts this process's own workers for
+    a minute after a fit, and its own work before the call. Where this process may use only
+    part of the machine, the machine's load is scaled to that part.
+    """
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
+    running = _runnable_now()
+    if running is not None:
+        load = min(load, max(0, running - 1))
+    cores = usable_cores() if cores is None else cores
+    total = os.cpu_count() or cores
+    return max(0.0, load * min(1.0, cores / total))
+
+
+def worker_count(n_jobs, work, cores=None, busy=None):
+    """How many workers a team should have for a sweep of ``work`` units; 1 means none (the
+    caller runs every task itself, on one thread).
+
+    Never more than ``n_jobs``; never more than the free cores less one for the caller, which
+    waits on the team and runs the serial parts of a sweep, so that workers and caller are
+    never more busy processes than cores; and never fewer than ``MIN_WORK_PER_WORKER`` units
+    each. Fewer than two workers would only add round trips to one thread's work, so that
+    case is 1. The model does not depend on the answer.
+
+    Parameters
+    ----------
+    n_jobs : int
+        The most workers asked (``n_jobs`` as :func:`~.threads.resolve_n_jobs` reads it).
+    work : int
+        Units of work of a sweep (:func:`sweep_work`).
+    cores : int, optional
+        Usable cores (default :func:`usable_cores`).
+    busy : float, optional
+        Cores busy with other work (default :func:`busy_elsewhere`), rounded to the nearest.
+
+    Returns
+    -------
+    n_workers : int
+    """
+    cores = usable_cores() if cores is None else int(cores)
+    busy = busy_elsewhere(cores) if busy is None else float(busy)
+    free = cores - int(math.floor(busy + 0.5))
+    n = min(int(n_jobs), free - 1, int(work) // MIN_WORK_PER_WORKER)
+    return n if n >= 2 else 1
+
+
+def choose_team(n_jobs, n_tokens, n_topics, processes=True):
+    """The team for a chain of ``n_tokens`` tokens and ``n_topics`` topics with at most
+    ``n_jobs`` workers: :func:`worker_count` of them, in processes where ``processes`` and
+    :func:`processes_allowed` let them start, else threads (one thread below two workers)."""
+    return make_team(worker_count(n_jobs, sweep_work(n_tokens, n_topics)), processes)

@@ -13,7 +13,7 @@ from ..._runtime.device import CPU
 from .. import random as _random
 from ..base import Sampler, normalised_rows
 from .dense_rule import draw_topics_dense
-from .processes import make_team
+from .processes import choose_team, make_team
 from .row_tasks import (
     UniformKey,
     accumulate,
@@ -156,8 +156,10 @@ class NumpySampler(Sampler):
     rule : {'sparse', 'dense'}, default='sparse'
         Draw rule of every E-step (:data:`RULES`); everything else is shared.
     n_jobs : int or None, default=None
-        Threads, read as scikit-learn reads ``n_jobs`` (:func:`~.threads.resolve_n_jobs`). The
-        chain is the same, bit for bit, whatever the number (:mod:`.threads`).
+        The most workers (threads or processes), read as scikit-learn reads ``n_jobs``
+        (:func:`~.threads.resolve_n_jobs`); each corpus loaded gets as many as its work and
+        the free cores pay for (:func:`~.processes.worker_count`), none when one thread is as
+        fast. The chain is the same, bit for bit, whatever the number (:mod:`.threads`).
     worker_processes : bool, default=True
         Whether several jobs may run in worker processes on a large corpus
         (:func:`~.processes.make_team`); False keeps them on threads, for a caller that may not
@@ -208,10 +210,11 @@ class NumpySampler(Sampler):
     def load(self, corpus):
         check_host_memory(corpus.n_docs, corpus.n_words, corpus.n_tokens, self.n_topics)
         self.release()
-        # Threads for one job or a small corpus (a mini-batch); worker processes for more
-        # where they may start (.processes).
-        self.team = make_team(self.n_jobs, self.worker_processes
-                              and corpus.n_tokens >= PROCESS_MIN_TOKENS)
+        # As many workers as the sweep's work and the free cores pay for, up to n_jobs (none
+        # for a small corpus or a busy machine); processes where they may start, threads for
+        # a small corpus (a mini-batch) (.processes.choose_team).
+        self.team = choose_team(self.n_jobs, corpus.n_tokens, self.n_topics,
+                                self.worker_processes and corpus.n_tokens >= PROCESS_MIN_TOKENS)
         self.corpus = corpus
         # Every sweep reads the token arrays: expand them now, while the corpus has its counts
         # (a fit may release those once the sampler is loaded).

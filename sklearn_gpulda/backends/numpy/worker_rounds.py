@@ -80,34 +80,48 @@ def _serve(address, counter_path, prepare, resolve):
     # the pool), so a worker waiting for its next message does not die with a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(address)
-    conn = Connection(sock.detach())
-    fd = os.open(counter_path, os.O_RDWR)
     try:
-        while True:
-            try:
-                message = conn.recv_bytes()
-            except (EOFError, OSError):
-                return
-            if message == _STOP:
-                return
-            try:
-                kind, fn, payload = pickle.loads(message)
-                prepare()
-                if kind == "each":
-                    conn.send_bytes(pickle.dumps(("ok", fn(*payload))))
-                    continue
-                items, arguments = payload
-                arguments = {k: resolve(v) for k, v in arguments.items()}
-                done = []
-                while (i := _take(fd)) < len(items):
-                    done.append((i, fn(items[i], **arguments)))
-                conn.send_bytes(pickle.dumps(("ok", done)))
-            except BaseException as exc:  # noqa: BLE001 - sent back and raised there
-                _reply_error(conn, exc)
+        sock.connect(address)
+        fd = os.open(counter_path, os.O_RDWR)
+    except OSError:
+        # The pool was shut down (or its process ended) before this worker connected.
+        sock.close()
+        return
+    conn = Connection(sock.detach())
+    try:
+        _rounds(conn, fd, prepare, resolve)
+    except (EOFError, ConnectionError):
+        # The main process closed its end (an interrupt, or it ended) while this worker was
+        # working or replying: nobody is left to tell, so the worker ends without a traceback.
+        pass
     finally:
         os.close(fd)
         conn.close()
+
+
+def _rounds(conn, fd, prepare, resolve):
+    """:func:`_serve`'s loop over messages on ``conn``; ``fd`` is the round counter's file."""
+    while True:
+        try:
+            message = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        if message == _STOP:
+            return
+        try:
+            kind, fn, payload = pickle.loads(message)
+            prepare()
+            if kind == "each":
+                conn.send_bytes(pickle.dumps(("ok", fn(*payload))))
+                continue
+            items, arguments = payload
+            arguments = {k: resolve(v) for k, v in arguments.items()}
+            done = []
+            while (i := _take(fd)) < len(items):
+                done.append((i, fn(items[i], **arguments)))
+            conn.send_bytes(pickle.dumps(("ok", done)))
+        except BaseException as exc:  # noqa: BLE001 - sent back and raised there
+            _reply_error(conn, exc)
 
 
 class RoundPool:
@@ -162,12 +176,13 @@ class RoundPool:
             server.close()
         _open_pools.add(self)
 
-    def run(self, task, items, arguments):
-        """``[task(item, **arguments) for item in items]`` over the workers, in order; an
-        exception a task raised is raised here once the round is over."""
+    def run(self, task, items, arguments, n_workers=None):
+        """``[task(item, **arguments) for item in items]`` over the first ``n_workers``
+        workers (all by default), in order; an exception a task raised is raised here once the
+        round is over. Which workers take which items changes no result."""
         items = list(items)
         results = [None] * len(items)
-        for done in self._round(("round", task, (items, arguments))):
+        for done in self._round(("round", task, (items, arguments)), n_workers):
             for i, value in done:
                 results[i] = value
         return results
@@ -176,8 +191,9 @@ class RoundPool:
         """``fn(*args)`` once on every worker; the results, one per worker."""
         return self._round(("each", fn, args))
 
-    def _round(self, message):
-        """Send ``message`` to every worker; their replies' values, in the order they came."""
+    def _round(self, message, n_workers=None):
+        """Send ``message`` to the first ``n_workers`` workers (all by default); their replies'
+        values, in the order they came."""
         with self._lock:
             if self.broken:
                 raise WorkerLostError("the CPU engine's worker pool is shut down")
@@ -185,9 +201,10 @@ class RoundPool:
             data = self._dumps(message)
             replies, error = [], None
             try:
-                for conn in self._conns:
+                pending = self._conns[:n_workers]
+                for conn in pending:
                     conn.send_bytes(data)
-                pending = list(self._conns)
+                pending = list(pending)
                 while pending:
                     for conn in wait(pending):
                         pending.remove(conn)
