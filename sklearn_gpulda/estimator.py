@@ -92,10 +92,12 @@ class GPULatentDirichletAllocation(
     max_doc_update_iter : int, default=100
         Maximum fold-in iterations per document.
     n_jobs : int, default=None
-        Threads of the CPU engine (fit, ``transform``, ``score``), read as scikit-learn reads it:
-        None means 1 unless in a ``joblib.parallel_config`` context, -1 all cores. The model does
-        not depend on it: same ``random_state``, same model, bit for bit, whatever the number of
-        threads. A GPU ignores it.
+        The most workers of the CPU engine (fit, ``transform``, ``score``), read as scikit-learn
+        reads it: None means 1 unless in a ``joblib.parallel_config`` context, -1 all cores. A
+        fit uses fewer where a sweep's work is too small to share or other processes keep cores
+        busy (never more busy processes than cores, the caller included), and runs on one
+        thread below two workers. The model does not depend on it: same ``random_state``, same
+        model, bit for bit, whatever the number of workers. A GPU ignores it.
     verbose : int, default=0
         When positive, print a line per iteration with the mean throughput so far, and at the
         end why the fit stopped and the final training log-likelihood. The likelihood of

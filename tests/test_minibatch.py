@@ -243,11 +243,16 @@ def test_minibatch_tokens_sets_the_batches():
     assert not np.allclose(*fits)
 
 
-def test_worker_processes_draw_the_same_chain():
+def test_worker_processes_draw_the_same_chain(monkeypatch):
     # A corpus large enough for worker processes (PROCESS_MIN_TOKENS): the batch's draws run
     # by token ranges in the workers, B moves in shared memory, and the chain is the one job's.
+    # The machine is made to look large and idle, so that two jobs get their two workers.
+    from sklearn_gpulda.backends.numpy import processes
     from sklearn_gpulda.backends.numpy.processes import ProcessTeam
     from sklearn_gpulda.backends.numpy.sampler import PROCESS_MIN_TOKENS
+
+    monkeypatch.setattr(processes, "usable_cores", lambda: 8)
+    monkeypatch.setattr(processes, "busy_elsewhere", lambda cores=None: 0.0)
 
     corpus = tokens(_kjv())
     assert corpus.n_tokens >= PROCESS_MIN_TOKENS
