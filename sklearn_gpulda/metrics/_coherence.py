@@ -44,11 +44,13 @@ def umass_coherence(X, components, top_n=10):
     Parameters
     ----------
     X : sparse matrix or array-like of shape (n_docs, n_words)
-        Reference corpus; only whether a word occurs in a document matters.
+        Reference corpus: ``D(.)`` counts its documents holding the word(s); how often a word
+        occurs in a document does not matter.
     components : array-like of shape (n_topics, n_words)
-        Topic-word weights; only their ranking within each topic matters.
+        Topic-word weights; only their ranking within each topic matters: it orders
+        ``v_1, ..., v_M``.
     top_n : int, default=10
-        Number of top words per topic.
+        ``M``, the number of top words per topic.
 
     Returns
     -------
@@ -85,11 +87,12 @@ def npmi_coherence(X, components, top_n=10):
     Parameters
     ----------
     X : sparse matrix or array-like of shape (n_docs, n_words)
-        Reference corpus; only whether a word occurs in a document matters.
+        Reference corpus: a word's probability is the fraction of its documents holding the
+        word, whatever the count there.
     components : array-like of shape (n_topics, n_words)
-        Topic-word weights; only their ranking within each topic matters.
+        Topic-word weights; only which words rank in each topic's top ``top_n`` matters.
     top_n : int, default=10
-        Number of top words per topic.
+        Number of top words per topic, whose pairs are averaged.
 
     Returns
     -------
