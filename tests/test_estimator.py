@@ -576,7 +576,7 @@ def test_k_beyond_the_memory_this_process_may_use_is_refused(monkeypatch):
     # limited to 1 GiB (a container, ulimit -v), which MemAvailable alone does not show.
     from sklearn_gpulda.backends.numpy import sampler as sampler_module
 
-    monkeypatch.setattr(sampler_module, "_available_memory", lambda: 1 << 30)
+    monkeypatch.setattr(sampler_module, "available_memory", lambda: 1 << 30)
     with pytest.raises(MemoryError, match=r"17,600,\d{3},\d{3} bytes.*1,073,741,824 bytes"):
         _lda(n_components=10_000_000, max_iter=2).fit(_huge_k_input())
 
@@ -589,8 +589,8 @@ def test_available_memory_counts_an_address_space_limit():
         "import resource\n"
         "hard = resource.getrlimit(resource.RLIMIT_AS)[1]\n"
         "resource.setrlimit(resource.RLIMIT_AS, (6 << 30, hard))\n"
-        "from sklearn_gpulda.backends.numpy import sampler\n"
-        "print(sampler._available_memory() <= 6 << 30)\n"
+        "from sklearn_gpulda._runtime import host\n"
+        "print(host.available_memory() <= 6 << 30)\n"
     )
     root = str(Path(__file__).resolve().parents[1])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

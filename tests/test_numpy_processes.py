@@ -6,18 +6,17 @@ import os
 
 import numpy as np
 import pytest
+from _engine_checks import check_chains_alike_every_sweep
 from joblib import parallel_config
 
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._input.corpus import tokens
-from sklearn_gpulda.backends.numpy import processes
+from sklearn_gpulda._runtime import host
+from sklearn_gpulda.backends.numpy import processes, sampler as sampler_module
 from sklearn_gpulda.backends.numpy.processes import ProcessTeam, SharedStore, make_team
-from sklearn_gpulda.backends.numpy import sampler as sampler_module
 from sklearn_gpulda.backends.numpy.sampler import NumpySampler
 from sklearn_gpulda.backends.numpy.threads import ThreadTeam
 from sklearn_gpulda.datasets import load_kjv_chapters
-
-from _engine_checks import check_chains_alike_every_sweep
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +185,7 @@ def test_workers_unmap_the_files_of_a_closed_team():
 
 def test_a_chain_too_large_for_host_memory_is_refused_before_allocating(monkeypatch):
     # 40,000 words x 65,536 topics: about 63 GB of V x K tables, whatever the jobs.
-    monkeypatch.setattr(sampler_module, "_available_memory", lambda: 8 << 30)
+    monkeypatch.setattr(sampler_module, "available_memory", lambda: 8 << 30)
     X = load_kjv_chapters().data[:20]
     import scipy.sparse as sp
 
@@ -229,31 +228,31 @@ def test_workers_and_caller_never_outnumber_the_free_cores(cores, busy):
 
 def test_cores_and_load_are_read_from_the_machine(monkeypatch):
     monkeypatch.undo()  # the real readers, on a mocked machine
-    monkeypatch.setattr(processes.os, "sched_getaffinity", lambda pid: set(range(4)),
+    monkeypatch.setattr(host.os, "sched_getaffinity", lambda pid: set(range(4)),
                         raising=False)
-    monkeypatch.setattr(processes.os, "cpu_count", lambda: 4)
-    monkeypatch.setattr(processes, "_cgroup_cores", lambda: None)
-    monkeypatch.setattr(processes, "_runnable_now", lambda: 4)
-    monkeypatch.setattr(processes.os, "getloadavg", lambda: (2.2, 1.0, 1.0))
+    monkeypatch.setattr(host.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(host, "_cgroup_cores", lambda: None)
+    monkeypatch.setattr(host, "_runnable_now", lambda: 4)
+    monkeypatch.setattr(host.os, "getloadavg", lambda: (2.2, 1.0, 1.0))
     big = 10**15
-    assert processes.usable_cores() == 4
-    assert processes.busy_elsewhere() == pytest.approx(2.2)
+    assert host.usable_cores() == 4
+    assert host.busy_elsewhere() == pytest.approx(2.2)
     assert processes.worker_count(64, big) == 1  # 4 cores, 2 busy, 1 caller
-    monkeypatch.setattr(processes.os, "getloadavg", lambda: (0.3, 1.0, 1.0))
+    monkeypatch.setattr(host.os, "getloadavg", lambda: (0.3, 1.0, 1.0))
     assert processes.worker_count(64, big) == 3
     # A load average that still counts this process's own finished fit, while nothing else
     # runs now, takes no core.
-    monkeypatch.setattr(processes.os, "getloadavg", lambda: (9.0, 1.0, 1.0))
-    monkeypatch.setattr(processes, "_runnable_now", lambda: 1)
+    monkeypatch.setattr(host.os, "getloadavg", lambda: (9.0, 1.0, 1.0))
+    monkeypatch.setattr(host, "_runnable_now", lambda: 1)
     assert processes.worker_count(64, big) == 3
     # Half the machine's cores for this process: half its load.
-    monkeypatch.setattr(processes.os, "cpu_count", lambda: 8)
-    monkeypatch.setattr(processes, "_runnable_now", lambda: 5)
-    monkeypatch.setattr(processes.os, "getloadavg", lambda: (4.0, 1.0, 1.0))
-    assert processes.busy_elsewhere() == pytest.approx(2.0)
+    monkeypatch.setattr(host.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(host, "_runnable_now", lambda: 5)
+    monkeypatch.setattr(host.os, "getloadavg", lambda: (4.0, 1.0, 1.0))
+    assert host.busy_elsewhere() == pytest.approx(2.0)
     # A CPU quota of two cores.
-    monkeypatch.setattr(processes, "_cgroup_cores", lambda: 2)
-    assert processes.usable_cores() == 2
+    monkeypatch.setattr(host, "_cgroup_cores", lambda: 2)
+    assert host.usable_cores() == 2
     assert processes.worker_count(64, big) == 1
 
 

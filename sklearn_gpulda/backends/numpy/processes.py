@@ -26,6 +26,7 @@ import uuid
 
 import numpy as np
 
+from ..._runtime.host import busy_elsewhere, usable_cores
 from .threads import ThreadTeam
 from .worker_rounds import SUPPORTED, RoundPool
 
@@ -318,58 +319,6 @@ def sweep_work(n_tokens, n_topics):
     """Units of work of one sweep, for :func:`worker_count`: ``n_tokens * (n_topics +
     TOKEN_COST_TOPICS)``."""
     return int(n_tokens) * (max(1, int(n_topics)) + TOKEN_COST_TOPICS)
-
-
-def _cgroup_cores():
-    """The cores a cgroup (v2) CPU quota allows this process, or None without one."""
-    try:
-        with open("/sys/fs/cgroup/cpu.max") as f:
-            quota, period = f.read().split()[:2]
-        if quota == "max":
-            return None
-        return max(1, int(int(quota) / int(period)))
-    except (OSError, ValueError):
-        return None
-
-
-def usable_cores():
-    """Cores this process may run on: its CPU affinity where the platform reports it, else
-    the machine's count, and no more than a cgroup's CPU quota allows."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    quota = _cgroup_cores()
-    return max(1, min(n, quota) if quota else n)
-
-
-def _runnable_now():
-    """Tasks runnable on the machine now, this one included (Linux), or None."""
-    try:
-        with open("/proc/loadavg") as f:
-            return int(f.read().split()[3].split("/")[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def busy_elsewhere(cores=None):
-    """Cores, of :func:`usable_cores`, that other processes keep busy now (a float).
-
-    The 1-minute load average, but no more than the tasks runnable right now other than the
-    caller (``/proc/loadavg``): the average alone still counts this process's own workers for
-    a minute after a fit, and its own work before the call. Where this process may use only
-    part of the machine, the machine's load is scaled to that part.
-    """
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return 0.0
-    running = _runnable_now()
-    if running is not None:
-        load = min(load, max(0, running - 1))
-    cores = usable_cores() if cores is None else cores
-    total = os.cpu_count() or cores
-    return max(0.0, load * min(1.0, cores / total))
 
 
 def worker_count(n_jobs, work, cores=None, busy=None):

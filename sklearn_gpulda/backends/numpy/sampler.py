@@ -10,6 +10,7 @@ import numpy as np
 
 from ..._input.layouts import stable_counting_sort
 from ..._runtime.device import CPU
+from ..._runtime.host import available_memory
 from .. import random as _random
 from ..base import Sampler, normalised_rows
 from .dense_rule import draw_topics_dense
@@ -45,81 +46,6 @@ PROCESS_MIN_TOKENS = 100_000
 SPARSE_ROWS_MIN_TOPICS = 64
 
 
-def _read_int(path):
-    """The integer in a one-line file such as a cgroup's ``memory.max``; None for 'max', a
-    missing file or anything else."""
-    try:
-        with open(path) as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _cgroup_room():
-    """Bytes this process's memory cgroup may still take (v2, else v1), or None if unlimited.
-
-    ``MemAvailable`` is the whole machine's: in a container or under ``systemd-run -p
-    MemoryMax=`` the limit is the cgroup's, and a chain that fits the machine was killed or hit
-    MemoryError minutes into its allocations instead of being refused here.
-    """
-    # v2: the process's group and each group above it may set a limit; the tightest counts.
-    path = ""
-    try:
-        with open("/proc/self/cgroup") as f:
-            for line in f:
-                if line.startswith("0::"):
-                    path = line[3:].strip().strip("/")
-    except OSError:
-        pass
-    parts = path.split("/") if path else []
-    rooms = []
-    for depth in range(len(parts), -1, -1):
-        folder = "/".join(["/sys/fs/cgroup", *parts[:depth]])
-        limit = _read_int(folder + "/memory.max")
-        if limit is not None:
-            rooms.append(max(0, limit - (_read_int(folder + "/memory.current") or 0)))
-    if rooms:
-        return min(rooms)
-    limit = _read_int("/sys/fs/cgroup/memory/memory.limit_in_bytes")
-    if limit is not None and limit < 1 << 60:  # v1 writes a huge number for no limit
-        used = _read_int("/sys/fs/cgroup/memory/memory.usage_in_bytes") or 0
-        return max(0, limit - used)
-    return None
-
-
-def _address_space_room():
-    """Bytes of address space ``ulimit -v`` (RLIMIT_AS) still leaves this process, or None."""
-    try:
-        import resource
-
-        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if limit == resource.RLIM_INFINITY:
-            return None
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return max(0, limit - int(line.split()[1]) * 1024)
-    except (ImportError, OSError, ValueError):
-        pass
-    return None
-
-
-def _available_memory():
-    """Bytes of host memory this process may still allocate (Linux): the least of the
-    machine's available memory, its cgroup's room and its address-space limit's room; None
-    where none can be read."""
-    rooms = [_cgroup_room(), _address_space_room()]
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    rooms.append(int(line.split()[1]) * 1024)
-    except OSError:
-        pass
-    rooms = [r for r in rooms if r is not None]
-    return min(rooms) if rooms else None
-
-
 def host_bytes(n_docs, n_words, n_tokens, n_topics):
     """Host bytes of a chain at its peak. Per document and topic 8: A (D x K float32), and the
     new A the M-step counts before the old one goes. Per word and topic 32: B and Bhat (V x K
@@ -134,7 +60,7 @@ def host_bytes(n_docs, n_words, n_tokens, n_topics):
 def check_host_memory(n_docs, n_words, n_tokens, n_topics):
     """Raise MemoryError before allocating when the chain cannot fit in host memory."""
     need = host_bytes(n_docs, n_words, n_tokens, n_topics)
-    have = _available_memory()
+    have = available_memory()
     if have is not None and need > have:
         gib = 1 << 30
         raise MemoryError(
