@@ -118,13 +118,19 @@ def run_auto(args):
                              ratio=round(auto / one, 4), workers=chosen, same_model=same,
                              one_job_all=" ".join(f"{t:.3f}" for t in times[1]),
                              auto_all=" ".join(f"{t:.3f}" for t in times[-1])))
-    if rows:
-        args.out.mkdir(parents=True, exist_ok=True)
-        with open(args.out / "auto_jobs.csv", "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        print(f"wrote {args.out / 'auto_jobs.csv'}")
+    _write_rows(rows, args.out / "auto_jobs.csv")
+
+
+def _write_rows(rows, path):
+    """``rows`` (dicts with the same keys) as a CSV file at ``path``; nothing without rows."""
+    if not rows:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
 
 
 def main(argv=None):
@@ -178,12 +184,7 @@ def main(argv=None):
                              seconds=round(seconds, 3), first_fit_s=round(start_up, 3),
                              mtoken_s=round(rate, 3),
                              speedup=round(rate / first[1], 3), same_model=same))
-    if rows:
-        args.out.mkdir(parents=True, exist_ok=True)
-        with open(args.out / "cpu_threads.csv", "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+    _write_rows(rows, args.out / "cpu_threads.csv")
 
 
 if __name__ == "__main__":
