@@ -185,3 +185,29 @@ def check_held_batches_are_the_batches_loaded_alone(plan, sampler, reference, X,
         # so its partial sums) by their frequency in X rather than in the batch.
         assert got_ll == pytest.approx(want_ll, rel=1e-12)
     assert held is not None and held.sampler is sampler
+
+
+def load_parts(make, X, splits):
+    """Data-parallel parts of the rows of ``X`` cut at ``splits``, each made by ``make()`` and
+    loaded with its tokens keyed by their places in the whole corpus."""
+    bounds = [0, *splits, X.shape[0]]
+    parts, offset = [], 0
+    for d0, d1 in zip(bounds, bounds[1:]):
+        corpus = tokens(X[d0:d1])
+        part = make()
+        part.token_offset = offset
+        part.load(corpus)
+        offset += corpus.n_tokens
+        parts.append(part)
+    return parts
+
+
+def summed_cells(found):
+    """The non-zero cells of the sum of the parts' B, ``found`` holding each part's ``(cells,
+    counts)``, as a caller of data-parallel chains sums them (integer counts: exact in any
+    order); checks each part reports uint32 cells and float32 counts."""
+    assert all(c.dtype == np.uint32 and v.dtype == np.float32 for c, v in found)
+    cells = np.concatenate([c for c, _ in found]).astype(np.int64)
+    total = np.bincount(cells, weights=np.concatenate([v for _, v in found]))
+    summed = np.flatnonzero(total)
+    return summed, total[summed].astype(np.float32)

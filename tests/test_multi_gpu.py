@@ -15,7 +15,7 @@ from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda._runtime.device import Device, gpu_count
 from sklearn_gpulda.datasets import load_kjv_chapters
 
-from _engine_checks import check_counts_every_sweep, initialised
+from _engine_checks import check_counts_every_sweep, initialised, load_parts, summed_cells
 
 pytestmark = pytest.mark.gpu
 
@@ -114,27 +114,16 @@ def test_device_shards_summed_as_cells_are_the_one_gpu_chain(kjv):
 
     X = kjv[:400]
     single = initialised(_single(12), tokens(X))
-    shards, offset = [], 0
-    for rows in (X[:150], X[150:]):
-        part = tokens(rows)
-        shard = DeviceShard(12, ALPHA, BETA, SEED, ONE)
-        shard.token_offset = offset
-        shard.load(part)
-        offset += part.n_tokens
-        shards.append(shard)
+    shards = load_parts(lambda: DeviceShard(12, ALPHA, BETA, SEED, ONE), X, [150])
     for it in range(4):
         for shard in shards:
             if it == 0:
                 shard.init_topics()
             else:
                 shard.sweep(it)
-        found = [shard.word_topic_cells(np.uint32) for shard in shards]
-        assert all(c.dtype == np.uint32 and v.dtype == np.float32 for c, v in found)
-        cells = np.concatenate([c for c, _ in found]).astype(np.int64)
-        total = np.bincount(cells, weights=np.concatenate([v for _, v in found]))
-        summed = np.flatnonzero(total)
+        cells, counts = summed_cells([shard.word_topic_cells(np.uint32) for shard in shards])
         for shard in shards:
-            shard.set_word_topic(summed, total[summed].astype(np.float32))
+            shard.set_word_topic(cells, counts)
         if it:
             single.sweep(it)
         np.testing.assert_array_equal(np.concatenate([s.topics() for s in shards]),

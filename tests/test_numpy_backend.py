@@ -15,7 +15,7 @@ from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
 
 from _engine_checks import (
     check_counts_every_sweep, check_held_batches_are_the_batches_loaded_alone,
-    check_online_step_over_the_batch_words)
+    check_online_step_over_the_batch_words, load_parts, summed_cells)
 from _stats import merged_chisquare
 
 
@@ -387,34 +387,17 @@ def test_set_priors_rebuilds_only_on_a_new_value(kjv, monkeypatch):
         engine.set_priors(alpha=-1.0)
 
 
-def _summed_cells(parts):
-    """The non-zero cells of the sum of the parts' B, as a caller of data-parallel chains sums
-    them (integer counts: exact in any order)."""
-    cells = np.concatenate([c for c, _ in parts])
-    total = np.bincount(cells, weights=np.concatenate([v for _, v in parts]))
-    summed = np.flatnonzero(total)
-    return summed, total[summed].astype(np.float32)
-
-
 def test_data_parallel_parts_are_the_single_chain(kjv):
     # Two parts keyed by their tokens' places in the whole corpus, their B summed by the caller
     # after every M-step: the topics, A and the model of the single chain, bit for bit.
     X = kjv[:300]
     whole = _loaded(tokens(X), 12, alpha=0.1, beta=0.01, seed=3)
-    parts, offset = [], 0
-    for rows in (X[:130], X[130:]):
-        corpus = tokens(rows)
-        part = _sampler(12, 0.1, 0.01, 3, worker_processes=False, data_parallel=True)
-        part.token_offset = offset
-        part.load(corpus)
-        offset += corpus.n_tokens
-        parts.append(part)
+    parts = load_parts(
+        lambda: _sampler(12, 0.1, 0.01, 3, worker_processes=False, data_parallel=True), X, [130])
     for it in range(4):
         for part in parts:
             part.init_topics() if it == 0 else part.sweep(it)
-        found = [p.word_topic_cells(np.uint32) for p in parts]
-        assert all(c.dtype == np.uint32 and v.dtype == np.float32 for c, v in found)
-        cells, counts = _summed_cells(found)
+        cells, counts = summed_cells([p.word_topic_cells(np.uint32) for p in parts])
         for part in parts:
             part.set_word_topic(cells, counts)
         if it:
