@@ -73,13 +73,6 @@ def encoding_name(text):
     return text
 
 
-def open_text(path, encoding="utf-8", errors="replace"):
-    # Large corpora usually arrive gzipped; reading them as-is saves a decompression step.
-    if str(path).endswith(".gz"):
-        return gzip.open(path, "rt", encoding=encoding, errors=errors)
-    return open(path, encoding=encoding, errors=errors)
-
-
 def _read_bytes(path, size=-1):
     """The first ``size`` bytes of ``path`` (all with -1), decompressed when it ends in .gz."""
     opener = gzip.open if str(path).endswith(".gz") else open
@@ -157,11 +150,7 @@ def split_lines(text):
 def read_vocabulary(path, n_words, owner):
     """One word per line, ``n_words`` of them (a trailing empty line is not a word)."""
     check_input_file(path, "vocabulary file")
-    try:
-        with open_text(path) as handle:
-            words = handle.read().splitlines()
-    except _READ_ERRORS as exc:
-        raise CommandError(f"cannot read {path}: {one_line(exc)}") from None
+    words = split_lines(decode_text(path, _read_bytes(path)))
     while words and words[-1] == "":
         words.pop()
     if len(words) != n_words:
