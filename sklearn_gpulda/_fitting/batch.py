@@ -3,9 +3,55 @@
 the model it gives (``doc/algorithm.md``)."""
 
 from .._runtime.stages import stage
-from ..backends.priors import PriorUpdates
+from ..backends.priors import length_histogram, update_alpha, update_beta
 from .fitted import FittedState, public_prior
 from .score import Score
+
+
+class PriorUpdates:
+    """When and how a batch fit updates the priors it learns, from its chain's counts.
+
+    What the updates read of the corpus (its length histogram, where alpha is learned, and its
+    vocabulary size) is read here once, at the start of the fit.
+
+    Parameters
+    ----------
+    alpha, beta : Prior
+        The priors of the fit; those with ``learn`` are updated.
+    burn_in : int
+        Sweeps before the first update.
+    every : int
+        Sweeps between updates.
+    corpus : TokenCorpus, or an object with its ``n_words`` and ``doc_lengths()``
+    """
+
+    def __init__(self, alpha, beta, burn_in, every, corpus):
+        self.learn_alpha, self.learn_beta = alpha.learn, beta.learn
+        self.burn_in, self.every = burn_in, every
+        self.lengths = length_histogram(corpus.doc_lengths()) if alpha.learn else None
+        self.n_words = corpus.n_words
+
+    def due(self, n_iter):
+        """Whether the priors are updated after sweep ``n_iter``."""
+        past = n_iter - self.burn_in
+        return (self.learn_alpha or self.learn_beta) and past > 0 and past % self.every == 0
+
+    def update(self, sampler):
+        """Run the fixed points from the ``sampler``'s priors on its histograms, and give it the
+        priors found."""
+        alpha = beta = None
+        if self.learn_alpha:
+            with stage("sweeps: prior updates: alpha histogram"):
+                table, rest = sampler.doc_topic_table()
+            with stage("sweeps: prior updates: alpha fixed point"):
+                alpha = update_alpha(sampler.alpha, table, rest, *self.lengths,
+                                     numerator=sampler.alpha_table_numerator)
+        if self.learn_beta:
+            with stage("sweeps: prior updates: beta histogram"):
+                histogram = sampler.word_topic_histogram()
+            with stage("sweeps: prior updates: beta fixed point"):
+                beta = update_beta(sampler.beta, *histogram, self.n_words)
+        sampler.set_priors(alpha=alpha, beta=beta)
 
 
 class BatchLearning:
@@ -67,12 +113,10 @@ class BatchLearning:
                      else Score.of_loglik(self.sampler.log_likelihood(), self.n_tokens))
         with stage("model out"):
             components, doc_topic_prior = self.snapshot()
-        self.out = (components, doc_topic_prior, float(self.sampler.beta), final.perplexity)
+        self.out = dict(components=components, doc_topic_prior=doc_topic_prior,
+                        topic_word_prior=float(self.sampler.beta), bound=final.perplexity)
         return final
 
     def state(self, n_iter, fit_time, history):
-        components, doc_topic_prior, topic_word_prior, bound = self.out
-        return FittedState(
-            components=components, doc_topic_prior=doc_topic_prior,
-            topic_word_prior=topic_word_prior, n_iter=n_iter, n_batch_iter=n_iter + 1,
-            bound=bound, n_tokens=self.n_tokens, fit_time=fit_time, history=history)
+        return FittedState(**self.out, n_iter=n_iter, n_batch_iter=n_iter + 1,
+                           n_tokens=self.n_tokens, fit_time=fit_time, history=history)

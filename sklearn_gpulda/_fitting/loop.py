@@ -48,7 +48,7 @@ def fit_corpus(plan, corpus, sampler=None, release_counts=False):
     FittedState
     """
     sampler = plan.sampler() if sampler is None else sampler
-    return run(plan, BatchLearning(plan, corpus, sampler, release_counts), sampler)
+    return run(plan, BatchLearning(plan, corpus, sampler, release_counts))
 
 
 def fit_online(plan, X):
@@ -59,8 +59,7 @@ def fit_online(plan, X):
     -------
     FittedState
     """
-    sampler = plan.sampler()
-    return run(plan, OnlineLearning(plan, X, sampler), sampler)
+    return run(plan, OnlineLearning(plan, X, plan.sampler()))
 
 
 def partial_fit(plan, X, previous=None):
@@ -73,40 +72,38 @@ def partial_fit(plan, X, previous=None):
     FittedState
         Its model stays on the GPU that learned it, if any.
     """
-    sampler = plan.sampler()
-    return run(plan, PartialFit(plan, X, sampler, previous), sampler)
+    return run(plan, PartialFit(plan, X, plan.sampler(), previous))
 
 
-def run(plan, learning, sampler):
-    """Drive ``sampler`` through the fit ``learning`` describes, and release it at the end,
-    whether the fit succeeds or not.
+def run(plan, learning):
+    """Drive ``learning.sampler`` through the fit ``learning`` describes, and release it at the
+    end, whether the fit succeeds or not.
 
     Parameters
     ----------
     plan : Plan
     learning : BatchLearning, OnlineLearning or PartialFit
-        The learning method: ``start()`` before the first iteration, ``step(n_iter)`` for one
-        iteration on ``sampler``, ``evaluate()`` for its
+        The learning method, holding the chain it samples on as ``sampler``: ``start()`` before
+        the first iteration, ``step(n_iter)`` for one iteration, ``evaluate()`` for its
         :class:`~sklearn_gpulda._fitting.score.Score`, ``finish(last)`` while the chain is still
         held (it returns the score the closing line reports, or None) and ``state(n_iter,
         fit_time, history)`` for the :class:`~sklearn_gpulda._fitting.fitted.FittedState`;
         beside them ``unit`` ('sweeps' or 'passes'), ``n_tokens`` (the callback's),
         ``tokens_per_step`` (for verbose's throughput, or None), ``prior_updates`` (a
-        :class:`~sklearn_gpulda.backends.priors.PriorUpdates` once started, or None) and
+        :class:`~sklearn_gpulda._fitting.batch.PriorUpdates` once started, or None) and
         ``snapshot`` (offered to the callback, or None).
-    sampler : Sampler
-        The chain ``learning`` samples on.
 
     Returns
     -------
     FittedState
     """
+    sampler = learning.sampler
     history = _History(plan.iterations, learning.unit)
     try:
         start = time.perf_counter()
         learning.start()
         with stage("sweeps"):
-            n_iter, last = _iterate(plan, learning, sampler, history, start)
+            n_iter, last = _iterate(plan, learning, history, start)
         sampler.synchronize()
         fit_time = time.perf_counter() - start
         closing = learning.finish(last)
@@ -118,11 +115,11 @@ def run(plan, learning, sampler):
     return learning.state(n_iter, fit_time, history.as_dict())
 
 
-def _iterate(plan, learning, sampler, history, start):
+def _iterate(plan, learning, history, start):
     """The iterations of a fit, with the prior updates, averaging, evaluations, progress and
     stopping between them; returns the iterations done and the last one's
     :class:`~sklearn_gpulda._fitting.score.Score` (None when it was not evaluated)."""
-    iterations = plan.iterations
+    iterations, sampler = plan.iterations, learning.sampler
     averaging = _Averaging(plan)
     updates = learning.prior_updates
     cadence = Cadence()

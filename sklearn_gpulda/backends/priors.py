@@ -27,7 +27,6 @@ from numbers import Real
 import numpy as np
 from scipy.special import digamma
 
-from .._runtime.stages import stage
 
 #: Smallest value a learned prior takes.
 FLOOR = 1e-5
@@ -235,52 +234,6 @@ def length_histogram(lengths):
     lengths = np.asarray(lengths, dtype=np.float64)
     values, counts = np.unique(lengths[lengths > 0], return_counts=True)
     return values, counts.astype(np.int64)
-
-
-class PriorUpdates:
-    """When and how a batch fit updates the priors it learns, from its chain's counts.
-
-    What the updates read of the corpus (its length histogram, where alpha is learned, and its
-    vocabulary size) is read here once, at the start of the fit.
-
-    Parameters
-    ----------
-    alpha, beta : Prior
-        The priors of the fit; those with ``learn`` are updated.
-    burn_in : int
-        Sweeps before the first update.
-    every : int
-        Sweeps between updates.
-    corpus : TokenCorpus, or an object with its ``n_words`` and ``doc_lengths()``
-    """
-
-    def __init__(self, alpha, beta, burn_in, every, corpus):
-        self.learn_alpha, self.learn_beta = alpha.learn, beta.learn
-        self.burn_in, self.every = burn_in, every
-        self.lengths = length_histogram(corpus.doc_lengths()) if alpha.learn else None
-        self.n_words = corpus.n_words
-
-    def due(self, n_iter):
-        """Whether the priors are updated after sweep ``n_iter``."""
-        past = n_iter - self.burn_in
-        return (self.learn_alpha or self.learn_beta) and past > 0 and past % self.every == 0
-
-    def update(self, sampler):
-        """Run the fixed points from the ``sampler``'s priors on its histograms, and give it the
-        priors found."""
-        alpha = beta = None
-        if self.learn_alpha:
-            with stage("sweeps: prior updates: alpha histogram"):
-                table, rest = sampler.doc_topic_table()
-            with stage("sweeps: prior updates: alpha fixed point"):
-                alpha = update_alpha(sampler.alpha, table, rest, *self.lengths,
-                                     numerator=sampler.alpha_table_numerator)
-        if self.learn_beta:
-            with stage("sweeps: prior updates: beta histogram"):
-                histogram = sampler.word_topic_histogram()
-            with stage("sweeps: prior updates: beta fixed point"):
-                beta = update_beta(sampler.beta, *histogram, self.n_words)
-        sampler.set_priors(alpha=alpha, beta=beta)
 
 
 def merge_histograms(parts):
