@@ -24,7 +24,7 @@ from ._fitting.fitted import FittedStateMixin, transaction
 from ._fitting.plan import plan_for
 from ._input.corpus import tokens
 from ._input.row_blocks import BlockCorpus
-from ._input.validation import check_counts, check_fit_input
+from ._input.validation import check_counts, check_fit_input, warn_if_empty
 from ._runtime.device import resolve_device, to_host
 from ._runtime.stages import stage
 from ._runtime.warnings import warn_caller
@@ -387,16 +387,6 @@ class GPULatentDirichletAllocation(
         self.random_state_ = check_random_state(self.random_state)
         return int(self.random_state_.randint(np.iinfo(np.uint32).max))
 
-    @staticmethod
-    def _warn_if_empty(total, whom):
-        """Warn when the counts hold no token (their ``total`` is zero)."""
-        if total == 0.0:
-            warn_caller(
-                f"{whom}: X holds no tokens (every count is zero), so there is nothing to learn "
-                "from: the topics stay at the prior and the training perplexity is NaN",
-                RuntimeWarning,
-            )
-
     # -- fitting ---------------------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, *, callback=None):
@@ -455,10 +445,10 @@ class GPULatentDirichletAllocation(
                     corpus = BlockCorpus(X) if blocks else tokens(X)
                 # The corpus holds what the fit reads: the counts' copy on the device can go.
                 del X
-                self._warn_if_empty(corpus.total_weight, "fit")
+                warn_if_empty(corpus.total_weight, "fit")
                 state = _loop.fit_corpus(plan, corpus, release_counts=True)
             else:
-                self._warn_if_empty(float(X.sum()), "fit")
+                warn_if_empty(float(X.sum()), "fit")
                 state = _loop.fit_online(plan, X)
             with stage("assign"):
                 self._assign(state, dtype, device, plan.backend, plan.seed)
@@ -499,7 +489,7 @@ class GPULatentDirichletAllocation(
             X = check_counts(self, X, reset=first,
                              whom="GPULatentDirichletAllocation.partial_fit", device=device,
                              upload=True)
-            self._warn_if_empty(float(X.sum()), "partial_fit")
+            warn_if_empty(float(X.sum()), "partial_fit")
             if first:
                 plan = self._plan(device, self.algorithm, self._new_seed(), "partial")
             else:

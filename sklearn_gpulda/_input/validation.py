@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_non_negative, validate_data
 
 from .._runtime import device as _device
 from .._runtime.device import is_device_array, to_host
+from .._runtime.warnings import warn_caller
 from .row_blocks import is_block_sequence
 
 
@@ -241,3 +242,13 @@ def check_device_counts(estimator, X, reset, whom, record_features=True):
     X.sum_duplicates()
     X.eliminate_zeros()
     return X
+
+
+def warn_if_empty(total, whom):
+    """Warn when the counts hold no token (their ``total`` is zero): the fit learns nothing."""
+    if total == 0.0:
+        warn_caller(
+            f"{whom}: X holds no tokens (every count is zero), so there is nothing to learn "
+            "from: the topics stay at the prior and the training perplexity is NaN",
+            RuntimeWarning,
+        )

@@ -8,9 +8,8 @@ from sklearn.base import _fit_context, clone
 
 from .._fitting import loop as _fit, score as _score
 from .._fitting.fitted import transaction
-from .._input.validation import check_counts
+from .._input.validation import check_counts, warn_if_empty
 from .._runtime.device import CPU, Device, parse_device
-from .._runtime.warnings import warn_caller
 from ..estimator import GPULatentDirichletAllocation
 from ._sampler import DaskSampler, NcclDaskSampler, ShardedCorpus, WorkerLost, shard_workers
 from ._shard import Shard, validated_block
@@ -256,9 +255,7 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
                 if in_place:
                     sampler.join()
                 corpus = ShardedCorpus(self.n_features_in_, summaries)
-                if corpus.n_tokens == 0:
-                    warn_caller("fit: X holds no tokens (every count is zero), so there is "
-                                "nothing to learn from", RuntimeWarning)
+                warn_if_empty(float(corpus.n_tokens), "fit")
                 state = _fit.fit_corpus(plan, corpus, sampler)
             finally:
                 client.cancel(actor_futures + list(blocks))
