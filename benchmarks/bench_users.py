@@ -1,0 +1,236 @@
+"""What users run: small corpora at small K, timed from the outside, through the public API.
+
+For each corpus of ``--corpora`` and each K of ``--topics``,
+``GPULatentDirichletAllocation(n_components=K, random_state=0)`` with every other parameter at
+its default is fitted on host (SciPy) counts after a warm-up fit of the same size (kernels
+loaded, CuPy's own kernels compiled), and timed with a wall clock:
+
+    per sweep        = (wall(max_iter=n2) - wall(max_iter=n1)) / (n2 - n1)
+    default fit      = wall(fit with max_iter left at its default)
+
+With ``--count`` (it needs PyTorch, whose profiler reads CUPTI) the two fits of n1 and n2 sweeps
+run again under ``torch.profiler``, and the differences give per sweep: the kernels the GPU ran
+(every library's: ours, CuPy's, cuRAND's), the host synchronisations (``cudaStreamSynchronize``,
+``cudaDeviceSynchronize``, ``cudaEventSynchronize`` and the blocking ``cudaMemcpy`` calls CuPy's
+``get`` makes) and the GPU time of each kernel.
+
+``--grid`` times ``GridSearchCV`` over 10 values of ``n_components`` with 5 folds on the first
+corpus given. ``--first-fit`` runs, in fresh processes with an empty CuPy kernel cache
+(``CUPY_CACHE_DIR`` set to a new folder), a first and a second fit of KJV at K = 20 (and of the
+NYTimes shape at ``--nytimes-scale`` at K = 1,000), and lists the kernels CuPy compiled.
+
+Corpora: ``kjv`` (the bundled chapters, 308 k tokens), ``kjv40`` (its first 40 chapters),
+``kos``, ``nips``, ``20news`` (found as ``benchmarks/_peer_corpora.py`` finds them: carry
+``.carry/data``) and ``nytimes`` (the synthetic shape at ``--nytimes-scale``). A corpus whose
+files are missing is skipped with a message.
+
+Usage::
+
+    python benchmarks/bench_users.py
+    python benchmarks/bench_users.py --corpora kjv kjv40 --topics 20 --count
+    python benchmarks/bench_users.py --corpora 20news --topics 20 --grid --first-fit
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
+
+from _bench_common import output_path, save_json  # noqa: E402
+
+from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
+
+SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+              "cudaMemcpy", "cudaMemcpy2D", "cuStreamSynchronize", "cuCtxSynchronize",
+              "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2")
+GRID_K = [5, 10, 15, 20, 25, 30, 35, 40, 45, 50]
+
+
+def load(name, nytimes_scale):
+    """Training counts of a corpus (CSR, int64), or None with a message when it is missing."""
+    if name in ("kjv", "kjv40"):
+        from sklearn_gpulda.datasets import load_kjv_chapters
+
+        X = load_kjv_chapters().data
+        return X[:40] if name == "kjv40" else X
+    from _peer_corpora import CorpusUnavailable, load_corpus
+
+    try:
+        X, _, _ = load_corpus(name, test_fraction=0.1, nytimes_scale=nytimes_scale)
+    except CorpusUnavailable as exc:
+        print(f"skipped: {exc}", flush=True)
+        return None
+    return X
+
+
+def fit_seconds(X, k, device, **params):
+    lda = GPULatentDirichletAllocation(n_components=k, random_state=0, device=device, **params)
+    tic = time.perf_counter()
+    lda.fit(X)
+    return time.perf_counter() - tic, lda
+
+
+def profiled(X, k, device, n):
+    """(kernels, syncs, GPU ms by kernel name) of a fit of ``n`` sweeps, from torch.profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.init()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fit_seconds(X, k, device, max_iter=n)
+    kernels, syncs, by_name = 0, 0, {}
+    for ev in prof.events():
+        kind = str(getattr(ev, "device_type", ""))
+        if kind.endswith("CUDA"):
+            if "memcpy" in ev.name.lower() or "memset" in ev.name.lower():
+                continue
+            kernels += 1
+            by_name[ev.name] = by_name.get(ev.name, 0.0) + ev.device_time / 1e3
+        elif ev.name in SYNC_CALLS:
+            syncs += 1
+    return kernels, syncs, by_name
+
+
+def point(name, X, k, args):
+    n_tokens = int(X.sum())
+    fit_seconds(X, k, args.device, max_iter=args.sweeps[0])  # warm-up
+    n1, n2 = args.sweeps
+    t1 = min(fit_seconds(X, k, args.device, max_iter=n1)[0] for _ in range(args.repeats))
+    t2 = min(fit_seconds(X, k, args.device, max_iter=n2)[0] for _ in range(args.repeats))
+    per_sweep = (t2 - t1) / (n2 - n1)
+    default_s, lda = fit_seconds(X, k, args.device)
+    row = dict(corpus=name, docs=X.shape[0], tokens=n_tokens, k=k, per_sweep_ms=per_sweep * 1e3,
+               mtoken_s=n_tokens / max(per_sweep, 1e-12) / 1e6, default_fit_s=default_s,
+               default_sweeps=int(lda.n_iter_), fixed_s=t1 - n1 * per_sweep)
+    if args.count:
+        a = profiled(X, k, args.device, n1)
+        b = profiled(X, k, args.device, n2)
+        row["kernels_per_sweep"] = (b[0] - a[0]) / (n2 - n1)
+        row["syncs_per_sweep"] = (b[1] - a[1]) / (n2 - n1)
+        names = set(a[2]) | set(b[2])
+        gpu = {nm: (b[2].get(nm, 0.0) - a[2].get(nm, 0.0)) / (n2 - n1) for nm in names}
+        row["gpu_ms_per_sweep"] = sum(gpu.values())
+        row["gpu_ms_by_kernel"] = dict(sorted(gpu.items(), key=lambda kv: -kv[1])[:12])
+    return row
+
+
+def grid_search(X, device):
+    from sklearn.model_selection import GridSearchCV
+
+    search = GridSearchCV(GPULatentDirichletAllocation(random_state=0, device=device),
+                          {"n_components": GRID_K}, cv=5)
+    tic = time.perf_counter()
+    search.fit(X)
+    return dict(grid_s=time.perf_counter() - tic, fits=len(GRID_K) * 5 + 1,
+                best_k=int(search.best_params_["n_components"]))
+
+
+FIRST_FIT = """
+import sys, time
+sys.path[:0] = [{repo!r}, {bench!r}]
+from bench_users import load
+from sklearn_gpulda import GPULatentDirichletAllocation
+X = load({corpus!r}, {scale!r})
+out = []
+for _ in range(2):
+    lda = GPULatentDirichletAllocation(n_components={k}, random_state=0, device={device!r})
+    tic = time.perf_counter(); lda.fit(X); out.append(time.perf_counter() - tic)
+print("FIRST_FIT", out[0], out[1])
+"""
+
+
+def first_fit(corpus, k, args):
+    """First and second fit in a fresh process whose CuPy kernel cache starts empty; the
+    kernels CuPy compiled (their names, from the sources it saved)."""
+    cache = Path(tempfile.mkdtemp(prefix="cupy_cache_"))
+    env = dict(os.environ, CUPY_CACHE_DIR=str(cache), CUPY_CACHE_SAVE_CUDA_SOURCE="1")
+    code = FIRST_FIT.format(repo=str(HERE.parent), bench=str(HERE), corpus=corpus,
+                            scale=args.nytimes_scale, k=k, device=args.device)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    line = [ln for ln in done.stdout.splitlines() if ln.startswith("FIRST_FIT")]
+    if not line:
+        return dict(corpus=corpus, k=k, error=done.stderr[-2000:])
+    first, second = map(float, line[0].split()[1:])
+    names = []
+    for src in cache.rglob("*.cu"):
+        text = src.read_text(errors="replace")
+        for part in text.split("__global__")[1:]:
+            head = part.split("(")[0].split()
+            names.append(head[-1] if head else "?")
+    return dict(corpus=corpus, k=k, first_s=first, second_s=second,
+                compiled=len(list(cache.rglob("*.cubin"))) or len(names), kernels=sorted(names))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--corpora", nargs="+", default=["kjv", "kjv40", "kos", "nips", "20news"])
+    p.add_argument("--topics", nargs="+", type=int, default=[10, 20, 50, 100])
+    p.add_argument("--sweeps", nargs=2, type=int, default=[100, 300])
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--count", action="store_true")
+    p.add_argument("--grid", action="store_true")
+    p.add_argument("--first-fit", action="store_true")
+    p.add_argument("--nytimes-scale", type=float, default=0.1)
+    p.add_argument("--budget-s", type=float, default=float("inf"))
+    p.add_argument("--json", default=str(output_path("bench_users", "bench_users.json")))
+    args = p.parse_args(argv)
+    start = time.perf_counter()
+    result = dict(points=[], grid=None, first_fit=[])
+    for name in args.corpora:
+        X = load(name, args.nytimes_scale)
+        if X is None:
+            continue
+        for k in args.topics:
+            if time.perf_counter() - start > args.budget_s:
+                print("budget spent", flush=True)
+                break
+            row = point(name, X, k, args)
+            result["points"].append(row)
+            print(json.dumps({key: (round(v, 4) if isinstance(v, float) else v)
+                              for key, v in row.items() if key != "gpu_ms_by_kernel"}),
+                  flush=True)
+            if "gpu_ms_by_kernel" in row:
+                print("   ", {n[:60]: round(v, 4) for n, v in row["gpu_ms_by_kernel"].items()},
+                      flush=True)
+            save_json(args.json, result)
+    if args.grid and time.perf_counter() - start < args.budget_s:
+        X = load(args.corpora[0], args.nytimes_scale)
+        result["grid"] = grid_search(X, args.device)
+        print("grid:", result["grid"], flush=True)
+        save_json(args.json, result)
+    if args.first_fit:
+        for corpus, k in (("kjv", 20), ("nytimes", 1000)):
+            if time.perf_counter() - start > args.budget_s:
+                break
+            row = first_fit(corpus, k, args)
+            result["first_fit"].append(row)
+            print("first fit:", json.dumps(row), flush=True)
+            save_json(args.json, result)
+    table(result)
+
+
+def table(result):
+    print("\n| corpus | tokens | K | per sweep (ms) | Mtoken/s | kernels/sweep | syncs/sweep "
+          "| default fit (s) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in result["points"]:
+        kern = r.get("kernels_per_sweep")
+        sync = r.get("syncs_per_sweep")
+        print(f"| {r['corpus']} | {r['tokens']:,} | {r['k']} | {r['per_sweep_ms']:.3f} "
+              f"| {r['mtoken_s']:.0f} | {'' if kern is None else f'{kern:.1f}'} "
+              f"| {'' if sync is None else f'{sync:.2f}'} | {r['default_fit_s']:.2f} |")
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()
