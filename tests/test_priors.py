@@ -58,6 +58,29 @@ def test_one_histogram_step_equals_the_direct_sums(n_counts):
     np.testing.assert_allclose(step, _direct_alpha_step(start, counts), rtol=1e-12)
 
 
+def _numerator_count_by_count(alpha, table):
+    """The table's part of alpha's numerator, one count at a time: each addition rounded on
+    its own, in the order the GPU kernel (``cuda/counts.cu``) adds."""
+    gain = np.zeros(alpha.shape)
+    numerator = np.zeros(alpha.shape)
+    for c in range(table.shape[1]):
+        gain = gain + 1.0 / (alpha + float(c))
+        numerator = numerator + table[:, c] * gain
+    return numerator
+
+
+@pytest.mark.parametrize("n_topics,n_counts", [(1, 1), (7, 2), (20, 63), (300, 63), (3, 0)])
+def test_table_numerator_is_the_count_by_count_sum_to_the_bit(n_topics, n_counts):
+    rng = np.random.default_rng(n_topics + n_counts)
+    alpha = rng.gamma(0.3, 1.0, n_topics) + _priors.FLOOR
+    table = rng.integers(0, 5000, (n_topics, n_counts)).astype(np.float64)
+    table[rng.random(table.shape) < 0.3] = 0.0
+    got = _priors.table_numerator(alpha, table)
+    want = _numerator_count_by_count(alpha, table)
+    assert got.shape == (n_topics,)
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
 def test_alpha_is_recovered_from_dirichlet_multinomial_counts():
     rng = np.random.default_rng(1)
     truth = np.array([0.02, 0.1, 0.3, 0.6, 1.5])

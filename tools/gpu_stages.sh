@@ -38,6 +38,9 @@
 #                 .carry/fingerprints; name .carry in the call's carry)
 #   GPUS          the GPUs of bench-multi-gpu's several-GPU fits (default 0,1)
 #   MULTI_STACK   copies of the NYTimes shape bench-multi-gpu stacks (default "1 7")
+#   USER_CORPORA  corpora of bench-users (default "kjv kjv40 kos nips 20news"; carry .carry/data)
+#   USER_TOPICS   K of bench-users (default "10 20 50 100")
+#   USER_FLAGS    more options of bench-users (default --count; e.g. "--count --grid --first-fit")
 #   MB_CORPORA    corpora of bench-minibatch (default "nips kos 20news"; carry .carry/data)
 #   MB_TOPICS     K of bench-minibatch (default "20 100 1000")
 #   MB_BATCHES    batch sizes in tokens of bench-minibatch (default "16384 65536 262144")
@@ -63,6 +66,9 @@ MB_CORPORA=${MB_CORPORA:-nips kos 20news}
 MB_TOPICS=${MB_TOPICS:-20 100 1000}
 MB_BATCHES=${MB_BATCHES:-16384 65536 262144}
 HYBRID_TOPICS=${HYBRID_TOPICS:-1000 10000 32768}
+USER_CORPORA=${USER_CORPORA:-kjv kjv40 kos nips 20news}
+USER_TOPICS=${USER_TOPICS:-10 20 50 100}
+USER_FLAGS=${USER_FLAGS:---count}
 PUBMED_SCALE=${PUBMED_SCALE:-0.25}
 PUBMED_PARTS=${PUBMED_PARTS:-1}
 PUBMED_TOPICS=${PUBMED_TOPICS:-32768}
@@ -89,6 +95,8 @@ STAGES=(
   "models|240|tools/model_fingerprints.py check \$FINGERPRINTS on one GPU, and on two where there are"
   "multi-gpu-tests|240|the multi-GPU chain's tests (tests/test_multi_gpu.py; two-GPU ones skip on one)"
   "bench-multi-gpu|560|bench_multi_gpu.py: one GPU against \$GPUS, K = 1000, NYTimes shape stacked \$MULTI_STACK"
+  "bench-users|480|bench_users.py: what users fit (KJV, 40 chapters, KOS, NIPS, 20 Newsgroups at \$USER_TOPICS), \$USER_FLAGS"
+  "host-profile|60|benchmarks/probes/host_profile.py: cProfile of a KJV fit at K = 20, defaults"
   "bench-dask-gpu|240|bench_dask.py: one dask-cuda GPU worker against the plain GPU fit, K = 1000, NYTimes shape at \$DASK_SCALES"
 )
 
@@ -284,6 +292,17 @@ stage_cpu_threads() {
 
 stage_bench_algorithms() {
   boxed python3 benchmarks/bench_algorithms.py --budget-s "$(budget 60)" --out "$DIR"
+}
+
+stage_bench_users() {
+  if [[ -d .carry/data ]]; then export SKLEARN_GPULDA_DATA=$ROOT/.carry/data; fi
+  # shellcheck disable=SC2086
+  boxed python3 benchmarks/bench_users.py --corpora $USER_CORPORA --topics $USER_TOPICS \
+    $USER_FLAGS --budget-s "$(budget 60)" --json "$DIR/bench_users.json"
+}
+
+stage_host_profile() {
+  boxed python3 benchmarks/probes/host_profile.py --max-iter 300
 }
 
 stage_bench_minibatch() {

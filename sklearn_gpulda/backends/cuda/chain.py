@@ -244,11 +244,13 @@ class CudaChain:
             table, overflow, n_over = counts.value_histogram(values, counts.VALUE_BINS,
                                                              capacity, self._sm_count())
             if n_over <= capacity:
-                table = table.get()
                 small = np.flatnonzero(table)
-                big, n_big = cp.unique(overflow[:n_over], return_counts=True)
-                value = np.concatenate([small.astype(np.float64), big.get().astype(np.float64)])
-                n = np.concatenate([table[small].astype(np.int64), n_big.get().astype(np.int64)])
+                big, n_big = np.zeros(0), np.zeros(0, dtype=np.int64)
+                if n_over:
+                    big, n_big = (a.get() for a in cp.unique(overflow[:n_over],
+                                                             return_counts=True))
+                value = np.concatenate([small.astype(np.float64), big.astype(np.float64)])
+                n = np.concatenate([table[small].astype(np.int64), n_big.astype(np.int64)])
                 order = np.argsort(value, kind="stable")
                 return value[order], n[order]
         unique, n = cp.unique(values[values != 0], return_counts=True)

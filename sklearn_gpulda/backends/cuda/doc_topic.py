@@ -13,12 +13,20 @@ from . import counts
 from .chain import decode_keys
 
 
-def alpha_table_of_bins(cp, table, keys, n):
+#: Cells of A's binned table (K x KEY_BINS) up to which a prior update reads it on the host,
+#: where the fixed point runs its part (``priors.table_numerator``) without a device round trip
+#: per iteration; a larger table stays on the device, which runs that part
+#: (``alpha_table_numerator``) on it. Both give the same bits.
+HOST_TABLE_CELLS = 1 << 16
+
+
+def alpha_table_of_bins(xp, table, keys, n):
     """:meth:`~sklearn_gpulda.backends.base.Sampler.doc_topic_table`'s pair from
     :meth:`DocTopicReading.doc_topic_bins`' arrays (``keys`` and ``n`` on the host): the
-    table stays on the device, where update_alpha runs its part."""
+    table stays where it is (``xp`` is its module: CuPy on the device, where update_alpha runs
+    its part, or NumPy)."""
     topic, count = decode_keys(keys)
-    return table[:, 1:].astype(cp.float64), (topic, count, n.astype(np.float64))
+    return table[:, 1:].astype(xp.float64), (topic, count, n.astype(np.float64))
 
 
 class DocTopicReading:
@@ -77,10 +85,13 @@ class DocTopicReading:
     def doc_topic_table(self):
         corpus = self._require()
         with self.device_context():
-            bins = self.doc_topic_bins(corpus)
+            on_host = self.n_topics * counts.KEY_BINS <= HOST_TABLE_CELLS
+            bins = self.doc_topic_bins(corpus, on_host=on_host)
             if bins is None or bins[0].shape[1] != _priors.TABLE_COUNTS:
                 return super().doc_topic_table()
             table, big_keys, n_big = bins
+            if on_host:
+                return alpha_table_of_bins(np, table, big_keys, n_big)
             return alpha_table_of_bins(self.cp, table, big_keys.get(), n_big.get())
 
     def alpha_table_numerator(self, alpha, table):
@@ -90,7 +101,7 @@ class DocTopicReading:
             return counts.alpha_table_numerator(self.cp.asarray(alpha, dtype=np.float64),
                                                 table).get()
 
-    def doc_topic_bins(self, corpus):
+    def doc_topic_bins(self, corpus, on_host=False):
         """A's integer counts below ``KEY_BINS`` binned per topic by a kernel reading A's rows,
         the other entries' keys sorted and counted (fewer than n_tokens / KEY_BINS of them):
         sorting every key of A would dominate a prior update at large K, and listing them
@@ -101,10 +112,14 @@ class DocTopicReading:
         ----------
         corpus : TokenCorpus
             The loaded corpus.
+        on_host : bool, default=False
+            Return the arrays on the host, copied in one transfer with the overflow's count
+            (the table is small at small K, and a prior update then waits on the device
+            once for it).
 
         Returns
         -------
-        (table, keys, n) of device arrays, or None for weighted counts
+        (table, keys, n) of device (or host) arrays, or None for weighted counts
             ``table[k, c]`` (uint64, shape (K, KEY_BINS)) documents hold c tokens of topic k;
             ``n[i]`` documents hold the pair of ``keys[i]`` (sorted, distinct).
         """
@@ -112,12 +127,25 @@ class DocTopicReading:
             return None
         cp = self.cp
         n_bins = counts.KEY_BINS
-        table = cp.zeros((self.n_topics, n_bins), dtype=cp.uint64)
+        # The table and the overflow's count in one buffer, so that one copy reads both.
+        cells = self.n_topics * n_bins
+        buffer = cp.zeros(cells + 1, dtype=cp.uint64)
+        table, n_overflow = buffer[:cells].reshape(self.n_topics, n_bins), buffer[cells:]
         # A count of n_bins or more takes that many tokens: there are at most n_tokens / n_bins.
         overflow = cp.empty(corpus.n_tokens // n_bins + 1, dtype=cp.uint64)
-        n_overflow = cp.zeros(1, dtype=cp.uint64)
         for ch in self._chunks_with_a():
             counts.a_entry_histogram(ch, table, overflow, n_overflow, self._n_sm)
-        n_over = int(n_overflow.get()[0])
-        big_keys, n_big = cp.unique(overflow[:n_over], return_counts=True)
-        return table, big_keys, n_big.astype(cp.uint64)
+        if on_host:
+            host = buffer.get()
+            n_over = int(host[cells])
+            table = host[:cells].reshape(self.n_topics, n_bins)
+        else:
+            n_over = int(n_overflow.get()[0])
+        if n_over == 0:
+            big_keys, n_big = cp.zeros(0, dtype=cp.uint64), cp.zeros(0, dtype=cp.uint64)
+        else:
+            big_keys, n_big = cp.unique(overflow[:n_over], return_counts=True)
+            n_big = n_big.astype(cp.uint64)
+        if on_host:
+            return table, big_keys.get(), n_big.get()
+        return table, big_keys, n_big

@@ -24,9 +24,34 @@ from ...._input.layouts import chunk_bounds, range_bounds
 from ...._runtime.device import to_host
 from ..constants import ROW_PAD, SHORT_DOC_MAX, WARP
 
-#: Tokens per work item: a frequent word is split into items of this size so that one block
-#: never holds the tail of an iteration (ezLDA V-A splits large words for the same reason).
+#: Tokens per work item, at most: a frequent word is split into items of this size so that one
+#: block never holds the tail of an iteration (ezLDA V-A splits large words for the same reason).
 PIECE = 4096
+#: Tokens per work item, at least (a small corpus's items; see :func:`item_tokens`).
+MIN_PIECE = 128
+#: Work items a chunk is cut into, at least, while its items can still shrink: about a
+#: quarter of the warps an H100 or H200 holds at once (132 SMs x 64 warps).
+ITEMS_TO_FILL = 2048
+
+
+def item_tokens(n_tokens, weighted):
+    """Tokens per work item of a chunk of ``n_tokens``: :data:`PIECE`, or for a small chunk the
+    largest power of two down to :data:`MIN_PIECE` that cuts it into :data:`ITEMS_TO_FILL`
+    items.
+
+    A block's warps draw its item's tokens one after another, so the largest item is a sweep's
+    critical path: at 4,096 tokens it took 0.48 of the 0.60 ms of GPU time a sweep of the KJV
+    chapters (308 k tokens) took on an H100, with most SMs idle. Every size is a multiple of
+    the 32-token batches the log-likelihood sums by, so the batches, their order and the
+    likelihood are those of 4,096-token items. Weighted chunks keep :data:`PIECE`: their B
+    counts are float atomics, whose order the items decide.
+    """
+    if weighted:
+        return PIECE
+    piece = PIECE
+    while piece > MIN_PIECE and n_tokens < piece * ITEMS_TO_FILL:
+        piece //= 2
+    return piece
 
 
 def topic_dtype(n_topics):
@@ -198,7 +223,8 @@ class Chunk:
         # The format first: the places' dtype depends on it.
         self._set_format(n_topics, int(longest[0]), counts.nz_weight is not None)
         word_count = self._lay_out(cp, corpus, counts, doc_ptr, pieces)
-        self.items, self.n_batches = self._items(cp, word_count)
+        self.items, self.n_batches = self._items(
+            cp, word_count, item_tokens(self.n_tokens, counts.nz_weight is not None))
 
     @classmethod
     def assembled(cls, frame, place, doc, weight, documents, items, n_batches, n_topics,
@@ -317,18 +343,18 @@ class Chunk:
         self.a_row = cp.empty((self.n_docs, 2), dtype=cp.int32)
 
     @staticmethod
-    def _items(cp, word_count):
+    def _items(cp, word_count, piece):
         """Work items ``(word, begin, end, first batch)``: each word's tokens in pieces of at most
-        :data:`PIECE`, words in decreasing frequency (the relabelled order)."""
+        ``piece`` (a multiple of 32), words in decreasing frequency (the relabelled order)."""
         word_ptr = np.zeros(word_count.size + 1, dtype=np.int64)
         np.cumsum(word_count, out=word_ptr[1:])
         words = np.flatnonzero(word_count)
-        pieces = -(-word_count[words] // PIECE)
+        pieces = -(-word_count[words] // piece)
         word = np.repeat(words, pieces)
         first = np.repeat(np.cumsum(pieces) - pieces, pieces)
         j = np.arange(word.size) - first
-        begin = word_ptr[word] + j * PIECE
-        end = np.minimum(begin + PIECE, word_ptr[word + 1])
+        begin = word_ptr[word] + j * piece
+        end = np.minimum(begin + piece, word_ptr[word + 1])
         batches = -(-(end - begin) // WARP)
         batch0 = np.cumsum(batches) - batches
         items = np.stack([word, begin, end, batch0], axis=1).astype(np.int32)

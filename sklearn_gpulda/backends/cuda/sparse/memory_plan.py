@@ -23,7 +23,7 @@ from ..constants import ROW_PAD, WARP
 from ..counts import ROWS_PER_SLICE
 from .hybrid import ADD_BYTES_PER_ENTRY
 from .hybrid_table import MAX_RARE_TOKENS
-from .layout import BUILD_PIECE_TOKENS, PIECE, packed_format, topic_dtype
+from .layout import BUILD_PIECE_TOKENS, ITEMS_TO_FILL, PIECE, packed_format, topic_dtype
 
 #: What a sampler's ``averaging`` may say.
 AVERAGING = ("required", "optional", "none")
@@ -141,7 +141,8 @@ def layout_bytes(sizes, n_topics, max_chunk_tokens, piece_tokens=BUILD_PIECE_TOK
     entry = 4 if packed else 8
     layout_token = (2 if packed else 4) + 4 + (4 if weighted else 0)
     per_doc = 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + ROW_PAD * entry
-    items = (n // PIECE + v) * 16 * 2
+    # Small chunks take smaller items (layout.item_tokens): at most 2 * ITEMS_TO_FILL of them.
+    items = (n // PIECE + v + 2 * ITEMS_TO_FILL) * 16 * 2
     steady = n * (layout_token + 2 * tsize + entry) + d * per_doc + items + (n // WARP + v) * 8
     chunk = n if max_chunk_tokens is None else min(n, int(max_chunk_tokens))
     uploaded = 0 if sizes.on_device else nnz * (4 + 8 + (4 if weighted else 0)) + d * 8
