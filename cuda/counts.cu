@@ -483,8 +483,8 @@ GPULDA_ENTRY_KEYS(wide, false)
 // ---------------------------------------------------------------------------------------------
 // column_partials: partial[s, k] = sum of B[v, k] over rows v of slice s, in float64, in row order.
 // Launch: grid (ceil(K / blockDim.x), n_slices), block any multiple of 32.
-// [in] B (V x K float32); [out] partial (n_slices x K float64). The host sums the slices
-// (cupy sum over axis 0), so n[k] is reproducible run to run.
+// [in] B (V x K float32); [out] partial (n_slices x K float64). The slices are summed in a fixed
+// order (topic_totals, or CuPy's sum over axis 0), so n[k] is reproducible run to run.
 // ---------------------------------------------------------------------------------------------
 extern "C" __global__ void column_partials(const float* __restrict__ B, int n_rows, int n_topics,
                                            int rows_per_slice, double* __restrict__ partial) {
@@ -496,6 +496,33 @@ extern "C" __global__ void column_partials(const float* __restrict__ B, int n_ro
   for (int v = v0; v < v1; ++v)
     acc += static_cast<double>(B[static_cast<size_t>(v) * n_topics + k]);
   partial[static_cast<size_t>(blockIdx.y) * n_topics + k] = acc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// topic_totals: totals[k] = the slices' partial sums added in slice order (from 0.0), then
+// denom[k] = totals[k] + n_words * beta, each operation rounded on its own. With partial =
+// nullptr the totals are kept and only denom is computed (after a prior update).
+// Launch: grid ceil(K / blockDim.x), block any. [in] partial (n_slices x K float64);
+// [out] totals (K float64, unless partial is nullptr), denom (K float64).
+// For integer counts the slices' sums are exact, so the totals equal CuPy's sum over axis 0
+// whatever its order; the host takes this kernel for integer counts only.
+// NumPy: totals = partial.sum(axis=0); denom = totals + n_words * beta.
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void topic_totals(const double* __restrict__ partial, int n_slices,
+                                        int n_topics, int n_words, double beta,
+                                        double* __restrict__ totals, double* __restrict__ denom) {
+  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= n_topics) return;
+  double total;
+  if (partial != nullptr) {
+    total = 0.0;
+    for (int s = 0; s < n_slices; ++s)
+      total = __dadd_rn(total, partial[static_cast<size_t>(s) * n_topics + k]);
+    totals[k] = total;
+  } else {
+    total = totals[k];
+  }
+  denom[k] = __dadd_rn(total, __dmul_rn(static_cast<double>(n_words), beta));
 }
 
 // ---------------------------------------------------------------------------------------------

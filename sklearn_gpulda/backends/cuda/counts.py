@@ -112,6 +112,30 @@ def _weight_index(chunk):
     return [(chunk.place, np.uint32), (chunk.doc, np.int32), (chunk.doc_off, np.int32)]
 
 
+def clear(array):
+    """Zero a contiguous device array with a memset on the current stream: CuPy's ``fill``
+    would compile a kernel on a user's machine (``cupy_fill``) and launch it."""
+    import cupy as cp
+
+    if array.nbytes:
+        cp.cuda.runtime.memsetAsync(array.data.ptr, 0, array.nbytes,
+                                    cp.cuda.get_current_stream().ptr)
+
+
+def topic_totals(partial, totals, denom, n_words, beta):
+    """``totals`` = the slices of ``partial`` added in slice order, then ``denom`` = totals +
+    n_words * beta (``cuda/counts.cu``); with ``partial`` None only ``denom``, from the totals
+    kept. Exact, so equal to CuPy's sum over the slices, for integer counts: the sampler takes
+    it for those only."""
+    n_topics = int(totals.shape[0])
+    n_slices = 0 if partial is None else int(partial.shape[0])
+    _kernels.launch(
+        STEM, "topic_totals", -(-n_topics // 128), 128,
+        [(partial, np.float64), (n_slices, "i32"), (n_topics, "i32"), (n_words, "i32"),
+         (beta, "f64"), (totals, np.float64), (denom, np.float64)],
+    )
+
+
 def column_partials(B, partial):
     """``partial[s, k]`` = sum of ``B[v, k]`` over the rows of slice s, in float64, in row order
     (``partial`` has ``ceil(V / ROWS_PER_SLICE)`` rows)."""

@@ -50,9 +50,11 @@ class RareRows:
 
 def zero(dense, rare):
     """Zero a B: its dense rows and, where it has them, its rare rows' slots."""
-    dense.fill(0)
+    from ..counts import clear
+
+    clear(dense)
     if rare is not None:
-        rare.slots.fill(0)
+        clear(rare.slots)
 
 
 def add_rare_totals(rare, totals, n_sm):

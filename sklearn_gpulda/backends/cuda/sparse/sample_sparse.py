@@ -8,6 +8,7 @@ what to launch when.
 
 import numpy as np
 
+from .. import counts
 from .. import kernels as _kernels
 from ..constants import SAMPLE_BLOCK, SAMPLE_BLOCK_MAX, SHARED_MAX_TOPICS, WARP
 
@@ -101,7 +102,7 @@ def _token_walk(kernel, chunk, words, shape, tail):
     log-likelihood): they share their first arguments, and the scheduling counter starts at 0.
     With the word side's ``leaf_scratch`` set, the ``_large`` variant runs (Bhat rows in global
     memory, ``cuda/sample_sparse.cu``)."""
-    words.counter.fill(0)
+    counts.clear(words.counter)
     grid, block, shared = shape
     if words.leaf_scratch is not None:
         kernel += "_large"

@@ -320,15 +320,26 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         float64 by slices, the rare rows' integer counts added)."""
         w = self.words
         counts.column_partials(w.B, w.partial)
+        if self._exact_totals():
+            counts.topic_totals(w.partial, w.totals, w.denom, w.n_words, w.beta)
+            return
         self.cp.sum(w.partial, axis=0, out=w.totals)
         if w.rare is not None:
             hybrid.add_rare_totals(w.rare, w.totals, self._n_sm)
         self._denominators()
 
+    def _exact_totals(self):
+        """Whether the totals and denominators take one kernel (``counts.topic_totals``): B
+        all dense and of integer counts, whose sums are exact in any order."""
+        return self.words.rare is None and bool(getattr(self.corpus, "integral", False))
+
     def _denominators(self):
         """n[k] + V beta, and the rare rows' Bhat of a zero count with its tree's levels, after
         the totals or a prior changed."""
         w = self.words
+        if self._exact_totals():
+            counts.topic_totals(None, w.totals, w.denom, w.n_words, w.beta)
+            return
         w.denom[...] = w.totals + w.n_words * w.beta
         if w.rare is not None:
             hybrid.prior_tables(w.denom, w.beta, w.alpha, w.prior)
