@@ -22,10 +22,15 @@ kernel-only measurements of ``doc/performance.md``. Points stop once ``--budget-
 ``.json`` and ``.png`` (when matplotlib imports) into ``--out`` (default
 ``benchmarks/results/bench_algorithms``).
 
+The dense backend runs as the estimator runs it (fused M-step, a warp or more per document of
+at least ``--long-document`` tokens); ``--baseline`` adds 'transpose_bincount', its transpose
+kernel with a thread per document and the bincount M-step (the engine before issue 35).
+
 Usage::
 
     python benchmarks/bench_algorithms.py                      # K = 16 48 80 144 256 512 1024
     python benchmarks/bench_algorithms.py --topics 16 48 80 --iters 6 --scale 0.1
+    python benchmarks/bench_algorithms.py --topics 16 32 64 --variants transpose --baseline
 """
 
 import argparse
@@ -46,6 +51,8 @@ from _bench_common import (  # noqa: E402
 DEFAULT_TOPICS = [16, 48, 80, 144, 256, 512, 1024]
 #: 'auto' counts as right where its backend is at least this share of the faster one's speed.
 TOLERANCE = 0.95
+#: The dense transpose kernel with a thread per document and the bincount M-step.
+BASELINE = "transpose_bincount"
 
 
 def time_sampler(cp, sampler, corpus, iters):
@@ -57,15 +64,19 @@ def time_sampler(cp, sampler, corpus, iters):
     return float(np.mean(after_first(timed["ms"]))), timed["stages"][-1]
 
 
-def measure(cp, corpus, k, samplers, iters, alpha, beta, seed):
+def measure(cp, corpus, k, samplers, iters, alpha, beta, seed, long_document=256):
     """Whole-iteration Mtoken/s of each sampler name at K = k (None where it failed)."""
     row = {}
     for name in samplers:
         try:
             if name == "sparse":
                 sampler = cuda_sampler("sparse", k, alpha, beta, seed)
+            elif name == BASELINE:
+                sampler = cuda_sampler("dense", k, alpha, beta, seed, variant="transpose",
+                                       mstep="bincount", long_document=None)
             else:
-                sampler = cuda_sampler("dense", k, alpha, beta, seed, variant=name)
+                sampler = cuda_sampler("dense", k, alpha, beta, seed, variant=name,
+                                       long_document=long_document)
             ms, stages = time_sampler(cp, sampler, corpus, iters)
         except Exception as exc:  # a failed point is reported, the sweep goes on
             print(f"   K={k} {name}: {type(exc).__name__}: {exc}")
@@ -112,8 +123,9 @@ def sparse_wins_from(rows):
 
 
 def write_outputs(out, device_name, args, corpora, rows):
-    keys = ["corpus", "K", "n_tokens", "sparse", *VARIANTS, "sparse_ms", "sparse_sample_ms"]
-    keys += [f"{v}_{s}" for v in VARIANTS for s in ("ms", "sample_ms")]
+    dense = [*VARIANTS, BASELINE]
+    keys = ["corpus", "K", "n_tokens", "sparse", *dense, "sparse_ms", "sparse_sample_ms"]
+    keys += [f"{v}_{s}" for v in dense for s in ("ms", "sample_ms")]
     keys += ["best_dense", "faster", "auto", "auto_ratio", "auto_ok"]
     write_rows(out, "bench_algorithms", keys, rows, device_name, args, corpora)
 
@@ -134,6 +146,10 @@ def main(argv=None):
     ap.add_argument("--topics", type=int, nargs="+", default=DEFAULT_TOPICS)
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     ap.add_argument("--no-sparse", action="store_true")
+    ap.add_argument("--baseline", action="store_true",
+                    help=f"also time '{BASELINE}' (thread per document, bincount M-step)")
+    ap.add_argument("--long-document", default="256",
+                    help="dense: tokens from which a document gets a warp ('none': never)")
     ap.add_argument("--no-nips", action="store_true")
     ap.add_argument("--iters", type=int, default=4,
                     help="sweeps per sampler; iterations 2..n timed")
@@ -158,6 +174,8 @@ def main(argv=None):
                   f"K={b.max_topics if b.auto_max_topics is None else b.auto_max_topics}")
     topics = sorted({k for k in args.topics if 1 <= k <= MAX_TOPICS})
     samplers = ([] if args.no_sparse else ["sparse"]) + list(args.variants)
+    samplers += [BASELINE] if args.baseline else []
+    long_document = None if args.long_document == "none" else int(args.long_document)
     beta = 0.01
 
     corpora = load_corpora(args.scale, args.seed, not args.no_nips)
@@ -179,7 +197,7 @@ def main(argv=None):
             k = topics[i]
             row = dict(corpus=cname, K=k, n_tokens=corpus.n_tokens)
             row.update(measure(cp, corpus, k, samplers, args.iters, alpha_for(args.alpha, k),
-                               beta, args.seed))
+                               beta, args.seed, long_document))
             judge(row, k)
             rows.append(row)
             write_outputs(args.out, name, args, corpora, rows)

@@ -11,6 +11,11 @@
 //                           shuffles per block), then a full running-sum table and Alg. 3.
 //   sample_dense_plain      Alg. 1 with the binary search of Alg. 3: one thread per document,
 //                           each reading its own rows (uncoalesced); the paper's baseline.
+//   sample_dense_long       the transpose kernel's arithmetic with a warp (or a group of
+//                           warps) per document, for long documents (see there).
+//
+// Each can also count the new topics into the next A and B (A_next, B_next): the fused M-step of
+// the dense engine for integer counts (issue 35), finished by cuda/dense_mstep.cu.
 //
 // The draw rule (the dense oracle, sklearn_gpulda/backends/numpy/dense_rule.py): C is the running
 // float32 sum over k = 0..K-1 of t_k = (A[d,k] + alpha_k) * Bhat[v,k], the token's own count
@@ -252,6 +257,46 @@ __device__ __forceinline__ void load_block_transposed(float (&a)[kWarp], const f
   for (int k = 0; k < kWarp; ++k) a[k] = __fmul_rn(theta[j + k], __ldg(col + word_off[k]));
 }
 
+// Fig. 2: stage `bit` swaps bit `bit` of the (lane, register) coordinates of every element whose
+// lane and register differ in that bit; after five stages (lane r, register k) holds what (lane k,
+// register r) held.
+__device__ __forceinline__ void transpose_in_registers(float (&a)[kWarp], int lane) {
+#pragma unroll
+  for (int b = 0; b < kDenseLogWarp; ++b) {
+    const int bit = 1 << b;
+    const bool upper = (lane & bit) != 0;
+#pragma unroll
+    for (int k = 0; k < kWarp; ++k) {
+      if (k & bit) continue;
+      const float give = upper ? a[k] : a[k + bit];
+      const float got = __shfl_xor_sync(kFullMask, give, bit);
+      if (upper) {
+        a[k] = got;
+      } else {
+        a[k + bit] = got;
+      }
+    }
+  }
+}
+
+// The fused M-step's share of one draw: the token's new topic counted into the next A (row a_row,
+// nullptr when not counting) and the next B (row offset b_off, nullptr when the topic-word side is
+// fixed). Only integer counts come here: sums of integers below 2^24 are exact in float32 whatever
+// order the atomics land in, so the tables are the same numbers every run. The return value is
+// unused, so these compile to fire-and-forget reductions (RED), not round trips.
+__device__ __forceinline__ void count_draw(float* a_row, float* B_next, unsigned b_off, int topic,
+                                           float w) {
+  if (a_row != nullptr) atomicAdd(a_row + topic, w);
+  if (B_next != nullptr) atomicAdd(B_next + b_off + topic, w);
+}
+
+// Row `row` of the next A, or nullptr when the sweep does not count.
+__device__ __forceinline__ float* next_row(float* A_next, int row, int n_topics) {
+  return A_next == nullptr ? nullptr
+                           : A_next + static_cast<unsigned long long>(static_cast<unsigned>(row)) *
+                                          static_cast<unsigned>(n_topics);
+}
+
 }  // namespace gpulda
 
 using namespace gpulda;
@@ -274,7 +319,13 @@ using namespace gpulda;
 //       sweep 0 for a training E-step).
 // [in/out] z (n_tokens int32): the current topic of each token on entry; the new topic on
 //       return, for the tokens of the listed documents only (each read, then written, by the
-//       thread of its document). No other memory is written.
+//       thread of its document).
+//       A_next (n_docs x K float32) and B_next (V x K float32), the fused M-step's next tables,
+//       or nullptr: each drawn token adds its weight at (its document, its new topic) of A_next
+//       and (its word, its new topic) of B_next with atomics (A_next = nullptr: no counting;
+//       B_next = nullptr alone: A only, for a fixed topic-word side). Meant for integer counts
+//       (weight nullptr), whose sums below 2^24 are exact whatever the atomics' order; the
+//       caller zeroes the tables first. No other memory is written.
 // K = n_topics in [1, kDenseMaxTopics]; any other K returns without writing.
 // NumPy: z[t] = draw_topics_dense(doc[t], word[t], z[t], weight[t], token_uniform(seed, iteration,
 //        stream, t, sweep), A, bhat, alpha, (B, denom, beta))
@@ -297,7 +348,7 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
                            const float* __restrict__ bhat, const float* __restrict__ alpha,
                            const float* __restrict__ B, const double* __restrict__ denom,
                            double beta, unsigned seed, unsigned iteration, unsigned stream,
-                           unsigned sweep, int* z, int n_topics) {
+                           unsigned sweep, int* z, int n_topics, float* A_next, float* B_next) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
   DenseLane ln;
   if (!dense_lane_setup(doc_order, n_order, doc_ptr, ln)) return;
@@ -413,10 +464,16 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
       while (k < n_remnant && !(x < adjusted(p[k], k))) ++k;
       topic = k < n_remnant ? k : n_topics - 1;
     }
-    if (tk.store) z[tk.t] = topic;
+    if (tk.store) {
+      z[tk.t] = topic;
+      count_draw(next_row(A_next, ln.doc, n_topics), B_next, my_off, topic, tk.w);
+    }
   }
 }
 
+// Registers: on sm_80 to sm_89 this kernel sat at exactly 128 registers before the fused M-step's
+// counting; its atomics lift it to 170 there (capped at 128 it spills), so 8 instead of 16 warps
+// an SM at 128 threads a block. sm_75 and sm_90 (H100, H200) stay at 128.
 // sample_dense_transpose (Alg. 4 with Fig. 2): the same transposed loads, then the block is
 // transposed in registers, (W/2) log2 W = 80 __shfl_xor, so that lane r holds terms j..j+31 of
 // its own distribution; the running sums go to a full table, searched with Alg. 3.
@@ -428,7 +485,7 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
                            const float* __restrict__ bhat, const float* __restrict__ alpha,
                            const float* __restrict__ B, const double* __restrict__ denom,
                            double beta, unsigned seed, unsigned iteration, unsigned stream,
-                           unsigned sweep, int* z, int n_topics) {
+                           unsigned sweep, int* z, int n_topics, float* A_next, float* B_next) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
   DenseLane ln;
   if (!dense_lane_setup(doc_order, n_order, doc_ptr, ln)) return;
@@ -450,25 +507,7 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     for (int j = n_remnant; j < n_topics; j += kWarp) {
       float a[kWarp];
       load_block_transposed(a, theta, bhat, word_off, j);
-      // Fig. 2: stage `bit` swaps bit `bit` of the (lane, register) coordinates of every element
-      // whose lane and register differ in that bit; after five stages (lane r, register k) holds
-      // what (lane k, register r) held.
-#pragma unroll
-      for (int b = 0; b < kDenseLogWarp; ++b) {
-        const int bit = 1 << b;
-        const bool upper = (lane & bit) != 0;
-#pragma unroll
-        for (int k = 0; k < kWarp; ++k) {
-          if (k & bit) continue;
-          const float give = upper ? a[k] : a[k + bit];
-          const float got = __shfl_xor_sync(kFullMask, give, bit);
-          if (upper) {
-            a[k] = got;
-          } else {
-            a[k + bit] = got;
-          }
-        }
-      }
+      transpose_in_registers(a, lane);
 #pragma unroll
       for (int k = 0; k < kWarp; ++k) {
         sum = __fadd_rn(sum, a[k]);
@@ -478,7 +517,10 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     const OwnCount own = own_count(p, delta, tk.own);
     const float x = __fmul_rn(tk.u, fmaxf(__fsub_rn(sum, own.delta), 0.0f));
     const int topic = binary_search(p, n_topics, x, own);
-    if (tk.store) z[tk.t] = topic;
+    if (tk.store) {
+      z[tk.t] = topic;
+      count_draw(next_row(A_next, ln.doc, n_topics), B_next, my_off, topic, tk.w);
+    }
   }
 }
 
@@ -492,13 +534,14 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
                        const float* __restrict__ bhat, const float* __restrict__ alpha,
                        const float* __restrict__ B, const double* __restrict__ denom, double beta,
                        unsigned seed, unsigned iteration, unsigned stream, unsigned sweep, int* z,
-                       int n_topics) {
+                       int n_topics, float* A_next, float* B_next) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
   const long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_order) return;
   const int doc = doc_order[e];
   const long long t0 = doc_ptr[doc], t1 = doc_ptr[doc + 1];
   const float* a_row = row_ptr(A, doc, n_topics);
+  float* const a_next = next_row(A_next, doc, n_topics);
   float p[kDenseMaxTopics];
   for (long long t = t0; t < t1; ++t) {
     const float* b_row = row_ptr(bhat, word[t], n_topics);
@@ -514,6 +557,100 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
         own_count(p, own_delta(a_row, alpha, bhat, WordCounts{B, denom, beta}, b_off, own_topic, w),
                   own_topic);
     const float u = bits_to_uniform(token_bits(seed, iteration, stream, t, sweep));
-    z[t] = binary_search(p, n_topics, __fmul_rn(u, fmaxf(__fsub_rn(sum, own.delta), 0.0f)), own);
+    const int topic =
+        binary_search(p, n_topics, __fmul_rn(u, fmaxf(__fsub_rn(sum, own.delta), 0.0f)), own);
+    z[t] = topic;
+    count_draw(a_next, B_next, b_off, topic, w);
+  }
+}
+
+// sample_dense_long: the transpose kernel's arithmetic with the work turned around for long
+// documents. A group of `group` consecutive warps takes one document (doc_order[warp / group]);
+// each warp walks the document 32 tokens at a time, lane r taking token 32 c + r of chunk c, for
+// the chunks c = part, part + group, ... (part = warp % group). All lanes share the document, so
+// theta = A[d] + alpha is one row per warp in shared memory, read as theta[j + lane] where the
+// thread-per-document kernel reads its transposed copy: the same float32 values in the same
+// operations, hence the same draw for every token (the oracle's, bit for bit) whichever thread
+// draws it. Lanes past the document's end redo its last token and do not store.
+// Why: a thread per document runs a warp as long as its longest document, so a corpus of a few
+// thousand long documents (NIPS: 1,500) fills a fraction of the GPU; a warp per document gives
+// it 32 times the threads, and `group` > 1 more again.
+// Launch: block = a multiple of 32 threads up to kDenseBlockMax, grid = ceil(n_order * group /
+//   warps per block); dynamic shared memory 2 * K floats per warp (theta, then the warp's count
+//   of its document's new topics). Arguments otherwise as the kernels above; with A_next the
+//   warp's counts go to A_next[d] with one atomic per non-zero topic at its end (several warps
+//   may share a document), so the per-token atomics on one row stay in shared memory.
+extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
+    sample_dense_long(const int* __restrict__ doc_order, int n_order, int group,
+                      const long long* __restrict__ doc_ptr, const int* __restrict__ word,
+                      const float* __restrict__ weight, const float* __restrict__ A,
+                      const float* __restrict__ bhat, const float* __restrict__ alpha,
+                      const float* __restrict__ B, const double* __restrict__ denom, double beta,
+                      unsigned seed, unsigned iteration, unsigned stream, unsigned sweep, int* z,
+                      int n_topics, float* A_next, float* B_next) {
+  if (n_topics < 1 || n_topics > kDenseMaxTopics || group < 1) return;
+  extern __shared__ float dense_long_shared[];
+  const int lane = lane_id();
+  float* const theta = dense_long_shared + 2 * (threadIdx.x / kWarp) * n_topics;
+  float* const counts = theta + n_topics;
+  const long long warp = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  const long long e = warp / group;
+  if (e >= n_order) return;  // warp-uniform
+  const int part = static_cast<int>(warp % group);
+  const int doc = doc_order[e];
+  const long long t0 = doc_ptr[doc];
+  const long long len = doc_ptr[doc + 1] - t0;
+  const float* a_row = row_ptr(A, doc, n_topics);
+  for (int k = lane; k < n_topics; k += kWarp) {
+    theta[k] = __fadd_rn(__ldg(a_row + k), __ldg(alpha + k));
+    counts[k] = 0.0f;
+  }
+  __syncwarp();
+  const int n_remnant = n_topics % kWarp;
+  float p[kDenseMaxTopics];  // running sums C[0..K-1]
+  const long long n_chunks = (len + kWarp - 1) / kWarp;
+  for (long long c = part; c < n_chunks; c += group) {
+    const long long i = c * kWarp + lane;
+    const bool store = i < len;
+    const long long t = t0 + (store ? i : len - 1);
+    const int w_id = word[t];
+    const int own_topic = z[t];
+    const float w = weight != nullptr ? weight[t] : 1.0f;
+    const float u = bits_to_uniform(token_bits(seed, iteration, stream, t, sweep));
+    const float delta =
+        own_delta(a_row, alpha, bhat, WordCounts{B, denom, beta},
+                  static_cast<unsigned>(w_id) * static_cast<unsigned>(n_topics), own_topic, w);
+    unsigned word_off[kWarp];
+    const unsigned my_off = share_word_offsets(word_off, w_id, n_topics);
+    float sum = remnant_sums(theta, bhat + my_off, n_remnant, p);
+    for (int j = n_remnant; j < n_topics; j += kWarp) {
+      // load_block_transposed with every lane's document the same: register k of lane r is
+      // theta[j + r] * Bhat[word of lane k, j + r].
+      const float theta_here = theta[j + lane];
+      const float* col = bhat + j + lane;
+      float a[kWarp];
+#pragma unroll
+      for (int k = 0; k < kWarp; ++k) a[k] = __fmul_rn(theta_here, __ldg(col + word_off[k]));
+      transpose_in_registers(a, lane);
+#pragma unroll
+      for (int k = 0; k < kWarp; ++k) {
+        sum = __fadd_rn(sum, a[k]);
+        p[j + k] = sum;
+      }
+    }
+    const OwnCount own = own_count(p, delta, own_topic);
+    const float x = __fmul_rn(u, fmaxf(__fsub_rn(sum, own.delta), 0.0f));
+    const int topic = binary_search(p, n_topics, x, own);
+    if (store) {
+      z[t] = topic;
+      count_draw(A_next == nullptr ? nullptr : counts, B_next, my_off, topic, w);
+    }
+  }
+  if (A_next == nullptr) return;
+  __syncwarp();
+  float* const out = next_row(A_next, doc, n_topics);
+  for (int k = lane; k < n_topics; k += kWarp) {
+    const float v = counts[k];
+    if (v != 0.0f) atomicAdd(out + k, v);
   }
 }

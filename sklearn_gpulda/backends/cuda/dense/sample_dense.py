@@ -8,6 +8,10 @@ document-major corpus, one thread per document (Steele and Tristan, PPoPP'17):
 - ``"transpose"``: Alg. 4 with the register transposition of Fig. 2;
 - ``"plain"``: Alg. 1 + Alg. 3, the uncoalesced baseline.
 
+:func:`sample_dense_long` draws the transpose kernel's rule with a warp (or several) per document,
+for long documents. Every launcher can also count the new topics into the next A and B tables as
+it draws (``counts_next``), the fused M-step of integer counts.
+
 Nothing here validates user input beyond what a kernel needs to run safely (dtypes, contiguity,
 shapes, the K ceiling); CuPy is imported lazily so that the module imports without a GPU.
 """
@@ -63,6 +67,7 @@ def sample_dense(
     sweep=0,
     block=BLOCK,
     word_counts=None,
+    counts_next=None,
 ):
     """Draw a new topic for every token of the listed documents on the GPU.
 
@@ -95,16 +100,77 @@ def sample_dense(
     word_counts : tuple (B, denom, beta) or None, default=None
         What ``bhat`` came from: B (cupy float32, V x K), ``n + V beta`` (cupy float64, K) and beta,
         for the word side of each token's own count; None when ``bhat`` is fixed.
+    counts_next : tuple (A_next, B_next) or None, default=None
+        The fused M-step's next tables, zeroed by the caller: cupy float32 arrays of A's and
+        bhat's shapes (B_next None for A alone). Each drawn token adds its weight at (document,
+        new topic) and (word, new topic) with atomics, exact for integer counts only (``weight``
+        None) below 2^24 a row; None draws without counting.
 
     Returns
     -------
     z : cupy.ndarray
         The ``z`` argument.
     """
-    import cupy as cp
-
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    args = _checked_args(doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, iteration, z,
+                         stream, sweep, block, word_counts, counts_next)
+    n_order = int(doc_order.size)
+    if n_order == 0:
+        return z
+    grid = -(-n_order // block)
+    _kernels.launch(_STEM, f"sample_dense_{variant}", grid, block,
+                    [(doc_order, np.int32), (n_order, "i32")] + args)
+    return z
+
+
+def sample_dense_long(doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, iteration, z,
+                      stream=STREAM_SAMPLE, sweep=0, block=BLOCK, word_counts=None,
+                      counts_next=None, group=1):
+    """:func:`sample_dense` with the transpose rule and ``group`` warps per listed document.
+
+    The draws are those of ``sample_dense("transpose", ...)`` token for token (the same float32
+    operations on the same values; only which thread draws a token changes), so this is the
+    launcher for documents long enough to fill a warp: a thread per document leaves most of a
+    large GPU idle on a corpus of a few thousand long documents.
+
+    Parameters
+    ----------
+    doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, iteration, z, stream, sweep
+        As :func:`sample_dense`.
+    block, word_counts, counts_next
+        As :func:`sample_dense`.
+    group : int, default=1
+        Warps per document, 1 to 32; the warps of a document take its chunks of 32 tokens in
+        turn (more warps for fewer, longer documents).
+
+    Returns
+    -------
+    z : cupy.ndarray
+        The ``z`` argument.
+    """
+    if not 1 <= int(group) <= 32:
+        raise ValueError(f"group must be in [1, 32], got {group}")
+    args = _checked_args(doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, iteration, z,
+                         stream, sweep, block, word_counts, counts_next)
+    n_order = int(doc_order.size)
+    if n_order == 0:
+        return z
+    warps_per_block = block // 32
+    grid = -(-n_order * int(group) // warps_per_block)
+    # theta and the warp's counts of its document: 2 K floats a warp.
+    shared = warps_per_block * 2 * A.shape[1] * 4
+    _kernels.launch(_STEM, "sample_dense_long", grid, block,
+                    [(doc_order, np.int32), (n_order, "i32"), (int(group), "i32")] + args,
+                    shared_mem=shared)
+    return z
+
+
+def _checked_args(doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, iteration, z, stream,
+                  sweep, block, word_counts, counts_next):
+    """Check what the dense kernels need and return their arguments after ``n_order``."""
+    import cupy as cp
+
     arrays = [("doc_order", doc_order), ("doc_ptr", doc_ptr), ("word", word), ("A", A),
               ("bhat", bhat), ("alpha", alpha), ("z", z)]
     if weight is not None:
@@ -145,33 +211,60 @@ def sample_dense(
     if B is not None and (B.shape != bhat.shape or denom.shape != (n_topics,)):
         raise ValueError(f"B must have bhat's shape {bhat.shape} and denom ({n_topics},), got "
                          f"{B.shape} and {denom.shape}")
-    n_order = int(doc_order.size)
-    if n_order == 0:
-        return z
-    grid = -(-n_order // block)
-    _kernels.launch(
-        _STEM,
-        f"sample_dense_{variant}",
-        grid,
-        block,
-        [
-            (doc_order, np.int32),
-            (n_order, "i32"),
-            (doc_ptr, np.int64),
-            (word, np.int32),
-            (weight, np.float32),
-            (A, np.float32),
-            (bhat, np.float32),
-            (alpha, np.float32),
-            (B, np.float32),
-            (denom, np.float64),
-            (beta, "f64"),
-            (int(seed) & 0xFFFFFFFF, "u32"),
-            (int(iteration) & 0xFFFFFFFF, "u32"),
-            (int(stream), "u32"),
-            (int(sweep), "u32"),
-            (z, np.int32),
-            (n_topics, "i32"),
-        ],
-    )
-    return z
+    A_next, B_next = (None, None) if counts_next is None else counts_next
+    if A_next is not None and A_next.shape != A.shape:
+        raise ValueError(f"A_next must have A's shape {A.shape}, got {A_next.shape}")
+    if B_next is not None and (A_next is None or B_next.shape != bhat.shape):
+        raise ValueError(f"B_next needs A_next and bhat's shape {bhat.shape}")
+    return [
+        (doc_ptr, np.int64),
+        (word, np.int32),
+        (weight, np.float32),
+        (A, np.float32),
+        (bhat, np.float32),
+        (alpha, np.float32),
+        (B, np.float32),
+        (denom, np.float64),
+        (beta, "f64"),
+        (int(seed) & 0xFFFFFFFF, "u32"),
+        (int(iteration) & 0xFFFFFFFF, "u32"),
+        (int(stream), "u32"),
+        (int(sweep), "u32"),
+        (z, np.int32),
+        (n_topics, "i32"),
+        (A_next, np.float32),
+        (B_next, np.float32),
+    ]
+
+
+#: Resident warps per SM the long-document launch aims for (16 at 128 registers a thread), twice
+#: over, so that one group finishing early does not leave its SM idle.
+_TARGET_WARPS_PER_SM = 32
+#: Chunks of 32 tokens each warp of a group should have at least.
+_MIN_CHUNKS_PER_WARP = 4
+
+
+def long_document_group(n_long, mean_length, n_sm):
+    """Warps per document for :func:`sample_dense_long`: doubled from 1 while the launch has
+    fewer warps than the GPU holds twice over and each warp keeps at least four chunks of 32
+    tokens; at most 32. The draws do not depend on it.
+
+    Parameters
+    ----------
+    n_long : int
+        Documents of the launch.
+    mean_length : float
+        Their mean number of tokens.
+    n_sm : int
+        Streaming multiprocessors of the GPU.
+
+    Returns
+    -------
+    group : int
+    """
+    group = 1
+    target = _TARGET_WARPS_PER_SM * n_sm
+    while (group < 32 and n_long * group < target
+           and mean_length / (32 * 2 * group) >= _MIN_CHUNKS_PER_WARP):
+        group *= 2
+    return group

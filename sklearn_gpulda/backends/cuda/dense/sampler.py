@@ -2,13 +2,20 @@
 
 Layout on the device: the tokens in canonical (document-major) order -- document pointer
 (int64), word (int32), topic (int32) and, for non-integer counts, weight (float32) -- and three
-dense tables: A (D x K), B and Bhat (V x K), all float32. The E-step is one launch of a dense
-kernel of ``cuda/sample_dense.cu`` (one thread per document, documents by decreasing length); it
-draws by the rule of :func:`~sklearn_gpulda.backends.numpy.dense_rule.draw_topics_dense`, the
-oracle this backend is checked against (``NumpySampler(rule='dense')``). The M-step rebuilds A
-and B from the topics and the weights with ``cupy.bincount`` (exact for integer counts, whatever
-the order of the atomics), then Bhat by Eq. (2) of SaberLDA in float64, cast to float32, as
-``doc/algorithm.md`` prescribes.
+dense tables: A (D x K), B and Bhat (V x K), all float32. The E-step launches dense kernels of
+``cuda/sample_dense.cu`` over the documents by decreasing length: with the 'transpose' kernel,
+documents of at least ``long_document`` tokens get a warp or more each (``sample_dense_long``),
+the rest a thread each. Every kernel draws by the rule of
+:func:`~sklearn_gpulda.backends.numpy.dense_rule.draw_topics_dense`, the oracle this backend is
+checked against (``NumpySampler(rule='dense')``), with the token's own Philox number, so which
+thread draws a token does not matter.
+
+The M-step: for integer counts (``mstep='fused'``, the default) the sampling kernels count the new
+topics into a second A and B as they draw, which then take the first pair's place; the topic
+totals and Bhat follow in two precompiled kernels (:mod:`.mstep`). Otherwise (weights, or
+``mstep='bincount'``) A and B are rebuilt from the topics and the weights with ``cupy.bincount``.
+Either way Bhat is Eq. (2) of SaberLDA in float64, cast to float32, as ``doc/algorithm.md``
+prescribes, and both give the same tables for integer counts (exact sums, see :mod:`.mstep`).
 """
 
 import numpy as np
@@ -18,7 +25,12 @@ from ...random import STREAM_INIT, STREAM_SAMPLE
 from ..chain import CudaChain, StageClock
 from ..sparse import sample_sparse
 from ..transfer import topic_major_to_host
-from .sample_dense import BLOCK, MAX_TOPICS, VARIANTS, document_order, sample_dense
+from . import mstep as _mstep
+from .sample_dense import (BLOCK, MAX_TOPICS, VARIANTS, document_order, long_document_group,
+                           sample_dense, sample_dense_long)
+
+#: Values of the ``mstep`` option.
+MSTEPS = ("fused", "bincount")
 
 #: Elements of one (tokens x K) float64 temporary of the log-likelihood (128 MB).
 _LOGLIK_ELEMENTS = 1 << 24
@@ -44,10 +56,18 @@ class CudaDenseSampler(CudaChain, Sampler):
     max_device_memory : int or None, default=None
         Device bytes the chain may use (None: what the GPU has free); this engine does not
         stream, so a corpus beyond it is a MemoryError.
+    mstep : {'fused', 'bincount'}, default='fused'
+        'fused': the sampling kernels count A and B as they draw, where that is exact (integer
+        counts, no document or word of 2^24 tokens; other corpora take the bincount path, and
+        ``fused_mstep`` says which ran). 'bincount': A and B rebuilt by ``cupy.bincount`` after
+        each sweep. The two give the same model.
+    long_document : int or None, default=256
+        With the 'transpose' kernel, documents of at least this many tokens are drawn by one or
+        more warps each instead of one thread (same draws); None: a thread for every document.
     """
 
     def __init__(self, n_topics, alpha, beta, seed, device, variant="transpose", block=BLOCK,
-                 profile=False, max_device_memory=None):
+                 profile=False, max_device_memory=None, mstep="fused", long_document=256):
         super().__init__(n_topics, alpha, beta, seed, device)
         if not 1 <= self.n_topics <= MAX_TOPICS:
             raise ValueError(
@@ -56,8 +76,14 @@ class CudaDenseSampler(CudaChain, Sampler):
             )
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        if mstep not in MSTEPS:
+            raise ValueError(f"mstep must be one of {MSTEPS}, got {mstep!r}")
+        if long_document is not None and int(long_document) < 1:
+            raise ValueError(f"long_document must be None or at least 1, got {long_document}")
         self._attach(device)
         self.variant = variant
+        self.mstep = mstep
+        self.long_document = None if long_document is None else int(long_document)
         self.block = int(block)
         self.profile = profile
         self.max_device_memory = None if max_device_memory is None else int(max_device_memory)
@@ -72,6 +98,9 @@ class CudaDenseSampler(CudaChain, Sampler):
         per_token = 4 + 4 + 4 + (4 if weighted else 0)  # word, doc, topic, weight
         per_doc = 8 + 8 + 8 + 4  # pointer, weight, normaliser, master index
         steady = n * per_token + d * per_doc + 4 * d * k + 8 * v * k + 16 * k
+        if self.mstep == "fused" and not weighted:
+            # The fused M-step's next A and B, and its 64-bit topic totals.
+            steady += 4 * d * k + 4 * v * k + 8 * k
         # M-step: flat (row, topic) keys of every token (int64) and one bincount result of the
         # larger table (8 bytes an entry) plus its float64 copy for Bhat. The log-likelihood's
         # chunk takes a few (tokens x K) float64 temporaries of _LOGLIK_ELEMENTS each.
@@ -112,11 +141,31 @@ class CudaDenseSampler(CudaChain, Sampler):
             st.A = cp.zeros((st.n_docs, self.n_topics), dtype=cp.float32)
             st.B = cp.zeros((st.n_words, self.n_topics), dtype=cp.float32)
             st.bhat = cp.zeros((st.n_words, self.n_topics), dtype=cp.float32)
+            st.denom = cp.zeros(self.n_topics, dtype=cp.float64)
+            st.fused = self.mstep == "fused" and _mstep.counts_are_exact(cp, corpus, st.word)
+            if st.fused:
+                st.A_next = cp.zeros_like(st.A)
+                st.B_next = cp.zeros_like(st.B)
+                st.totals = cp.zeros(self.n_topics, dtype=cp.uint64)
+            self._split_long_documents(st)
             st.fixed = False
             st.b_current = False
             self._st = st
             self.corpus = corpus
             self._priors_changed()
+
+    def _split_long_documents(self, st):
+        """``st.order`` split into the documents drawn a warp (group) each, the first
+        ``n_long`` (documents are by decreasing length), and the rest, a thread each."""
+        st.n_long, st.group = 0, 1
+        if self.variant == "transpose" and self.long_document is not None and st.order.size:
+            lengths = self.cp.diff(st.doc_ptr)[st.order].get()
+            st.n_long = int(np.count_nonzero(lengths >= self.long_document))
+            if st.n_long:
+                st.group = long_document_group(st.n_long, float(lengths[:st.n_long].mean()),
+                                               self._sm_count())
+        st.order_long = st.order[:st.n_long]
+        st.order_short = st.order[st.n_long:]
 
     def _priors_changed(self):
         st = self._st
@@ -154,13 +203,31 @@ class CudaDenseSampler(CudaChain, Sampler):
         with self.device_context():
             clock = StageClock(cp, ("sample", "mstep"), self.profile)
             word_counts = None if st.fixed else (st.B, st.denom, self.beta)
-            sample_dense(self.variant, st.order, st.doc_ptr, st.word, st.weight, st.A, st.bhat,
-                         st.alpha, self.seed, iteration, st.z, stream=stream, sweep=sub,
-                         block=self.block, word_counts=word_counts)
+            counts_next = None
+            if st.fused:
+                _mstep.zero(cp, st.A_next)
+                if not st.fixed:
+                    _mstep.zero(cp, st.B_next)
+                counts_next = (st.A_next, None if st.fixed else st.B_next)
+            common = dict(stream=stream, sweep=sub, block=self.block, word_counts=word_counts,
+                          counts_next=counts_next)
+            args = (st.doc_ptr, st.word, st.weight, st.A, st.bhat, st.alpha, self.seed,
+                    iteration, st.z)
+            if st.n_long:
+                sample_dense_long(st.order_long, *args, group=st.group, **common)
+            sample_dense(self.variant, st.order_short, *args, **common)
             clock.mark()
-            self._mstep()
+            if st.fused:
+                self._swap_counts()
+            else:
+                self._mstep()
             clock.mark()
             self.stage_ms = clock.stage_ms(self.stage_ms)
+
+    @property
+    def fused_mstep(self):
+        """Whether the loaded chain counts A and B in its sampling kernels (None before load)."""
+        return None if self._st is None else self._st.fused
 
     # -- M-step ---------------------------------------------------------------------------------
     def _count(self, index, n_rows):
@@ -177,10 +244,26 @@ class CudaDenseSampler(CudaChain, Sampler):
         st.B[...] = self._count(st.word, st.n_words).astype(self.cp.float32)
         st.b_current = True
 
+    def _swap_counts(self):
+        """After a fused sweep: the counted tables become A and B, then Bhat from them."""
+        st = self._st
+        st.A, st.A_next = st.A_next, st.A
+        if st.fixed:
+            st.b_current = False
+            return
+        st.B, st.B_next = st.B_next, st.B
+        st.b_current = True
+        self._set_bhat()
+
     def _set_bhat(self):
-        """Eq. (2): ``(B + beta) / (n + V beta)`` divided in float64, then float32."""
+        """Eq. (2): ``(B + beta) / (n + V beta)`` divided in float64, then float32 (by the
+        precompiled kernels of :mod:`.mstep` for a fused chain, the same numbers)."""
         cp = self.cp
         st = self._st
+        if st.fused:
+            _mstep.set_bhat(cp, st.B, st.totals, self.beta, st.n_words * self.beta, st.bhat,
+                            st.denom, self._sm_count())
+            return
         b = st.B.astype(cp.float64)
         st.denom = b.sum(axis=0) + st.n_words * self.beta
         st.bhat[...] = ((b + self.beta) / st.denom).astype(cp.float32)

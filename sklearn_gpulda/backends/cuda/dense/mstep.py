@@ -1,0 +1,85 @@
+"""The dense engine's fused M-step for integer counts.
+
+The sampling kernels count each token's new topic into the next A and B as they draw
+(``counts_next`` of :func:`~.sample_dense.sample_dense`); what is left is zeroing those tables
+before the sweep and, after it, the topic totals and Bhat, two kernels of ``cuda/dense_mstep.cu``.
+Every launch is precompiled (no CuPy-generated kernel), and the zeroing is ``cudaMemsetAsync``.
+
+Why the model does not change: with every weight 1, each cell of A and B is a sum of ones, and
+float32 adds integers below 2^24 exactly, so the atomics give the same table in any order, the one
+``cupy.bincount`` gives; the totals are summed as 64-bit integers, and Bhat is the bincount path's
+float64 expression, operation for operation (see the kernel file). A row whose sum could reach
+2^24 (a document or a word of 2^24 tokens) or a weighted corpus keeps the bincount path.
+"""
+
+import numpy as np
+
+from .. import kernels as _kernels
+
+_STEM = "dense_mstep"
+
+#: Integer counts up to here are exact in float32, whatever order they are added in.
+EXACT_COUNT = 1 << 24
+
+#: Threads per block of the M-step kernels.
+_BLOCK = 256
+
+
+def zero(cp, arr):
+    """Zero a contiguous device array on the current stream with ``cudaMemsetAsync``."""
+    cp.cuda.runtime.memsetAsync(arr.data.ptr, 0, arr.nbytes, cp.cuda.get_current_stream().ptr)
+
+
+def counts_are_exact(cp, corpus, word):
+    """Whether atomic float32 counts of ``corpus`` equal its bincounts: no weights, and every
+    document and every word below :data:`EXACT_COUNT` tokens.
+
+    Parameters
+    ----------
+    cp : module
+        CuPy.
+    corpus : TokenCorpus
+    word : cupy.ndarray of int32
+        The corpus's words on the device (counted only for a corpus of 2^24 tokens or more).
+
+    Returns
+    -------
+    bool
+    """
+    if not corpus.integral:
+        return False
+    if corpus.n_tokens < EXACT_COUNT:
+        return True
+    longest = float(np.max(corpus.doc_lengths(), initial=0.0))
+    return longest < EXACT_COUNT and int(cp.bincount(word).max()) < EXACT_COUNT
+
+
+def set_bhat(cp, B, totals, beta, v_beta, bhat, denom, n_sm):
+    """Bhat and ``denom = n + V beta`` of integer counts B, as the bincount path's CuPy
+    expression computes them.
+
+    Parameters
+    ----------
+    cp : module
+        CuPy.
+    B : cupy.ndarray of float32, shape (V, K)
+        Word-topic counts, integer-valued.
+    totals : cupy.ndarray of uint64, shape (K,)
+        Scratch for the topic totals (overwritten).
+    beta, v_beta : float
+        beta and ``V * beta``, the latter formed by the caller as the CuPy path forms it.
+    bhat : cupy.ndarray of float32, shape (V, K)
+    denom : cupy.ndarray of float64, shape (K,)
+        Written.
+    n_sm : int
+        Streaming multiprocessors of the GPU (the totals' grid).
+    """
+    n_rows, n_topics = B.shape
+    zero(cp, totals)
+    _kernels.launch(_STEM, "dense_topic_totals", 4 * n_sm, _BLOCK,
+                    [(B, np.float32), (n_rows, "i32"), (n_topics, "i32"), (totals, np.uint64)])
+    grid = max(1, min(-(-B.size // _BLOCK), 32 * n_sm))
+    _kernels.launch(_STEM, "dense_bhat", grid, _BLOCK,
+                    [(B, np.float32), (totals, np.uint64), (B.size, "i64"), (n_topics, "i32"),
+                     (float(beta), "f64"), (float(v_beta), "f64"), (bhat, np.float32),
+                     (denom, np.float64)])

@@ -1,0 +1,241 @@
+"""The dense engine's fused M-step (cuda/dense_mstep.cu, counts in cuda/sample_dense.cu) and its
+warp-per-document kernel (``sample_dense_long``).
+
+The fused M-step must give the model of the bincount path bit for bit (integer counts are exact
+in float32 whatever order the atomics land in), and the long-document kernel the transpose
+kernel's draws token for token. Every check compares exact arrays, so a wrong count, a Bhat
+rounded differently or a draw moved by the change of thread fails it.
+"""
+
+import functools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda.backends import random as _random
+from sklearn_gpulda.backends.numpy.dense_rule import draw_topics_dense
+from sklearn_gpulda.backends.numpy.row_tasks import count_pairs
+
+SEED, ITERATION = 2024, 3
+SWEEPS = 6
+
+
+@functools.lru_cache(maxsize=1)
+def _kjv_matrix():
+    from sklearn_gpulda.datasets import load_kjv_chapters
+
+    return sp.csr_matrix(load_kjv_chapters().data)
+
+
+def _long_documents(target=2400):
+    """Consecutive KJV chapters joined into documents of about ``target`` tokens: a document takes
+    the chapters that start within its window of ``target`` tokens, so with chapters of at most
+    1,176 tokens each has more than ``target - 1,176`` (the remainder joins the last); by
+    default 128 documents of 1,820-3,047 tokens."""
+    X = _kjv_matrix()
+    lengths = np.asarray(X.sum(axis=1)).ravel()
+    start = np.cumsum(lengths) - lengths
+    group = (start // target).astype(np.int64)
+    group = np.minimum(group, max(group.max() - 1, 0))
+    join = sp.csr_matrix((np.ones(X.shape[0]), (group, np.arange(X.shape[0]))))
+    return sp.csr_matrix(join @ X)
+
+
+def _corpora():
+    """name -> CSR counts: chapters (short and long mixed), long documents, and both at once."""
+    X = _kjv_matrix()
+    return {"chapters": X, "long": _long_documents(),
+            "mixed": sp.vstack([X[:300], _long_documents()[:20]]).tocsr()}
+
+
+def test_long_documents_are_long():
+    lengths = np.asarray(_long_documents().sum(axis=1)).ravel()
+    assert lengths.min() > 1000 and lengths.size >= 90
+
+
+# -- the samplers --------------------------------------------------------------------------------
+def _sampler(n_topics, **options):
+    from sklearn_gpulda._runtime.device import resolve_device
+    from sklearn_gpulda.backends.cuda.dense.sampler import CudaDenseSampler
+
+    return CudaDenseSampler(n_topics, 50.0 / n_topics, 0.01, SEED, resolve_device("cuda:0"),
+                            **options)
+
+
+def _state(sampler):
+    st = sampler._st
+    return {"z": st.z.get(), "A": st.A.get(), "B": st.B.get(), "bhat": st.bhat.get(),
+            "denom": st.denom.get()}
+
+
+def _assert_same(got, ref, where):
+    for name in ref:
+        np.testing.assert_array_equal(got[name], ref[name], err_msg=f"{name} {where}")
+
+
+def _run_pair(corpus, n_topics, fused_options, sweeps=SWEEPS, change_priors=True):
+    """Run a fused and a bincount chain side by side, checking their state after every sweep."""
+    fused = _sampler(n_topics, **fused_options)
+    plain = _sampler(n_topics, mstep="bincount", long_document=None)
+    for s in (fused, plain):
+        s.load(corpus)
+        s.init_topics()
+    _assert_same(_state(fused), _state(plain), "after init")
+    for it in range(1, sweeps + 1):
+        if change_priors and it == sweeps // 2:  # a prior update rebuilds Bhat from B
+            for s in (fused, plain):
+                s.set_priors(alpha=0.3, beta=0.02)
+        for s in (fused, plain):
+            s.sweep(it)
+        _assert_same(_state(fused), _state(plain), f"after sweep {it}")
+    np.testing.assert_array_equal(fused.topic_word_components(), plain.topic_word_components())
+    np.testing.assert_array_equal(fused.doc_topic_counts(), plain.doc_topic_counts())
+    return fused, plain
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["chapters", "long", "mixed"])
+@pytest.mark.parametrize("n_topics", [16, 33, 100])
+def test_fused_mstep_gives_the_bincount_model(name, n_topics):
+    corpus = tokens(_corpora()[name])
+    fused, plain = _run_pair(corpus, n_topics, {"mstep": "fused", "long_document": 256})
+    try:
+        assert fused.fused_mstep and not plain.fused_mstep
+        st = fused._st
+        if name != "chapters":
+            assert st.n_long > 0  # the warp-per-document kernel ran
+        if name == "long":
+            assert st.n_long == st.order.size and st.group > 1
+        # The counts are those of the topics (the invariant a lost atomic would break).
+        z = st.z.get()
+        np.testing.assert_array_equal(
+            st.A.get(), count_pairs(corpus.doc, z, None, corpus.n_docs, n_topics))
+        np.testing.assert_array_equal(
+            st.B.get(), count_pairs(corpus.word, z, None, corpus.n_words, n_topics))
+    finally:
+        fused.release()
+        plain.release()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["butterfly", "plain"])
+def test_fused_mstep_with_the_other_kernels(variant):
+    corpus = tokens(_kjv_matrix())
+    fused = _sampler(24, variant=variant)
+    plain = _sampler(24, variant=variant, mstep="bincount")
+    try:
+        for s in (fused, plain):
+            s.load(corpus)
+            s.init_topics()
+        for it in range(1, 4):
+            for s in (fused, plain):
+                s.sweep(it)
+            _assert_same(_state(fused), _state(plain), f"{variant} sweep {it}")
+        assert fused._st.n_long == 0  # the warp path is the transpose kernel's
+    finally:
+        fused.release()
+        plain.release()
+
+
+@pytest.mark.gpu
+def test_fused_mstep_with_the_topic_word_side_fixed():
+    corpus = tokens(_long_documents())
+    rng = np.random.default_rng(0)
+    components = rng.gamma(0.5, size=(20, corpus.n_words)) + 1e-3
+    fused, plain = _sampler(20), _sampler(20, mstep="bincount", long_document=None)
+    try:
+        for s in (fused, plain):
+            s.load(corpus)
+            s.init_topics()
+            s.fix_topic_word(components)
+        for it in range(1, 4):
+            for s in (fused, plain):
+                s.sweep(it)
+            np.testing.assert_array_equal(fused.topics(), plain.topics())
+            np.testing.assert_array_equal(fused.doc_topic_counts(), plain.doc_topic_counts())
+        np.testing.assert_array_equal(fused.word_topic_counts(), plain.word_topic_counts())
+    finally:
+        fused.release()
+        plain.release()
+
+
+@pytest.mark.gpu
+def test_weighted_corpus_falls_back_to_bincounts():
+    X = _kjv_matrix()[:400].astype(np.float64)
+    X.data *= 0.75  # non-integer counts: tokens carry weights
+    corpus = tokens(X)
+    assert corpus.weighted
+    fused, plain = _run_pair(corpus, 16, {"mstep": "fused"}, sweeps=3, change_priors=False)
+    try:
+        assert fused.fused_mstep is False
+        assert not hasattr(fused._st, "A_next")
+    finally:
+        fused.release()
+        plain.release()
+
+
+# -- the long-document kernel --------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_topics", [16, 33, 100, 1024])
+@pytest.mark.parametrize("group", [1, 3, 8])
+def test_long_kernel_draws_and_counts_as_the_oracle(n_topics, group):
+    import cupy as cp
+
+    from sklearn_gpulda.backends.cuda.dense.sample_dense import (
+        document_order, sample_dense_long)
+    from sklearn_gpulda.backends.numpy import tables
+
+    corpus = tokens(_long_documents(1300))  # 236 documents of 632-2,357 tokens
+    rng = np.random.default_rng(n_topics)
+    z = rng.integers(0, n_topics, size=corpus.n_tokens).astype(np.int32)
+    A = count_pairs(corpus.doc, z, None, corpus.n_docs, n_topics).astype(np.float32)
+    B = count_pairs(corpus.word, z, None, corpus.n_words, n_topics)
+    wt = tables.WordTables.from_counts(B, B.sum(axis=0), 0.01, 0.1)
+    alpha = 50.0 / n_topics
+    u = _random.token_uniform(SEED, ITERATION, _random.STREAM_SAMPLE,
+                              np.arange(corpus.n_tokens, dtype=np.int64))
+    ref = draw_topics_dense(corpus.doc, corpus.word, z, None, u, A, wt.bhat, alpha, wt.word_side)
+
+    doc_ptr = cp.asarray(corpus.doc_ptr, dtype=cp.int64)
+    z_d = cp.asarray(z)
+    A_next = cp.zeros(A.shape, cp.float32)
+    B_next = cp.zeros(wt.bhat.shape, cp.float32)
+    counts, denom, beta = wt.word_side
+    sample_dense_long(document_order(doc_ptr), doc_ptr, cp.asarray(corpus.word, dtype=cp.int32),
+                      None, cp.asarray(A), cp.asarray(wt.bhat, dtype=cp.float32),
+                      cp.full(n_topics, alpha, cp.float32), SEED, ITERATION, z_d,
+                      word_counts=(cp.asarray(counts, dtype=cp.float32), cp.asarray(denom),
+                                   beta),
+                      counts_next=(A_next, B_next), group=group)
+    got = z_d.get()
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(
+        A_next.get(), count_pairs(corpus.doc, got, None, corpus.n_docs, n_topics))
+    np.testing.assert_array_equal(
+        B_next.get(), count_pairs(corpus.word, got, None, corpus.n_words, n_topics))
+
+
+def test_long_document_group_fills_the_gpu_without_starving_warps():
+    from sklearn_gpulda.backends.cuda.dense.sample_dense import long_document_group
+
+    assert long_document_group(1500, 1288.0, 132) == 4  # NIPS on an H100
+    assert long_document_group(100_000, 2000.0, 132) == 1  # enough documents already
+    assert long_document_group(10, 200.0, 132) == 1  # too short to share
+    assert long_document_group(10, 300.0, 132) == 2  # 4.7 chunks a warp
+    assert long_document_group(1, 1e6, 132) == 32
+
+
+def test_estimate_counts_the_fused_tables():
+    from sklearn_gpulda.backends.cuda.dense.sampler import CudaDenseSampler
+
+    corpus = tokens(_kjv_matrix())
+    d, v, k = corpus.n_docs, corpus.n_words, 16
+
+    def steady(mstep):
+        s = CudaDenseSampler.__new__(CudaDenseSampler)
+        s.n_topics, s.mstep = k, mstep
+        return CudaDenseSampler.estimate_bytes(s, corpus)[0]
+
+    assert steady("fused") - steady("bincount") == 4 * d * k + 4 * v * k + 8 * k
