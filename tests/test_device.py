@@ -128,8 +128,9 @@ def test_estimator_rejects_a_bad_memory_budget():
 
 
 def test_counts_go_up_reads_every_sparse_format(monkeypatch):
-    # A batch GPU fit keeps the whole count matrix on the device unless it may need streaming;
-    # the size check must work for every SciPy format (check_estimator feeds them all).
+    # A batch fit on several GPUs keeps the whole count matrix on the first unless it may need
+    # streaming; the size check must work for every SciPy format (check_estimator feeds them
+    # all). One GPU keeps host counts on the host (no CuPy kernel compiled to check them).
     import contextlib
 
     import scipy.sparse as sp
@@ -144,17 +145,18 @@ def test_counts_go_up_reads_every_sparse_format(monkeypatch):
     monkeypatch.setattr(device_module, "free_device_bytes", lambda cp: (free["bytes"], 2 * 10**9))
     X = sp.random(50, 40, density=0.2, format="csr", random_state=0)
     gpu = Device("cuda", (0,))
+    gpus = Device("cuda", (0, 1))
     for fmt in ("csr", "csc", "coo", "bsr", "lil", "dok", "dia"):
-        assert counts_go_up(X.asformat(fmt), gpu, None) is True, fmt
-    assert counts_go_up(X.toarray(), gpu, None) is True
+        assert counts_go_up(X.asformat(fmt), gpus, None) is True, fmt
+        assert counts_go_up(X.asformat(fmt), gpu, None) is False, fmt
+    assert counts_go_up(X.toarray(), gpus, None) is True
     # Several GPUs: the counts go to the first one named, if they fit there.
     asked.clear()
     assert counts_go_up(X, Device("cuda", (3, 1)), None) is True
     assert asked == [3]
     free["bytes"] = 8 * X.nnz  # an eighth of it is less than the counts: keep them on the host
-    assert counts_go_up(X, gpu, None) is False
     assert counts_go_up(X, Device("cuda", (3, 1)), None) is False
-    assert counts_go_up(X, gpu, 10**9) is False  # a budget: they may have to be streamed
+    assert counts_go_up(X, gpus, 10**9) is False  # a budget: they may have to be streamed
     assert counts_go_up(X, CPU, None) is False
 
 

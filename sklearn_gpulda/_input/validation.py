@@ -64,8 +64,9 @@ def check_counts(estimator, X, reset, whom, device, upload=False, keep_integers=
 def check_fit_input(estimator, X, whom, device, batch):
     """What ``fit`` learns from, checked: a count matrix, or (batch learning) a list of row blocks.
 
-    A batch fit on a GPU checks and keeps the counts there (:func:`counts_go_up`), unless the
-    corpus may have to be streamed; then integer counts stay integers on the host.
+    A batch fit on several GPUs checks and keeps the counts on the first (:func:`counts_go_up`),
+    unless the corpus may have to be streamed; otherwise integer counts stay integers on the
+    host.
 
     Returns
     -------
@@ -98,17 +99,23 @@ def check_fit_input(estimator, X, whom, device, batch):
 def counts_go_up(X, device, max_device_memory):
     """Whether a batch fit on ``device`` checks and keeps the whole count matrix ``X`` there.
 
-    Not when the corpus may have to be streamed (a ``max_device_memory`` budget is set, or the
-    counts take more than an eighth of what the GPU has free; the layout takes about three times
-    the counts): then they stay in host memory and go up a chunk at a time. Several GPUs take
-    them onto the first one, which cuts them into the GPUs' parts and copies each part to its
-    GPU, sparing the host the token offsets and the split.
+    Counts on a GPU stay there. Host counts for one GPU stay on the host: they are checked
+    there as scikit-learn checks them and the layout uploads what it reads, since the checks
+    and the token offsets on the device would be CuPy kernels compiled at run time, seconds of
+    a first fit (``cuda/layout.cu`` does the device's part with kernels shipped precompiled).
+    Several GPUs take them onto the first one, which cuts them into the GPUs' parts and copies
+    each part to its GPU, sparing the host the token offsets and the split; not when the corpus
+    may have to be streamed (a ``max_device_memory`` budget is set, or the counts take more
+    than an eighth of what the GPU has free; the layout takes about three times the counts):
+    then they stay in host memory and go up a chunk at a time.
     """
-    if device.kind != "cuda" or max_device_memory is not None:
+    if device.kind != "cuda":
+        return False
+    if is_device_array(X):
+        return max_device_memory is None  # already there
+    if max_device_memory is not None or len(device.indices) < 2:
         return False
     device = device.lead
-    if is_device_array(X):
-        return True  # already there
     cupy, _ = _device.import_cupy()
     with cupy.cuda.Device(device.index):
         free, _ = _device.free_device_bytes(cupy)

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..._runtime.device import is_device_array
+from . import model_kernels
 
 #: Device bytes of one block in flight (and of each of the two pinned host buffers).
 BLOCK_BYTES = 64 << 20
@@ -53,7 +54,13 @@ def topic_major_to_host(xp, word_major, rows=None, divisor=None, add=None, dtype
     step = max(1, int(block_bytes) // (8 * max(n_words, 1)))
     blocks = [(lo, min(lo + step, n_topics)) for lo in range(0, n_topics, step)]
 
+    # On the device, a kernel makes each block (no kernel compiled at run time); the CuPy
+    # expression below stays for NumPy and for tables the kernel does not take.
+    on_kernel = xp is not np and model_kernels.can_make_topic_major(word_major, rows, dtype)
+
     def block(lo, hi):
+        if on_kernel:
+            return model_kernels.topic_major(word_major, rows, lo, hi, divisor, add, dtype)
         part = word_major[:, lo:hi] if rows is None else word_major[rows, lo:hi]
         made = xp.ascontiguousarray(part.T, dtype=xp.float64)
         if divisor is not None:

@@ -23,6 +23,7 @@ import numpy as np
 from ...._input.layouts import chunk_bounds, range_bounds
 from ...._runtime.device import to_host
 from ..constants import ROW_PAD, SHORT_DOC_MAX, WARP
+from . import layout_kernels
 
 #: Tokens per work item, at most: a frequent word is split into items of this size so that one
 #: block never holds the tail of an iteration (ezLDA V-A splits large words for the same reason).
@@ -147,7 +148,7 @@ def document_views(cp, corpus, d_first):
     arrays = dict(
         doc_off=cp.asarray(doc_off.astype(np.int32)), row_off=cp.asarray(row_off.astype(np.int32)),
         doc_len=cp.asarray(doc_len), kinds=cp.asarray(by_kind),
-        all_docs=cp.arange(int(n_docs.max(initial=0)), dtype=cp.int32),
+        all_docs=cp.asarray(np.arange(int(n_docs.max(initial=0)), dtype=np.int32)),
         doc_weight=cp.asarray(corpus.doc_lengths()[g_d0:g_d1]))
     first = d_first - g_d0
 
@@ -168,8 +169,9 @@ def document_views(cp, corpus, d_first):
 
 class CountsOnDevice:
     """The per-non-zero arrays of documents ``d0:d1`` of a :class:`~sklearn_gpulda._input.corpus.
-    TokenCorpus` on the device, words relabelled: what the layout is built from (uploaded when
-    the corpus is on the host; a streamed layout uploads one chunk's documents at a time).
+    TokenCorpus` on the device, with the relabelling of its words: what the layout is built from
+    (uploaded when the corpus is on the host; a streamed layout uploads one chunk's documents at
+    a time).
 
     Non-zeros are numbered from the first of document ``d0`` (``indptr``, host, and
     ``indptr_d``, device, are rebased so); ``nz_ptr`` keeps canonical token indices.
@@ -178,14 +180,23 @@ class CountsOnDevice:
     def __init__(self, cp, corpus, new_of_old, d0=0, d1=None):
         d1 = corpus.n_docs if d1 is None else int(d1)
         indptr = to_host(corpus.indptr).astype(np.int64, copy=False)
+        self.cp = cp
         self.d0 = int(d0)
         j0, j1 = int(indptr[self.d0]), int(indptr[d1])
         self.indptr = indptr[self.d0 : d1 + 1] - j0
         self.indptr_d = cp.asarray(self.indptr)
         self.nz_ptr = cp.asarray(corpus.nz_ptr[j0 : j1 + 1])
-        self.word = cp.asarray(new_of_old)[cp.asarray(corpus.indices[j0:j1])]
+        # Vocabulary ids (int32) and the relabelling: the layout's kernels read a non-zero's word
+        # as new_of_old[indices[j]], so no gather runs here.
+        self.indices = cp.asarray(corpus.indices[j0:j1])
+        self.new_of_old = cp.asarray(np.asarray(new_of_old, dtype=np.int32))
         self.nz_weight = (None if corpus.nz_weight is None
                           else cp.asarray(corpus.nz_weight[j0:j1]))
+
+    @property
+    def word(self):
+        """The relabelled word of each non-zero (a gather; online mini-batches read it)."""
+        return self.new_of_old[self.indices]
 
     def nz_range(self, d0, d1):
         """The (rebased) non-zeros of documents ``d0:d1``."""
@@ -273,7 +284,8 @@ class Chunk:
         """``place`` (each token's place in its document, the chunk's ``place_dtype``; tokens
         word-major, canonical inside a word), ``doc`` of each, and ``weight`` in canonical
         order, a piece of documents at a time (``pieces``: their bounds, after
-        :meth:`_set_documents` and :meth:`_set_format`).
+        :meth:`_set_documents` and :meth:`_set_format`), by the kernels of
+        :mod:`.layout_kernels`.
 
         The chunk's word counts fix where each word's tokens go; each piece's tokens are sorted
         by (word, canonical index) and appended after the earlier pieces' tokens of their word.
@@ -285,47 +297,36 @@ class Chunk:
         """
         n, v = self.n_tokens, corpus.n_words
         j0, j1 = counts.nz_range(self.d0, self.d1)
-        reps = (counts.nz_ptr[j0 + 1 : j1 + 1] - counts.nz_ptr[j0:j1]).astype(cp.float64)
-        word_count = cp.bincount(counts.word[j0:j1], weights=reps, minlength=v).astype(cp.int64)
-        del reps
-        cursor = cp.zeros(v, dtype=cp.int64)  # where the next piece's tokens of each word go
-        if v > 1:
-            cp.cumsum(word_count[:-1], out=cursor[1:])
+        word_count = layout_kernels.word_tokens(cp, counts.indices[j0:j1], counts.new_of_old,
+                                                counts.nz_ptr[j0 : j1 + 1], v)
+        # Where the next piece's tokens of each word go: the exclusive sum of the word counts.
+        cursor = np.zeros(v, dtype=np.int64)
+        np.cumsum(word_count[:-1], out=cursor[1:])
+        cursor = cp.asarray(cursor)
         self.place = cp.empty(n, dtype=self.place_dtype)
         self.doc = cp.empty(n, dtype=cp.int32)
-        self.weight = None if counts.nz_weight is None else cp.empty(n, dtype=cp.float32)
+        self.weight = None
+        if counts.nz_weight is not None:
+            self.weight = cp.empty(n, dtype=cp.float32)
+            layout_kernels.token_weights(counts.nz_ptr[j0 : j1 + 1], counts.nz_weight[j0:j1],
+                                         self.t0, self.weight)
         for p0, p1 in zip(pieces[:-1], pieces[1:]):
-            self._lay_out_piece(cp, counts, int(p0), int(p1), doc_ptr, cursor, v)
-        return to_host(word_count)
+            self._lay_out_piece(cp, counts, int(p0), int(p1), cursor)
+        return word_count
 
-    def _lay_out_piece(self, cp, counts, p0, p1, doc_ptr, cursor, n_words):
-        """Documents ``d0 + p0 : d0 + p1`` of the chunk into ``place``/``doc``/``weight``."""
-        a, b = int(doc_ptr[p0]), int(doc_ptr[p1])  # the piece's tokens, chunk-relative
-        if a == b:
-            return
+    def _lay_out_piece(self, cp, counts, p0, p1, cursor):
+        """Documents ``d0 + p0 : d0 + p1`` of the chunk into ``place`` and ``doc``: the piece's
+        non-zeros sorted by (word, index), then each one's tokens written after the tokens of
+        its word placed before (``cursor``, advanced past them)."""
         j0, j1 = counts.nz_range(self.d0 + p0, self.d0 + p1)
-        local = cp.arange(b - a, dtype=cp.int64)
-        # Each token's non-zero by binary search on the non-zeros' first tokens; its document
-        # the same way on the documents' first non-zeros.
-        nz = cp.searchsorted(counts.nz_ptr[j0 + 1 : j1 + 1] - (self.t0 + a), local, side="right")
-        nz += j0
-        if self.weight is not None:
-            self.weight[a:b] = counts.nz_weight[nz]
-        word = counts.word[nz]
-        doc = cp.searchsorted(counts.indptr_d[1:], nz, side="right") - (self.d0 - counts.d0)
-        del nz
-        # Unique keys (word, position in the piece) make the order independent of the sort's
-        # stability.
-        order = cp.argsort((word.astype(cp.int64) << 32) | local)
-        word = word[order]
-        in_piece = cp.bincount(word, minlength=n_words)
-        first = cp.cumsum(in_piece) - in_piece  # the piece's first sorted slot of each word
-        slot = cursor[word] + (local - first[word])
-        doc = doc[order]
-        # The place: the token's chunk-relative index less its document's first (doc_off).
-        self.place[slot] = (order + (a - self.doc_off[doc])).astype(self.place_dtype)
-        self.doc[slot] = doc.astype(cp.int32)
-        cursor += in_piece
+        if j0 == j1:
+            return
+        nz_ptr = counts.nz_ptr[j0 : j1 + 1]
+        keys, ends = layout_kernels.sorted_nonzeros(cp, counts.indices[j0:j1], counts.new_of_old,
+                                                    nz_ptr)
+        layout_kernels.place_tokens(cp, keys, ends, cursor, nz_ptr, counts.indptr_d, j0,
+                                    self.d0 - counts.d0, self.t0, self.doc_off, self.place,
+                                    self.doc)
 
     def allocate_state(self, cp):
         """The chain's per-token and per-document state: topics in PDOW and canonical order,

@@ -29,7 +29,7 @@ from ..chain import CudaChain, StageClock
 from ..constants import MAX_TOPICS
 from ..doc_topic import DocTopicReading
 from ..transfer import topic_major_to_host
-from . import hybrid, memory_plan, sample_sparse
+from . import hybrid, layout_kernels, memory_plan, sample_sparse
 from .layout import build_chunks
 from .online_batches import OnlineBatchChain
 from .streamed_chain import StreamedChain
@@ -238,7 +238,9 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
             self._denominators()
             alpha_sum = float(self.alpha.sum())
             for ch in self._every_chunk():
-                ch.doc_norm = ch.doc_weight + alpha_sum
+                if ch.doc_norm is None:
+                    ch.doc_norm = cp.empty_like(ch.doc_weight)
+                layout_kernels.document_norms(ch.doc_weight, alpha_sum, ch.doc_norm)
 
     def init_topics(self, iteration=0, stream=STREAM_INIT):
         self._require()
