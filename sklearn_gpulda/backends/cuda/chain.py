@@ -269,8 +269,13 @@ class CudaChain:
                 return self._hybrid_histogram()
             B = self._word_major_device()
             count, n_cells = self._value_counts(B.ravel())
-            totals = B.sum(axis=0, dtype=self.cp.float64).get()
+            totals = self._host_topic_totals(B)
         return count, n_cells, totals
+
+    def _host_topic_totals(self, B):
+        """The topic totals of the word-major table ``B`` on the host, float64 (a chain that
+        keeps them exact on the device reads them from there)."""
+        return B.sum(axis=0, dtype=self.cp.float64).get()
 
     def _hybrid_histogram(self):
         """:meth:`word_topic_histogram` of a hybrid B: the dense rows' values and the rare

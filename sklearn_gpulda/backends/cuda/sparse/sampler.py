@@ -330,6 +330,14 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
             hybrid.add_rare_totals(w.rare, w.totals, self._n_sm)
         self._denominators()
 
+    def _host_topic_totals(self, B):
+        # The chain's own totals, summed after the sweep: for integer counts they are B's
+        # column sums exactly, and reading them spares a reduction over the whole table.
+        w = self.words
+        if self._exact_totals() and w.bhat_fixed is None:
+            return w.totals.get()
+        return super()._host_topic_totals(B)
+
     def _exact_totals(self):
         """Whether the totals and denominators take one kernel (``counts.topic_totals``): B
         all dense and of integer counts, whose sums are exact in any order."""
