@@ -249,10 +249,8 @@ class CudaChain:
                                                              capacity, self._sm_count())
             if n_over <= capacity:
                 small = np.flatnonzero(table)
-                big, n_big = np.zeros(0), np.zeros(0, dtype=np.int64)
-                if n_over:
-                    big, n_big = (a.get() for a in cp.unique(overflow[:n_over],
-                                                             return_counts=True))
+                # Few (as above): sorted on the host, where CuPy's unique would compile.
+                big, n_big = np.unique(overflow[:n_over].get(), return_counts=True)
                 value = np.concatenate([small.astype(np.float64), big.astype(np.float64)])
                 n = np.concatenate([table[small].astype(np.int64), n_big.astype(np.int64)])
                 order = np.argsort(value, kind="stable")

@@ -141,11 +141,10 @@ class DocTopicReading:
             table = host[:cells].reshape(self.n_topics, n_bins)
         else:
             n_over = int(n_overflow.get()[0])
-        if n_over == 0:
-            big_keys, n_big = cp.zeros(0, dtype=cp.uint64), cp.zeros(0, dtype=cp.uint64)
-        else:
-            big_keys, n_big = cp.unique(overflow[:n_over], return_counts=True)
-            n_big = n_big.astype(cp.uint64)
+        # Sorted and counted on the host: there are few (n_tokens / KEY_BINS at most), and
+        # CuPy's unique would compile half a dozen kernels on a user's machine.
+        big_keys, n_big = np.unique(overflow[:n_over].get(), return_counts=True)
+        n_big = n_big.astype(np.uint64)
         if on_host:
-            return table, big_keys.get(), n_big.get()
-        return table, big_keys, n_big
+            return table, big_keys, n_big
+        return table, cp.asarray(big_keys), cp.asarray(n_big)

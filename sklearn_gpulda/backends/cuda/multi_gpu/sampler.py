@@ -31,7 +31,8 @@ from ...._runtime.stages import stage
 from ...base import Sampler
 from ...priors import TABLE_COUNTS, merge_histograms
 from ...random import STREAM_INIT, STREAM_SAMPLE
-from ..doc_topic import alpha_table_of_bins
+from ..counts import KEY_BINS
+from ..doc_topic import HOST_TABLE_CELLS, alpha_table_of_bins
 from .all_reduce import make_all_reduce
 from .shard import DeviceShard
 
@@ -224,6 +225,9 @@ class MultiGpuSampler(Sampler):
         keys, where = np.unique(keys, return_inverse=True)
         n = np.bincount(where.ravel(), weights=n, minlength=keys.size).astype(np.uint64)
         with lead.device_context():
+            if self.n_topics * KEY_BINS <= HOST_TABLE_CELLS:
+                # Small tables come to the host, as one GPU's do (doc_topic.py).
+                return alpha_table_of_bins(np, table.get(), keys, n)
             return alpha_table_of_bins(cp, table, keys, n)
 
     def alpha_table_numerator(self, alpha, table):

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...._input.layouts import range_bounds
 from ..constants import WARP
-from .layout import BUILD_PIECE_TOKENS, PIECE, Chunk, CountsOnDevice, document_views
+from .layout import BUILD_PIECE_TOKENS, Chunk, CountsOnDevice, document_views, item_tokens
 
 
 def build_online_chunks(cp, corpus, new_of_old, n_topics, ranges,
@@ -89,7 +89,8 @@ def _group(cp, corpus, counts, n_topics, ranges):
     doc_first = cp.asarray(d_first)
     doc = (doc[order] - doc_first[batch[order]]).astype(cp.int32)
     del order, in_batch, word, batch
-    items, item_first, n_warps, words, word_first = _items(cp, run, n_words, tok_first - g0)
+    items, item_first, n_warps, words, word_first = _items(cp, run, n_words, tok_first - g0,
+                                                           weight is not None)
     documents, longest = document_views(cp, corpus, d_first)
     chunks = []
     for b in range(n_batch):
@@ -106,7 +107,7 @@ def _group(cp, corpus, counts, n_topics, ranges):
     return chunks
 
 
-def _items(cp, run, n_words, batch_start):
+def _items(cp, run, n_words, batch_start, weighted):
     """Work items ``(word, begin, end, first warp batch)`` of every batch, each batch's
     numbered within it (:meth:`.layout.Chunk._items`'s, but a word named by its rank among the
     batch's words), from the sorted runs of ``batch * n_words + word``; made on the device (a
@@ -132,14 +133,19 @@ def _items(cp, run, n_words, batch_start):
     # A run is one (batch, word): its rank within its batch is the word's local name.
     word_first = cp.searchsorted(batch, edges, side="left")
     rank = cp.arange(head.shape[0], dtype=cp.int64) - word_first[batch]
-    # A run of more than PIECE tokens is split into items of PIECE.
-    pieces = (run_end - head + PIECE - 1) // PIECE
+    # A run is split into items of its batch's item size (.layout.item_tokens, as the batch
+    # laid out alone takes).
+    sizes = np.diff(np.asarray(batch_start, dtype=np.int64))
+    size = cp.asarray(np.array([item_tokens(int(n), weighted) for n in sizes],
+                               dtype=np.int64))[batch]
+    pieces = (run_end - head + size - 1) // size
     piece_end = cp.cumsum(pieces)
     n_items = int(piece_end[-1]) if head.shape[0] else 0
     item = cp.arange(n_items, dtype=cp.int64)
     item_run = cp.searchsorted(piece_end, item, side="right")
-    begin = head[item_run] + (item - (piece_end - pieces)[item_run]) * PIECE
-    end = cp.minimum(begin + PIECE, run_end[item_run])
+    item_size = size[item_run]
+    begin = head[item_run] + (item - (piece_end - pieces)[item_run]) * item_size
+    end = cp.minimum(begin + item_size, run_end[item_run])
     item_batch = batch[item_run]
     # Positions and warp batches counted from the item's batch's own first.
     first_token = cp.asarray(batch_start)[item_batch]
