@@ -499,30 +499,33 @@ extern "C" __global__ void column_partials(const float* __restrict__ B, int n_ro
 }
 
 // ---------------------------------------------------------------------------------------------
-// topic_totals: totals[k] = the slices' partial sums added in slice order (from 0.0), then
-// denom[k] = totals[k] + n_words * beta, each operation rounded on its own. With partial =
-// nullptr the totals are kept and only denom is computed (after a prior update).
-// Launch: grid ceil(K / blockDim.x), block any. [in] partial (n_slices x K float64);
-// [out] totals (K float64, unless partial is nullptr), denom (K float64).
-// For integer counts the slices' sums are exact, so the totals equal CuPy's sum over axis 0
-// whatever its order; the host takes this kernel for integer counts only.
+// topic_totals: totals[k] = the sum of the slices' partial sums, then denom[k] = totals[k] +
+// n_words * beta (that addition and product each rounded on its own, as the host's were). With
+// partial = nullptr the totals are kept and only denom is computed (after a prior update).
+// Integer counts only: their partial sums are integers below 2^53, so the warp's tree of
+// additions is exact, the same as any order (CuPy's sum over axis 0 included).
+// Launch: one warp per topic (grid ceil(K * 32 / blockDim.x), block a multiple of 32).
+// [in] partial (n_slices x K float64); [out] totals (K float64, unless partial is nullptr),
+// denom (K float64).
 // NumPy: totals = partial.sum(axis=0); denom = totals + n_words * beta.
 // ---------------------------------------------------------------------------------------------
 extern "C" __global__ void topic_totals(const double* __restrict__ partial, int n_slices,
                                         int n_topics, int n_words, double beta,
                                         double* __restrict__ totals, double* __restrict__ denom) {
-  const int k = blockIdx.x * blockDim.x + threadIdx.x;
+  const int k = (blockIdx.x * blockDim.x + threadIdx.x) / gpulda::kWarp;
+  const int lane = threadIdx.x % gpulda::kWarp;
   if (k >= n_topics) return;
   double total;
   if (partial != nullptr) {
-    total = 0.0;
-    for (int s = 0; s < n_slices; ++s)
-      total = __dadd_rn(total, partial[static_cast<size_t>(s) * n_topics + k]);
-    totals[k] = total;
+    double mine = 0.0;
+    for (int s = lane; s < n_slices; s += gpulda::kWarp)
+      mine += partial[static_cast<size_t>(s) * n_topics + k];
+    total = gpulda::warp_sum(mine);
+    if (lane == 0) totals[k] = total;
   } else {
     total = totals[k];
   }
-  denom[k] = __dadd_rn(total, __dmul_rn(static_cast<double>(n_words), beta));
+  if (lane == 0) denom[k] = __dadd_rn(total, __dmul_rn(static_cast<double>(n_words), beta));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -123,14 +123,14 @@ def clear(array):
 
 
 def topic_totals(partial, totals, denom, n_words, beta):
-    """``totals`` = the slices of ``partial`` added in slice order, then ``denom`` = totals +
-    n_words * beta (``cuda/counts.cu``); with ``partial`` None only ``denom``, from the totals
-    kept. Exact, so equal to CuPy's sum over the slices, for integer counts: the sampler takes
-    it for those only."""
+    """``totals`` = the sum of ``partial``'s slices (a warp per topic), then ``denom`` =
+    totals + n_words * beta (``cuda/counts.cu``); with ``partial`` None only ``denom``, from the
+    totals kept. Exact, so equal to CuPy's sum over the slices, for integer counts: the sampler
+    takes it for those only."""
     n_topics = int(totals.shape[0])
     n_slices = 0 if partial is None else int(partial.shape[0])
     _kernels.launch(
-        STEM, "topic_totals", -(-n_topics // 128), 128,
+        STEM, "topic_totals", -(-n_topics * WARP // 128), 128,
         [(partial, np.float64), (n_slices, "i32"), (n_topics, "i32"), (n_words, "i32"),
          (beta, "f64"), (totals, np.float64), (denom, np.float64)],
     )
