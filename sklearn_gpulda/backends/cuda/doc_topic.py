@@ -15,9 +15,10 @@ from .chain import decode_keys
 
 #: Cells of A's binned table (K x KEY_BINS) up to which a prior update reads it on the host,
 #: where the fixed point runs its part (``priors.table_numerator``) without a device round trip
-#: per iteration; a larger table stays on the device, which runs that part
-#: (``alpha_table_numerator``) on it. Both give the same bits.
-HOST_TABLE_CELLS = 1 << 16
+#: per iteration (K <= 128); a larger table stays on the device, which runs that part
+#: (``alpha_table_numerator``) on it: at K = 1,000 the host's arithmetic over the table cost
+#: more than the round trips. Both give the same bits.
+HOST_TABLE_CELLS = 1 << 13
 
 
 def alpha_table_of_bins(xp, table, keys, n):
