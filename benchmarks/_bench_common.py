@@ -251,14 +251,16 @@ def coarse_to_fine(n):
     return order
 
 
-def load_corpora(scale, seed, with_nips=True):
-    """[(name, TokenCorpus, description)]: NYTimes-shaped, plus NIPS when its files are found.
+def load_corpora(scale, seed, with_nips=True, extra=()):
+    """[(name, TokenCorpus, description)]: NYTimes-shaped, plus NIPS when its files are found,
+    plus the corpora named in ``extra`` ('kos', '20news': their training split as
+    ``_peer_corpora.load_corpus`` makes it; 'kjv': the bundled chapters) that are found.
 
-    NIPS is looked for where ``_peer_corpora`` looks (``$SKLEARN_GPULDA_DATA``, ``.carry/data``,
-    ``../shared/data``); empty documents are dropped.
+    Real corpora are looked for where ``_peer_corpora`` looks (``$SKLEARN_GPULDA_DATA``,
+    ``.carry/data``, ``../shared/data``); empty documents are dropped.
     """
     from sklearn_gpulda._input.corpus import tokens
-    from sklearn_gpulda.datasets import load_uci_bow, make_lda_corpus
+    from sklearn_gpulda.datasets import load_kjv_chapters, load_uci_bow, make_lda_corpus
 
     out = []
     t = time.perf_counter()
@@ -271,9 +273,9 @@ def load_corpora(scale, seed, with_nips=True):
             f"{time.perf_counter() - t:.1f} s",
         )
     )
-    if with_nips:
-        from _peer_corpora import CorpusUnavailable, _find
+    from _peer_corpora import CorpusUnavailable, _find, load_corpus
 
+    if with_nips:
         try:
             docword, vocab = _find("nips")
         except CorpusUnavailable as exc:
@@ -282,6 +284,16 @@ def load_corpora(scale, seed, with_nips=True):
             X = load_uci_bow(docword, vocab).data
             X = X[np.flatnonzero(X.getnnz(axis=1))]
             out.append(("nips", tokens(X), f"UCI {docword}"))
+    for name in extra:
+        if name == "kjv":
+            out.append(("kjv", tokens(load_kjv_chapters().data), "the bundled KJV chapters"))
+            continue
+        try:
+            X, _, _ = load_corpus(name, seed=seed)
+        except CorpusUnavailable as exc:
+            print(f"note: {name} skipped ({exc})")
+            continue
+        out.append((name, tokens(X), f"{name}, training split of _peer_corpora.load_corpus"))
     return out
 
 

@@ -151,6 +151,8 @@ def main(argv=None):
     ap.add_argument("--long-document", default="256",
                     help="dense: tokens from which a document gets a warp ('none': never)")
     ap.add_argument("--no-nips", action="store_true")
+    ap.add_argument("--corpora", nargs="*", default=[], choices=["kos", "20news", "kjv"],
+                    help="more corpora to measure besides the NYTimes shape and NIPS")
     ap.add_argument("--iters", type=int, default=4,
                     help="sweeps per sampler; iterations 2..n timed")
     ap.add_argument("--alpha", default="50/K", help=ALPHA_HELP + " (default 50/K)")
@@ -178,7 +180,7 @@ def main(argv=None):
     long_document = None if args.long_document == "none" else int(args.long_document)
     beta = 0.01
 
-    corpora = load_corpora(args.scale, args.seed, not args.no_nips)
+    corpora = load_corpora(args.scale, args.seed, not args.no_nips, args.corpora)
     rows = []
     t_measure = time.perf_counter()
     share = args.budget_s / max(1, len(corpora))

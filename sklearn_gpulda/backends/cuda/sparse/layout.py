@@ -295,6 +295,8 @@ class Chunk:
         -------
         word_count : ndarray of int64, shape (n_words,), on the host
         """
+        if cp is np:
+            return self._lay_out_host(counts, corpus.n_words, doc_ptr, pieces)
         n, v = self.n_tokens, corpus.n_words
         j0, j1 = counts.nz_range(self.d0, self.d1)
         word_count = layout_kernels.word_tokens(cp, counts.indices[j0:j1], counts.new_of_old,
@@ -312,6 +314,45 @@ class Chunk:
                                          self.t0, self.weight)
         for p0, p1 in zip(pieces[:-1], pieces[1:]):
             self._lay_out_piece(cp, counts, int(p0), int(p1), cursor)
+        return word_count
+
+    def _lay_out_host(self, counts, n_words, doc_ptr, pieces):
+        """:meth:`_lay_out` with NumPy: the same layout, the reference the device's is tested
+        against (``tests/test_corpus.py``), built by binary searches, a sort and scatters."""
+        n = self.n_tokens
+        j0, j1 = counts.nz_range(self.d0, self.d1)
+        reps = counts.nz_ptr[j0 + 1 : j1 + 1] - counts.nz_ptr[j0:j1]
+        word = counts.word
+        word_count = np.bincount(word[j0:j1], weights=reps, minlength=n_words).astype(np.int64)
+        cursor = np.zeros(n_words, dtype=np.int64)  # where the next piece's tokens of each word go
+        np.cumsum(word_count[:-1], out=cursor[1:])
+        self.place = np.empty(n, dtype=self.place_dtype)
+        self.doc = np.empty(n, dtype=np.int32)
+        self.weight = None if counts.nz_weight is None else np.empty(n, dtype=np.float32)
+        for p0, p1 in zip(pieces[:-1], pieces[1:]):
+            a, b = int(doc_ptr[int(p0)]), int(doc_ptr[int(p1)])  # chunk-relative tokens
+            if a == b:
+                continue
+            q0, q1 = counts.nz_range(self.d0 + int(p0), self.d0 + int(p1))
+            local = np.arange(b - a, dtype=np.int64)
+            # Each token's non-zero, and its document, by binary search.
+            nz = np.searchsorted(counts.nz_ptr[q0 + 1 : q1 + 1] - (self.t0 + a), local,
+                                 side="right") + q0
+            if self.weight is not None:
+                self.weight[a:b] = counts.nz_weight[nz]
+            tok_word = word[nz]
+            doc = np.searchsorted(counts.indptr_d[1:], nz, side="right") - (self.d0 - counts.d0)
+            # Unique keys (word, position in the piece): the order does not depend on the
+            # sort's stability.
+            order = np.argsort((tok_word.astype(np.int64) << 32) | local)
+            tok_word = tok_word[order]
+            in_piece = np.bincount(tok_word, minlength=n_words)
+            first = np.cumsum(in_piece) - in_piece
+            slot = cursor[tok_word] + (local - first[tok_word])
+            doc = doc[order]
+            self.place[slot] = (order + (a - self.doc_off[doc])).astype(self.place_dtype)
+            self.doc[slot] = doc.astype(np.int32)
+            cursor += in_piece
         return word_count
 
     def _lay_out_piece(self, cp, counts, p0, p1, cursor):
