@@ -6,6 +6,8 @@
             model, with its vocabulary, with joblib.
 ``topics``  prints the top words of a saved model.
 ``report``  writes one self-contained HTML page about a saved model.
+``choose-k`` fits several numbers of topics on one corpus and compares them on held-out
+            documents.
 ``bench``   runs a script from the repository's ``benchmarks/`` folder (source checkouts only).
 
 Every mistake in the user's input is reported as one line on stderr with exit status 2, and
@@ -42,6 +44,17 @@ def _add_fit_options(parser):
     parser.add_argument("--n-jobs", type=n_jobs, default=-1, metavar="N",
                         help="CPU threads of the CPU engine, -1 for every core; the model does "
                              "not depend on it (default: %(default)s)")
+
+
+def _fraction(text):
+    """A number strictly between 0 and 1 (``--test-size``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.1, got {text!r}")
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text}")
+    return value
 
 
 def _add_encoding_options(group):
@@ -103,7 +116,7 @@ def _command(subcommands, name, handler, summary, description, **kwargs):
 
 def build_parser(prog=None):
     """The argument parser of every command; building it imports no numerical library."""
-    from sklearn_gpulda._cli import bench, commands
+    from sklearn_gpulda._cli import bench, choose_k, commands
     from sklearn_gpulda._cli.common import non_negative_int, positive_int
 
     if prog is None:
@@ -171,6 +184,29 @@ def build_parser(prog=None):
                         help="the HTML file to write (default: %(default)s)")
     report.add_argument("--title", help="page title (default: the model file's name)")
     _add_encoding_options(report.add_argument_group("text in --data"))
+
+    choose = _command(
+        subcommands, "choose-k", choose_k.run_choose_k,
+        "fit several numbers of topics and compare them on held-out documents",
+        "Hold out a share of INPUT's documents, fit one model per K on the rest with the "
+        "estimator's defaults, and print for each K the held-out log-likelihood per token "
+        "(document completion), perplexity, UMass and NPMI coherence, fit time, sweeps and "
+        "the learned priors.")
+    choose.add_argument("input", type=Path, help="docword.*.txt[.gz] or a text file")
+    choose.add_argument("-k", "--topics", type=positive_int, nargs="+", required=True,
+                        metavar="K", help="the numbers of topics to compare")
+    choose.add_argument("--test-size", type=_fraction, default=0.1, metavar="FRACTION",
+                        help="share of documents held out (default: %(default)s)")
+    choose.add_argument("--vocab", type=Path, metavar="PATH",
+                        help="UCI vocabulary file, one word per line")
+    choose.add_argument("--format", choices=["uci", "text"],
+                        help="input format (default: detected from the first lines)")
+    _add_fit_options(choose)
+    choose.add_argument("-o", "--output", type=Path, metavar="PATH",
+                        help="also write the table as CSV here")
+    choose.add_argument("--report", type=Path, metavar="PATH",
+                        help="also write an HTML report of the best K's model with the table")
+    _add_text_options(choose)
 
     bench_parser = _command(
         subcommands, "bench", bench.run_bench,

@@ -262,10 +262,46 @@ table { border-collapse: collapse; font-size: 0.92em; }
 th, td { text-align: left; padding: 3px 10px 3px 0; vertical-align: top; }
 table.topics td, table.topics th { border-bottom: 1px solid #e6e6e6; padding: 4px 12px 4px 0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr.best td { font-weight: 600; }
 """
 
 
-def _render(lda, names, counts, n_words, title):
+def _k_section(k_table):
+    """The report's "Choosing K" section for a table of
+    :func:`~sklearn_gpulda.model_selection.choose_n_components`, or nothing."""
+    if k_table is None:
+        return ""
+    from .model_selection import k_chart, table_rows
+
+    rows = sorted(table_rows(k_table), key=lambda row: row["n_components"])
+    best = max(rows, key=lambda row: row["held_out_per_token"])["n_components"]
+    cells = []
+    for row in rows:
+        mark = " class='best'" if row["n_components"] == best else ""
+        cells.append(
+            f"<tr{mark}><td class='num'>{row['n_components']}</td>"
+            f"<td class='num'>{row['held_out_per_token']:.4f}</td>"
+            f"<td class='num'>{row['held_out_perplexity']:,.1f}</td>"
+            f"<td class='num'>{row['umass']:.3f}</td><td class='num'>{row['npmi']:.3f}</td>"
+            f"<td class='num'>{row['fit_seconds']:.2f}</td><td class='num'>{row['n_iter']}</td>"
+            f"<td class='num'>{row['doc_topic_prior']:.4g}</td>"
+            f"<td class='num'>{row['topic_word_prior']:.4g}</td></tr>")
+    charts = "\n".join(k_chart(k_table))
+    return f"""<h2>Choosing K</h2>
+{charts}
+<p class="note">One fit per number of topics on the same training documents, scored on held-out
+documents by document completion (higher log-likelihood is better; the best is marked) and by
+the coherence of each topic's top words in the training documents. Held-out likelihood often
+keeps rising with K after the topics stop being readable; coherence says when.</p>
+<table class="topics">
+<tr><th>K</th><th>held-out log-lik. / token</th><th>perplexity</th><th>UMass</th><th>NPMI</th>
+<th>fit (s)</th><th>sweeps</th><th>alpha (mean)</th><th>beta</th></tr>
+{chr(10).join(cells)}
+</table>
+"""
+
+
+def _render(lda, names, counts, n_words, title, k_table=None):
     n_topics, vocab_size = lda.components_.shape
     words = top_words(lda.components_, names, n_words=min(n_words, vocab_size))
     shares, share_how = _topic_shares(lda, counts)
@@ -304,6 +340,7 @@ the estimator's own (<code>bound_</code>); it is not comparable across libraries
 </table>
 <h2>Training curve</h2>
 {curve}
+{_k_section(k_table)}
 <div class="row"><div>
 <h2>Topic map</h2>
 {_svg.bubble_map(xy[:, 0], xy[:, 1], shares, [str(k) for k in range(n_topics)], tips)}
@@ -325,7 +362,8 @@ for the top words.</p>
 """
 
 
-def write_report(model, path, X=None, *, feature_names=None, n_words=10, title=None):
+def write_report(model, path, X=None, *, feature_names=None, n_words=10, title=None,
+                 k_table=None):
     """Write a self-contained HTML page describing a fitted topic model.
 
     The page shows the model's facts, its training curve (from a ``history_`` attribute, a
@@ -350,6 +388,9 @@ def write_report(model, path, X=None, *, feature_names=None, n_words=10, title=N
         Top words listed per topic.
     title : str or None, default=None
         Page title; None gives "Topic model: K topics".
+    k_table : pandas.DataFrame, dict or None, default=None
+        The table of :func:`~sklearn_gpulda.model_selection.choose_n_components`: with it, the
+        page has a "Choosing K" section (its charts and rows, the best K marked).
 
     Returns
     -------
@@ -379,7 +420,11 @@ def write_report(model, path, X=None, *, feature_names=None, n_words=10, title=N
     if counts is not None and counts.shape[1] != lda.components_.shape[1]:
         raise ValueError(f"X has {counts.shape[1]} columns (words) but the model has "
                          f"{lda.components_.shape[1]}")
+    if k_table is not None:
+        from .model_selection import table_rows
+
+        table_rows(k_table)  # a wrong table is reported before anything is written
     title = title or f"Topic model: {lda.components_.shape[0]} topics"
     path = Path(path)
-    path.write_text(_render(lda, names, counts, n_words, title), encoding="utf-8")
+    path.write_text(_render(lda, names, counts, n_words, title, k_table), encoding="utf-8")
     return path

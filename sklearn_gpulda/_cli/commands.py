@@ -158,10 +158,10 @@ def _save_with_vocabulary(model, X, names):
     return Pipeline([("vocabulary", vocabulary), ("lda", model)])
 
 
-def run_fit(args):
-    check_input_file(args.input, "input file")
-    check_output_path(args.output, "--output")
-    device = resolve_device(args.device)  # fail before reading a large corpus, not after
+def read_input(args):
+    """``(X, names, vectorizer)`` of a command's INPUT (UCI bag of words or text, as
+    ``--format`` says or the first lines show), with a line describing it printed;
+    ``vectorizer`` is None for UCI input, ``names`` None without a vocabulary."""
     if args.vocab is not None:
         check_input_file(args.vocab, "vocabulary file")
     fmt = args.format or sniff_format(args.input, args.encoding)
@@ -186,7 +186,14 @@ def run_fit(args):
               f"min_df={options['min_df']}, max_df={options['max_df']}, "
               f"max_features={options['max_features']}, ngram_range={options['ngram_range']})")
     print(f"corpus:      {X.shape[0]} documents x {X.shape[1]} words, {X.sum():,.0f} tokens")
+    return X, names, vectorizer
 
+
+def run_fit(args):
+    check_input_file(args.input, "input file")
+    check_output_path(args.output, "--output")
+    device = resolve_device(args.device)  # fail before reading a large corpus, not after
+    X, names, vectorizer = read_input(args)
     model = fit_and_report(args, X, device, progress=args.progress)
 
     if vectorizer is not None:
