@@ -10,13 +10,17 @@ gensim's ``get_topics()``, ...), so two systems are scored by the same code.
   the protocol SaberLDA reports; :func:`compare_models` applies it to several fitted models (of
   this package, scikit-learn or any other) on one split, the fair way to compare them;
 - :func:`umass_coherence` and :func:`npmi_coherence`: topic coherence from document co-occurrence;
+- :func:`gensim_coherence`: c_v, c_npmi, c_uci and u_mass as gensim's ``CoherenceModel`` computes
+  them, from tokenised texts (sliding windows) or documents;
 - :func:`top_words` and :func:`topic_word_distribution`: helpers.
 """
 
 # One module per job: _checks (input validation shared by the others), _likelihood (fit of given
 # distributions, and the chunked per-token probability the other scores reuse), _completion
-# (held-out document completion and compare_models), _coherence (UMass, NPMI, top words).
+# (held-out document completion and compare_models), _coherence (UMass, NPMI, top words),
+# _gensim_coherence (gensim's four measures, with sliding windows).
 from ._coherence import NPMI_EPSILON, npmi_coherence, top_words, umass_coherence  # noqa: F401
+from ._gensim_coherence import GENSIM_WINDOW_SIZES, CoherenceScores, gensim_coherence  # noqa: F401
 from ._completion import compare_models, document_completion
 from ._likelihood import log_likelihood, perplexity, topic_word_distribution
 
@@ -28,5 +32,7 @@ __all__ = [
     "compare_models",
     "umass_coherence",
     "npmi_coherence",
+    "gensim_coherence",
+    "CoherenceScores",
     "top_words",
 ]
