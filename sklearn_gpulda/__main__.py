@@ -160,6 +160,11 @@ def build_parser(prog=None):
     fit.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                      help="show progress on stderr (default: on a terminal, when the estimator "
                           "reports each sweep)")
+    fit.add_argument("--curve-every", type=non_negative_int, default=None, metavar="N",
+                     help="record the training log-likelihood every N sweeps for the report's "
+                          "training curve, 0 for none; it never stops the fit early nor changes "
+                          "the model (default: about 20 points, at most one per 25 sweeps, "
+                          "which costs about 1%% of a CPU fit)")
     _add_text_options(fit)
 
     topics = _command(
@@ -171,9 +176,11 @@ def build_parser(prog=None):
 
     report = _command(
         subcommands, "report", commands.run_report, "write an HTML page about a saved model",
-        "Write one self-contained HTML page about a saved model: its training curve (when "
-        "the model records one), a map of the topics, their sizes, and their top words with "
-        "coherence (with --data).")
+        "Write one self-contained, interactive HTML page about a saved model (it loads "
+        "nothing from the network): a map of the topics, their words ranked by relevance "
+        "with a lambda slider, a word search, the documents that load most on each topic "
+        "(with text --data), the training curve (which 'fit' records), the topics' sizes, "
+        "and their top words with coherence (with --data).")
     _add_model_options(report)
     report.add_argument("--data", type=Path, metavar="INPUT",
                         help="reference corpus for topic sizes and coherence: the UCI or text "

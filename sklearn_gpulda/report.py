@@ -1,8 +1,10 @@
 """Pictures of a fitted topic model: a one-page HTML report and the inputs of pyLDAvis.
 
-- :func:`write_report` writes one self-contained HTML file (no scripts, images or fonts fetched
-  from anywhere) with the training curve, a map of the topics, their sizes and their top words
-  with coherence; ``python -m sklearn_gpulda report`` calls it;
+- :func:`write_report` writes one self-contained HTML file (its script and style inline; no
+  script, image or font fetched from anywhere): an explorer of the topics (map, relevance-ranked
+  term bars with a lambda slider, word search, the documents of each topic), the training
+  curve, the topics' sizes and their top words with coherence; ``python -m sklearn_gpulda
+  report`` calls it;
 - :func:`topic_map` places the topics in two dimensions by multidimensional scaling of the
   distances between their word distributions, as LDAvis does;
 - :func:`pyldavis_data` gathers the arguments of :func:`pyLDAvis.prepare`.
@@ -21,7 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from ._present import explore_data as _explore_data
+from ._present import explore_page as _explore_page
 from ._present import svg as _svg
+from ._present.topic_layout import spread_map
 from .metrics import npmi_coherence, top_words, topic_word_distribution
 from .metrics._checks import as_counts
 
@@ -180,10 +185,12 @@ def pyldavis_data(model, X, feature_names=None):
     }
 
 
-def _topic_shares(lda, counts):
-    """Each topic's share of the tokens, and how it was measured."""
+def _topic_shares(lda, counts, theta=None):
+    """Each topic's share of the tokens, and how it was measured; ``theta`` is
+    ``lda.transform(counts)`` when already computed."""
     if counts is not None:
-        theta = np.asarray(lda.transform(counts), dtype=np.float64)
+        if theta is None:
+            theta = np.asarray(lda.transform(counts), dtype=np.float64)
         weight = theta.T @ np.asarray(counts.sum(axis=1)).ravel()
         how = "share of the corpus's tokens, from transform weighted by document length"
     else:
@@ -301,10 +308,31 @@ keeps rising with K after the topics stop being readable; coherence says when.</
 """
 
 
-def _render(lda, names, counts, n_words, title, k_table=None):
+def _explorer(lda, names, counts, theta, shares, texts):
+    """The interactive section: its data prepared here, drawn by the page's script."""
+    n_topics, vocab_size = lda.components_.shape
+    vocab = ([str(w) for w in names] if names is not None
+             else [str(v) for v in range(vocab_size)])
+    if counts is not None:
+        frequency, n_tokens = np.asarray(counts.sum(axis=0)).ravel(), float(counts.sum())
+    else:
+        frequency = None
+        n_tokens = float(getattr(lda, "n_tokens_", 0.0)) or float(
+            np.clip(np.asarray(lda.components_) - float(getattr(lda, "topic_word_prior_", 0.0)),
+                    0, None).sum())
+    xy = spread_map(lda.components_, topic_map(lda.components_))
+    data = _explore_data.explorer_data(lda.components_, vocab, shares, xy,
+                                       term_frequency=frequency, n_tokens=n_tokens,
+                                       doc_topic=theta, texts=texts)
+    labels = [" ".join([str(k)] + _explore_data.lead_words(data, k)) for k in range(n_topics)]
+    return _explore_page.explorer_html(data, labels)
+
+
+def _render(lda, names, counts, n_words, title, k_table=None, texts=None):
     n_topics, vocab_size = lda.components_.shape
     words = top_words(lda.components_, names, n_words=min(n_words, vocab_size))
-    shares, share_how = _topic_shares(lda, counts)
+    theta = None if counts is None else np.asarray(lda.transform(counts), dtype=np.float64)
+    shares, share_how = _topic_shares(lda, counts, theta)
     coherence = None
     if counts is not None and vocab_size >= 2:
         coherence = npmi_coherence(counts, lda.components_, top_n=min(COHERENCE_TOP_N,
@@ -312,7 +340,7 @@ def _render(lda, names, counts, n_words, title, k_table=None):
     labels = [f"topic {k}" for k in range(n_topics)]
     tips = [f"topic {k} ({shares[k]:.1%}): {' '.join(map(str, words[k][:8]))}"
             for k in range(n_topics)]
-    xy = topic_map(lda.components_)
+    explorer = _explorer(lda, names, counts, theta, shares, texts)
     by_size = np.argsort(-shares, kind="stable")
     charts, caption = _history(lda)
     curve = "\n".join(charts or []) + f"<p class='note'>{caption}</p>"
@@ -330,7 +358,7 @@ def _render(lda, names, counts, n_words, title, k_table=None):
     stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
-<style>{_STYLE}</style></head>
+<style>{_STYLE}{_explore_page.STYLE}</style></head>
 <body>
 <h1>{escape(title)}</h1>
 <p class="note">Written {stamp} by sklearn-gpulda {__version__}. The training perplexity is
@@ -338,20 +366,13 @@ the estimator's own (<code>bound_</code>); it is not comparable across libraries
 <table class="facts">
 {_facts(lda, counts, vocab_size)}
 </table>
+{explorer}
 <h2>Training curve</h2>
 {curve}
 {_k_section(k_table)}
-<div class="row"><div>
-<h2>Topic map</h2>
-{_svg.bubble_map(xy[:, 0], xy[:, 1], shares, [str(k) for k in range(n_topics)], tips)}
-<p class="note">Topics placed by multidimensional scaling of the Hellinger distances between
-their word distributions: near topics use the same words. Circle areas are topic sizes; hover
-for the top words.</p>
-</div><div>
 <h2>Topic sizes</h2>
 {_svg.bar_chart([labels[k] for k in by_size], shares[by_size], xlabel=share_how,
                 titles=[tips[k] for k in by_size])}
-</div></div>
 <h2>Top words</h2>
 <p class="note">{coherence_note}</p>
 <table class="topics">
@@ -362,15 +383,37 @@ for the top words.</p>
 """
 
 
+def _check_texts(texts, counts):
+    if texts is None:
+        return None
+    if counts is None:
+        raise ValueError("texts= needs X: the documents are ranked by their loadings on X")
+    if isinstance(texts, str) or not hasattr(texts, "__len__"):
+        raise ValueError("texts must be a sequence of str, one per document of X")
+    if len(texts) != counts.shape[0]:
+        raise ValueError(f"texts has {len(texts)} entries but X has {counts.shape[0]} documents")
+    return texts
+
+
 def write_report(model, path, X=None, *, feature_names=None, n_words=10, title=None,
-                 k_table=None):
+                 k_table=None, texts=None):
     """Write a self-contained HTML page describing a fitted topic model.
 
-    The page shows the model's facts, its training curve (from a ``history_`` attribute, a
-    dict of per-sweep arrays with an ``'iteration'`` entry, when the model has one; otherwise a
-    note says why there is none), a two-dimensional map of the topics (:func:`topic_map`), the
-    topic sizes, and each topic's top words with their NPMI coherence. It loads nothing from the
-    network and needs no plotting library: the charts are inline SVG.
+    The page shows the model's facts; an explorer in which one clicks a topic on a map or in a
+    list to see its words as bars ranked by relevance (Sievert and Shirley, 2014) under a
+    lambda slider, searches for a word to see the topics where it ranks highest, and reads the
+    documents that load most on the topic (with ``texts``); the training curve (from a
+    ``history_`` attribute, a dict of per-sweep arrays with an ``'iteration'`` entry, when the
+    model has one; otherwise a note says why there is none); the topic sizes; and each topic's
+    top words with their NPMI coherence. It loads nothing from the network and needs no
+    plotting library: the charts are inline SVG and the script is inline, without libraries.
+
+    The map places the topics by metric multidimensional scaling of the Hellinger distances
+    between their word distributions, started from :func:`topic_map`, so that distances on
+    the map stay proportional to the fitted distances; the page moves labels off their circles
+    (with a leader line) wherever they would overlap. Each topic embeds the union of its top 30
+    words at every lambda the slider can take (steps of 0.05), so the page's rankings are exact
+    while its size grows with the number of topics, not the vocabulary.
 
     Parameters
     ----------
@@ -391,6 +434,10 @@ def write_report(model, path, X=None, *, feature_names=None, n_words=10, title=N
     k_table : pandas.DataFrame, dict or None, default=None
         The table of :func:`~sklearn_gpulda.model_selection.choose_n_components`: with it, the
         page has a "Choosing K" section (its charts and rows, the best K marked).
+    texts : sequence of str or None, default=None
+        The raw text of each document of ``X`` (one per row): the explorer lists, for each
+        topic, the five documents with the largest share of it, their text shortened to 400
+        characters (shown as text, never as markup). Needs ``X``.
 
     Returns
     -------
@@ -420,11 +467,13 @@ def write_report(model, path, X=None, *, feature_names=None, n_words=10, title=N
     if counts is not None and counts.shape[1] != lda.components_.shape[1]:
         raise ValueError(f"X has {counts.shape[1]} columns (words) but the model has "
                          f"{lda.components_.shape[1]}")
+    texts = _check_texts(texts, counts)
     if k_table is not None:
         from .model_selection import table_rows
 
         table_rows(k_table)  # a wrong table is reported before anything is written
     title = title or f"Topic model: {lda.components_.shape[0]} topics"
     path = Path(path)
-    path.write_text(_render(lda, names, counts, n_words, title, k_table), encoding="utf-8")
+    path.write_text(_render(lda, names, counts, n_words, title, k_table, texts),
+                    encoding="utf-8")
     return path

@@ -449,6 +449,37 @@ def test_text_fit_then_topics_then_report(tmp_path, text_file, kjv):
     assert "no training curve" in html
 
 
+def test_fit_records_a_training_curve_without_changing_the_model(tmp_path, text_file):
+    """A command-line fit evaluates every 25 sweeps (curve_every) for the report's curve; the
+    model is the estimator's default one, bit for bit, and the page draws the curve."""
+    from sklearn_gpulda._cli.commands import curve_every
+
+    assert [curve_every(n) for n in (10, 100, 500, 1000, 4000)] == [25, 25, 25, 50, 200]
+    path = tmp_path / "m.joblib"
+    assert cli.main(["fit", str(text_file), "-k", "3", "--max-iter", "50", "--device", "cpu",
+                     "-o", str(path), "--top-words", "0"]) == 0
+    saved = joblib.load(path)
+    lda = saved[-1]
+    np.testing.assert_array_equal(lda.history_["iteration"], [25, 50])
+    assert np.all(np.isfinite(lda.history_["train_loglik"]))
+    plain = GPULatentDirichletAllocation(n_components=3, max_iter=50, device="cpu",
+                                         random_state=0, n_jobs=-1)
+    plain.fit(saved[:-1].transform(text_file.read_text().splitlines()))
+    np.testing.assert_array_equal(lda.components_, plain.components_)
+    np.testing.assert_array_equal(lda.doc_topic_prior_, plain.doc_topic_prior_)
+    assert lda.bound_ == plain.bound_ and lda.n_iter_ == plain.n_iter_ == 50
+    page = tmp_path / "r.html"
+    assert cli.main(["report", str(path), "--data", str(text_file), "-o", str(page)]) == 0
+    html = page.read_text(encoding="utf-8")
+    # Map, sizes, and a chart per recorded series (log-likelihood, perplexity, priors).
+    assert "training log-likelihood per token" in html and html.count("<svg") == 6
+    assert '<ol id="docs">' in html  # text --data: the documents of each topic are listed
+
+    assert cli.main(["fit", str(text_file), "-k", "3", "--max-iter", "50", "--device", "cpu",
+                     "-o", str(path), "--top-words", "0", "--curve-every", "0"]) == 0
+    assert joblib.load(path)[-1].history_["iteration"].size == 0
+
+
 def test_topics_of_a_model_saved_without_vocabulary(tmp_path, capsys, kjv):
     model = GPULatentDirichletAllocation(n_components=2, max_iter=2, random_state=0,
                                          device="cpu").fit(kjv.data[:40])

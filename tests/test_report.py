@@ -223,17 +223,82 @@ def test_report_renders_in_a_headless_browser(tmp_path, model, kjv):
     command = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                "--no-first-run", "--disable-background-networking",
                "--disable-component-update", "--disable-sync",
-               f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,1800"]
+               f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,3000"]
     dom = subprocess.run(command + ["--dump-dom", page.as_uri()], capture_output=True,
                          text=True, timeout=120).stdout
-    # What the browser built: the three charts, a circle per topic on the map.
+    # What the browser built: the three charts, a circle per topic on the map (the page is
+    # tall: the explorer comes first, the curve and the sizes below it).
     assert dom.count("<svg") == 3 and dom.count("<circle") >= N_TOPICS
     subprocess.run(command + [f"--screenshot={shot}", page.as_uri()], capture_output=True,
                    timeout=120)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     plt_image = pytest.importorskip("matplotlib.image")
     pixels = plt_image.imread(shot)[..., :3]
-    assert pixels.shape[:2] == (1800, 1280)
+    assert pixels.shape[:2] == (3000, 1280)
     # The charts' blue (#2f6db5) is on screen, so the SVG was drawn, not just parsed.
     blue = np.all(np.abs(pixels - np.array([0x2F, 0x6D, 0xB5]) / 255) < 0.02, axis=2)
     assert blue.sum() > 2000
+
+
+# --------------------------------------------------------------------------------------------------
+# explorer
+# --------------------------------------------------------------------------------------------------
+
+
+def test_explorer_candidates_hold_the_exact_top_words_at_every_slider_position(model, kjv):
+    from sklearn_gpulda._present import explore_data as ed
+
+    X = kjv.data[:300]
+    phi = model.components_ / model.components_.sum(1, keepdims=True)
+    freq = X.sum(axis=0).A1
+    data = ed.explorer_data(model.components_, list(kjv.feature_names), np.full(N_TOPICS, 1 / 6),
+                            np.zeros((N_TOPICS, 2)), term_frequency=freq, n_tokens=X.sum())
+    log_pw = np.log(np.where(freq > 0, freq / freq.sum(), phi.mean(axis=0)))
+    for k, topic in enumerate(data["topics"]):
+        words = np.array(topic["w"])
+        assert len(words) < 5 * data["nTerms"]  # a candidate set, not the vocabulary
+        for lam in ed.LAMBDA_GRID:
+            score = lam * np.log(phi[k]) + (1 - lam) * (np.log(phi[k]) - log_pw)
+            full = set(np.argsort(-score, kind="stable")[:30])
+            local = {int(np.flatnonzero(np.array(kjv.feature_names) == data["words"][w])[0])
+                     for w in words}
+            assert full <= local, (k, lam)
+
+
+def test_report_embeds_texts_as_inert_json(tmp_path, model, kjv):
+    texts = [f"chapter {d} </script><b>bold</b>" for d in range(300)]
+    html = write_report(model, tmp_path / "r.html", kjv.data[:300],
+                        feature_names=kjv.feature_names, texts=texts).read_text()
+    block = re.search(r'<script type="application/json" id="explorer-data">(.*?)</script>', html,
+                      flags=re.S).group(1)
+    assert "<" not in block and "\\u003c/script\\u003e" in block
+    import json
+
+    data = json.loads(block)
+    assert len(data["docs"]["top"]) == N_TOPICS
+    assert all(len(top) == 5 for top in data["docs"]["top"])
+    assert data["docs"]["texts"][0].endswith("</script><b>bold</b>")
+    assert Page(html).urls == []
+
+
+def test_report_checks_texts(tmp_path, model, kjv):
+    with pytest.raises(ValueError, match="texts= needs X"):
+        write_report(model, tmp_path / "r.html", texts=["a"])
+    with pytest.raises(ValueError, match="texts has 2 entries but X has 300"):
+        write_report(model, tmp_path / "r.html", kjv.data[:300], texts=["a", "b"])
+
+
+def test_spread_map_fits_distances_better_than_classical_scaling(model):
+    from sklearn_gpulda._present.topic_layout import hellinger_distances, spread_map
+
+    start = topic_map(model.components_)
+    xy = spread_map(model.components_, start)
+    target = hellinger_distances(model.components_)
+
+    def stress(points):
+        d = np.hypot(*(points[:, None, :] - points[None, :, :]).transpose(2, 0, 1))
+        return ((d - target) ** 2).sum()
+
+    assert stress(xy) < stress(start)
+    np.testing.assert_allclose(xy.mean(axis=0), 0, atol=1e-12)
+    np.testing.assert_array_equal(xy, spread_map(model.components_, start))
