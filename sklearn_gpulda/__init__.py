@@ -9,7 +9,7 @@ scikit-learn's seconds of start-up before printing its usage.
 
 __version__ = "0.1.0"
 
-__all__ = ["GPULatentDirichletAllocation", "__version__"]
+__all__ = ["GPULatentDirichletAllocation", "seeded_topic_prior", "__version__"]
 
 
 def __getattr__(name):
@@ -20,6 +20,11 @@ def __getattr__(name):
 
         globals()[name] = GPULatentDirichletAllocation
         return GPULatentDirichletAllocation
+    if name == "seeded_topic_prior":
+        from .seeding import seeded_topic_prior
+
+        globals()[name] = seeded_topic_prior
+        return seeded_topic_prior
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

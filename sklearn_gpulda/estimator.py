@@ -60,11 +60,22 @@ class GPULatentDirichletAllocation(
         held-out log-likelihood in 11 of the 12 cases (``benchmarks/defaults.py``,
         ``doc/performance.md``); scikit-learn's ``1 / n_components`` was made for variational Bayes
         and, at K = 1,000, scored 0.16 to 0.50 nats per token lower.
-    topic_word_prior : float, 'auto' or None, default='auto'
+    topic_word_prior : float, 'auto', None, array-like or tuple, default='auto'
         Prior ``beta`` of the topic-word distributions. 'auto' (the default, unlike
         scikit-learn's None) learns a symmetric prior during a batch fit, starting from
         ``1 / n_components``; online learning and ``partial_fit``, which never hold the whole
         corpus's word-topic counts, keep that starting value. None means ``1 / n_components``.
+
+        A matrix prior seeds topics (gensim's ``eta``): an array of shape
+        ``(n_components, n_features)`` gives every (topic, word) cell its own fixed positive
+        prior; a tuple ``(base, additions)``, as :func:`sklearn_gpulda.seeded_topic_prior`
+        builds from seed words, is ``base`` (a positive number, or 'auto' to learn it) plus a
+        SciPy sparse matrix of shape ``(n_components, n_features)`` whose few stored cells add
+        non-negative amounts to it. Only the cells above the least value are kept, so a prior
+        with few seeded cells costs memory for those cells only. With a base of 'auto' the base
+        is learned (Minka's fixed point) while the seeded additions stay fixed
+        (``doc/algorithm.md``). A matrix prior runs in batch fits on the CPU engine so far
+        (``device='cpu'``); other engines, online learning and ``partial_fit`` raise.
     learning_method : {'batch', 'online'}, default='batch'
         'batch' samples every token in each iteration; 'online' learns from mini-batches of
         ``batch_size`` documents, blending each batch's statistics into the model.
@@ -172,7 +183,8 @@ class GPULatentDirichletAllocation(
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
-        Topic-word pseudo-counts ``B + topic_word_prior_``; rows normalised give the topics.
+        Topic-word pseudo-counts ``B + topic_word_prior_`` (plus ``topic_word_prior_cells_``
+        with a matrix prior); rows normalised give the topics.
     exp_dirichlet_component_ : ndarray of shape (n_components, n_features)
         ``exp(E[log(beta)])`` under a Dirichlet with parameters ``components_``, as in scikit-learn.
         Computed from ``components_`` on first access (and again if ``components_`` is replaced),
@@ -188,7 +200,11 @@ class GPULatentDirichletAllocation(
         The prior actually used: a float for a fixed number, an array for a per-topic or learned
         prior. ``transform``, ``score`` and ``partial_fit`` use it.
     topic_word_prior_ : float
-        The prior actually used (learned with 'auto').
+        The prior actually used (learned with 'auto'); with a matrix prior, its base.
+    topic_word_prior_cells_ : scipy.sparse.csr_matrix of shape (n_components, n_features)
+        Only after a fit with a matrix ``topic_word_prior``: what its seeded cells add to
+        ``topic_word_prior_`` (the prior of cell ``(k, v)`` is ``topic_word_prior_ +
+        topic_word_prior_cells_[k, v]``). ``components_`` holds ``B`` plus that prior.
     random_state_ : RandomState instance
         The generator ``random_state`` gives (``check_random_state``), set by every ``fit`` and
         the first ``partial_fit``, as in scikit-learn; the seed of the chain is drawn from it.
@@ -246,8 +262,10 @@ class GPULatentDirichletAllocation(
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "doc_topic_prior": [None, Interval(Real, 0, None, closed="neither"), "array-like",
                             StrOptions({"auto"})],
+        # An array (n_components, n_features) or (base, additions): checked at fit
+        # (backends.priors.resolve_topic_word_prior), where n_features is known.
         "topic_word_prior": [None, Interval(Real, 0, None, closed="neither"),
-                             StrOptions({"auto"})],
+                             StrOptions({"auto"}), "array-like", tuple],
         "learning_method": [StrOptions({"batch", "online"})],
         "learning_decay": [Interval(Real, 0, 1, closed="both")],
         "learning_offset": [Interval(Real, 1.0, None, closed="left")],

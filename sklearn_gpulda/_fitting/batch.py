@@ -3,7 +3,7 @@
 the model it gives (``doc/algorithm.md``)."""
 
 from .._runtime.stages import stage
-from ..backends.priors import length_histogram, update_alpha, update_beta
+from ..backends.priors import length_histogram, update_alpha, update_beta, update_seeded_beta
 from .fitted import FittedState, public_prior
 from .score import Score
 
@@ -25,8 +25,9 @@ class PriorUpdates:
     corpus : TokenCorpus, or an object with its ``n_words`` and ``doc_lengths()``
     """
 
-    def __init__(self, alpha, beta, burn_in, every, corpus):
+    def __init__(self, alpha, beta, burn_in, every, corpus, beta_cells=None):
         self.learn_alpha, self.learn_beta = alpha.learn, beta.learn
+        self.beta_cells = beta_cells
         self.burn_in, self.every = burn_in, every
         self.lengths = length_histogram(corpus.doc_lengths()) if alpha.learn else None
         self.n_words = corpus.n_words
@@ -50,7 +51,11 @@ class PriorUpdates:
             with stage("sweeps: prior updates: beta histogram"):
                 histogram = sampler.word_topic_histogram()
             with stage("sweeps: prior updates: beta fixed point"):
-                beta = update_beta(sampler.beta, *histogram, self.n_words)
+                if self.beta_cells is None:
+                    beta = update_beta(sampler.beta, *histogram, self.n_words)
+                else:
+                    beta = update_seeded_beta(sampler.beta, *histogram, self.n_words,
+                                              self.beta_cells, sampler.seeded_counts())
         sampler.set_priors(alpha=alpha, beta=beta)
 
 
@@ -90,7 +95,7 @@ class BatchLearning:
         schedule = self.plan.schedule
         self.prior_updates = PriorUpdates(self.plan.alpha, self.plan.beta,
                                           schedule.prior_burn_in, schedule.prior_update_every,
-                                          self.corpus)
+                                          self.corpus, self.plan.beta_cells)
 
     def step(self, n_iter):
         self.sampler.sweep(n_iter)
@@ -115,6 +120,8 @@ class BatchLearning:
             components, doc_topic_prior = self.snapshot()
         self.out = dict(components=components, doc_topic_prior=doc_topic_prior,
                         topic_word_prior=float(self.sampler.beta), bound=final.perplexity)
+        if self.plan.beta_cells is not None:
+            self.out["topic_word_prior_cells"] = self.plan.beta_cells.as_matrix()
         return final
 
     def state(self, n_iter, fit_time, history):

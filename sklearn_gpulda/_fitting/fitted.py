@@ -25,6 +25,9 @@ class FittedState:
     n_tokens: float
     fit_time: float
     history: dict = field(default_factory=dict)
+    #: The seeded cells of a matrix topic-word prior (SciPy CSR, n_components x n_features),
+    #: or None for a scalar prior.
+    topic_word_prior_cells: object = None
 
 
 @dataclass
@@ -77,6 +80,10 @@ class FittedStateMixin:
             self.components_ = np.asarray(state.components, dtype=dtype)
         self.doc_topic_prior_ = state.doc_topic_prior
         self.topic_word_prior_ = state.topic_word_prior
+        if state.topic_word_prior_cells is None:
+            self.__dict__.pop("topic_word_prior_cells_", None)
+        else:
+            self.topic_word_prior_cells_ = state.topic_word_prior_cells
         self.n_iter_ = state.n_iter
         self.n_batch_iter_ = state.n_batch_iter
         self.bound_ = state.bound

@@ -89,11 +89,18 @@ class Plan:
     engine: dict = field(default_factory=dict)
     #: dtype of ``components_`` (scikit-learn's rule: float32 for float32 input, else float64).
     components_dtype: object = np.float64
+    #: The seeded cells of a matrix ``topic_word_prior``
+    #: (:class:`~sklearn_gpulda.backends.priors.CellPrior`), on top of the base ``beta``; None
+    #: for a scalar prior.
+    beta_cells: object = None
 
     def sampler(self):
         """A new sampler of the plan's backend, starting from the plan's priors."""
-        return self.backend.make(self.n_topics, self.alpha.value, self.beta.value, self.seed,
-                                 self.device, **self.engine)
+        sampler = self.backend.make(self.n_topics, self.alpha.value, self.beta.value, self.seed,
+                                    self.device, **self.engine)
+        if self.beta_cells is not None:
+            sampler.set_beta_cells(self.beta_cells)
+        return sampler
 
 
 #: ``max_iter=None``: sweeps of a batch fit on a GPU, where they take seconds (held-out
@@ -120,12 +127,27 @@ def _priors_of(params, method, alpha_start, beta_start):
     to 0.8 learned, and a worse model than 1 / K), so there they stay where they are."""
     k = params.n_components
     alpha = _priors.resolve_prior(params.doc_topic_prior, 1.0 / k, k, "doc_topic_prior")
-    beta = _priors.resolve_prior(params.topic_word_prior, 1.0 / k, None, "topic_word_prior")
+    beta, cells = _priors.resolve_topic_word_prior(params.topic_word_prior, 1.0 / k, k,
+                                                   getattr(params, "n_features_in_", None))
     learn = method == "batch"
     alpha = _priors.Prior(alpha.value if alpha_start is None else alpha_start,
                           alpha.learn and learn)
     beta = _priors.Prior(beta.value if beta_start is None else beta_start, beta.learn and learn)
-    return alpha, beta
+    return alpha, beta, cells
+
+
+def check_matrix_prior(backend, method, cells):
+    """Raise where a fit with a matrix ``topic_word_prior`` would not sample with it: only the
+    CPU engine's batch fits do so far (never silently with the base value alone)."""
+    if cells is None:
+        return
+    if backend.device_kind != "cpu":
+        raise ValueError("a matrix topic_word_prior runs on the CPU engine so far "
+                         "(device='cpu'); this fit would run on a GPU")
+    if method != "batch":
+        raise ValueError("a matrix topic_word_prior runs in batch fits only so far "
+                         "(learning_method='batch', fit): online learning and partial_fit do "
+                         "not take it")
 
 
 def _engine_settings(params, method, averaged):
@@ -170,7 +192,8 @@ def plan_for(params, backend, device, seed, method="batch", alpha_start=None, be
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    alpha, beta = _priors_of(params, method, alpha_start, beta_start)
+    alpha, beta, cells = _priors_of(params, method, alpha_start, beta_start)
+    check_matrix_prior(backend, method, cells)
     learning_method = "batch" if method == "batch" else "online"
     max_iter = resolve_max_iter(params.max_iter, device.kind, learning_method)
     averaged = params.n_averaged_sweeps
@@ -201,5 +224,5 @@ def plan_for(params, backend, device, seed, method="batch", alpha_start=None, be
                       total_samples=params.total_samples if method == "partial" else None),
         fold_in=FoldIn(max_iter=params.max_doc_update_iter, tol=params.mean_change_tol,
                        n_jobs=params.n_jobs),
-        engine=engine, components_dtype=components_dtype,
+        engine=engine, components_dtype=components_dtype, beta_cells=cells,
     )

@@ -154,6 +154,28 @@ class Sampler(abc.ABC):
         a caller that passes only the columns of the words a corpus uses passes the whole
         model's sums, so that ``Bhat`` holds the same numbers as from the whole model."""
 
+    #: The seeded cells of a matrix topic-word prior
+    #: (:class:`~sklearn_gpulda.backends.priors.CellPrior`), or None for a scalar prior.
+    beta_cells = None
+
+    def set_beta_cells(self, cells):
+        """Make the topic-word prior the matrix ``beta + extra`` of the seeded ``cells`` (a
+        :class:`~sklearn_gpulda.backends.priors.CellPrior`; None: the scalar ``beta``). Call
+        before :meth:`load`. Engines that do not sample with a matrix prior raise
+        NotImplementedError."""
+        if cells is None:
+            self.beta_cells = None
+            return
+        if type(self).seeded_counts is Sampler.seeded_counts:
+            raise NotImplementedError(f"{type(self).__name__} does not sample with a matrix "
+                                      "topic_word_prior")
+        self.beta_cells = cells
+        self._priors_changed()
+
+    def seeded_counts(self):
+        """``B`` at the seeded cells of a matrix prior (their order), float64 on the host."""
+        raise NotImplementedError
+
     def set_priors(self, alpha=None, beta=None):
         """Change the priors of the chain; the next E-step uses them. None keeps a prior, and so
         does a value equal to it (online learning sets its held prior before every mini-batch;

@@ -220,6 +220,9 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
             # The driver validates on its CPU whatever the workers run on.
             blocks, dtype = self._place(client, X, CPU)
             plan = self._plan(device, self.algorithm, self._new_seed(), callback=callback)
+            if plan.beta_cells is not None:
+                raise ValueError("a matrix topic_word_prior runs on the CPU engine of "
+                                 "GPULatentDirichletAllocation so far, not on Dask")
             rule = plan.backend.options.get("rule", "sparse")
             actor_futures = [
                 client.submit(Shard, block, plan.n_topics, plan.alpha.value, plan.beta.value,

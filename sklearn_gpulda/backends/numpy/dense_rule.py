@@ -32,7 +32,7 @@ from .threads import ThreadTeam, chunks
 
 
 def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha, word_side=None,
-                      team=None, out=None):
+                      team=None, out=None, cells=None):
     """Draw one topic per token from ``p(k) ∝ (A[d,k] - w [k = z] + alpha_k) * Bhat'[v,k]``.
 
     Parameters
@@ -62,6 +62,9 @@ def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha, word_
         not depend on it.
     out : ndarray of int32, optional
         Where to write the topics (one of a process team's arrays, so that workers write it).
+    cells : :class:`~sklearn_gpulda.backends.priors.CellPrior` or None
+        The seeded cells of a matrix topic-word prior ``bhat`` came from, for the own count
+        (:func:`~.tables.own_bhat`); None for a scalar prior.
 
     Returns
     -------
@@ -96,21 +99,21 @@ def draw_topics_dense(doc, word, topic, weight, u, doc_topic, bhat, alpha, word_
     team = ThreadTeam(1) if team is None else team
     team.run(dense_range, team.token_ranges(doc.shape[0]), doc=doc, word=word, topic=topic,
              weight=weight, u=u, doc_topic=doc_topic, bhat=bhat, alpha32=alpha32, counts=counts,
-             denom=denom, beta=beta, out=out)
+             denom=denom, beta=beta, out=out, cells=cells)
     return out
 
 
 def dense_range(tokens, doc, word, topic, weight, u, doc_topic, bhat, alpha32, counts, denom,
-                beta, out):
+                beta, out, cells=None):
     """One task of :func:`draw_topics_dense`: the tokens ``range(*tokens)``, chunk by chunk."""
     word_side = None if counts is None else (counts, denom, beta)
     for sl in chunks(*tokens, doc_topic.shape[1]):
         w = None if weight is None else np.asarray(weight[sl], dtype=np.float32)
         out[sl] = _draw_chunk(doc[sl], word[sl], topic[sl], w, u[sl], doc_topic, bhat, alpha32,
-                              word_side)
+                              word_side, cells)
 
 
-def _draw_chunk(d, v, z, w, u, doc_topic, bhat, alpha32, word_side):
+def _draw_chunk(d, v, z, w, u, doc_topic, bhat, alpha32, word_side, cells=None):
     """:func:`draw_topics_dense` for one chunk of tokens."""
     n_topics = doc_topic.shape[1]
     n = d.shape[0]
@@ -120,7 +123,7 @@ def _draw_chunk(d, v, z, w, u, doc_topic, bhat, alpha32, word_side):
     terms *= bhat[v]
     # np.cumsum along an axis adds sequentially in float32: the order the kernels use.
     run = np.cumsum(terms, axis=1, dtype=np.float32)
-    b_adj = own_bhat(bhat, word_side, v, z, w)
+    b_adj = own_bhat(bhat, word_side, v, z, w, cells)
     w32 = np.float32(1.0) if w is None else w
     delta = theta_own * bhat[v, z] - (theta_own - w32) * b_adj
     before = np.where(z > 0, run[rows, np.maximum(z - 1, 0)], np.float32(0.0))

@@ -69,11 +69,12 @@ class NumpyMinibatchSampler(NumpySampler):
             w = None if weight is None else weight[t0:t1]
             # The batch's A rows as they start: the M-step's, since only this batch moves them.
             a = self._a[d0:d1]
-            dnt, denom = batch_doc_side(a, totals, corpus.n_words, alpha, self.beta)
+            dnt, denom = batch_doc_side(a, totals, corpus.n_words, alpha, self.beta,
+                                        self.beta_cells)
             ranges = [(t0 + s, t0 + e) for s, e in team.token_ranges(t1 - t0)]
             team.run(draw_batch_range, ranges, doc=doc, word=word, topic=z, weight=weight, u=u,
                      first_doc=d0, a=a, b=b, denom=denom, dnt=dnt, alpha=alpha,
-                     beta=self.beta, out=new)
+                     beta=self.beta, out=new, cells=self.beta_cells)
             drawn = new[t0:t1]
             moved = np.flatnonzero(drawn != old)
             if moved.size:

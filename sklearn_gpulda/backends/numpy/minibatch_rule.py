@@ -15,7 +15,7 @@ from .threads import chunks
 LANES = 32
 
 
-def batch_doc_side(a, totals, n_words, alpha, beta):
+def batch_doc_side(a, totals, n_words, alpha, beta, cells=None):
     """``dnt[d, k] = float32((A[d,k] + alpha_k) / D[k])`` for a batch's documents, and ``D``.
 
     Parameters
@@ -27,6 +27,8 @@ def batch_doc_side(a, totals, n_words, alpha, beta):
     n_words : int
     alpha : ndarray of float64, shape (n_topics,)
     beta : float
+    cells : :class:`~sklearn_gpulda.backends.priors.CellPrior` or None
+        The seeded cells of a matrix topic-word prior: ``D`` then adds ``sum_v extra[k, v]``.
 
     Returns
     -------
@@ -34,6 +36,8 @@ def batch_doc_side(a, totals, n_words, alpha, beta):
     denom : ndarray of float64, shape (n_topics,)
     """
     denom = totals + n_words * beta
+    if cells is not None:
+        denom = denom + cells.topic_sums
     dnt = ((a.astype(np.float64) + alpha) / denom).astype(np.float32)
     return dnt, denom
 
@@ -49,7 +53,8 @@ def _hillis_steele(s):
     return c
 
 
-def draw_batch(doc, word, topic, weight, u, a, b, denom, dnt, alpha, beta, out=None):
+def draw_batch(doc, word, topic, weight, u, a, b, denom, dnt, alpha, beta, out=None,
+               cells=None):
     """Draw the topics of one batch's tokens (``doc/algorithm.md``, mini-batched sweeps).
 
     Parameters
@@ -71,6 +76,10 @@ def draw_batch(doc, word, topic, weight, u, a, b, denom, dnt, alpha, beta, out=N
     alpha : ndarray of float64, shape (n_topics,)
     beta : float
     out : ndarray of int32, shape (n,), optional
+    cells : :class:`~sklearn_gpulda.backends.priors.CellPrior` or None
+        The seeded cells of a matrix topic-word prior: the word side of topic k is then
+        ``float32(float32(B[v,k] + beta) + float32(extra[k, v]))`` (the own topic's, in float64,
+        ``((B[v,z] - w) + beta) + extra[z, v]``); a cell seeded with 0.0 changes nothing.
 
     Returns
     -------
@@ -86,17 +95,22 @@ def draw_batch(doc, word, topic, weight, u, a, b, denom, dnt, alpha, beta, out=N
         d, v, z = doc[s:e], word[s:e], topic[s:e].astype(np.int64)
         rows = np.arange(e - s)
         p = np.zeros((e - s, m * LANES), dtype=np.float32)
-        p[:, :k] = dnt[d] * (b[v] + beta32)
+        word_side = b[v] + beta32
+        if cells is not None:
+            word_side += cells.rows(v, np.float32)
+        p[:, :k] = dnt[d] * word_side
         w = 1.0 if weight is None else weight[s:e].astype(np.float64)
-        own = ((((a[d, z].astype(np.float64) - w) + alpha[z]) / (denom[z] - w))
-               * ((b[v, z].astype(np.float64) - w) + beta))
+        own_word = (b[v, z].astype(np.float64) - w) + beta
+        if cells is not None:
+            own_word = own_word + cells.at(v, z)
+        own = (((a[d, z].astype(np.float64) - w) + alpha[z]) / (denom[z] - w)) * own_word
         p[rows, z] = own.astype(np.float32)
         out[s:e] = _search(p.reshape(e - s, m, LANES), u[s:e], k)
     return out
 
 
 def draw_batch_range(tokens, doc, word, topic, weight, u, first_doc, a, b, denom, dnt, alpha,
-                     beta, out):
+                     beta, out, cells=None):
     """One task of a batch's draws: the tokens ``range(*tokens)`` (canonical indices, documents
     from ``first_doc`` on, the rows of ``a`` and ``dnt``) into ``out`` (:func:`draw_batch`; each
     token independent of the others, so the cuts do not change a draw)."""
@@ -105,7 +119,7 @@ def draw_batch_range(tokens, doc, word, topic, weight, u, first_doc, a, b, denom
         return
     sl = slice(t0, t1)
     draw_batch(doc[sl] - first_doc, word[sl], topic[sl], None if weight is None else weight[sl],
-               u[sl], a, b, denom, dnt, alpha, beta, out=out[sl])
+               u[sl], a, b, denom, dnt, alpha, beta, out=out[sl], cells=cells)
 
 
 def _search(p, u, n_topics):

@@ -181,7 +181,8 @@ class NumpySampler(Sampler):
         if self.rule == "dense":
             u = self._uniforms(iteration, stream, sub)
             draw_topics_dense(doc, word, self._z, weight, u, self._a, self._tables.bhat,
-                              self.alpha, self._tables.word_side, team=self.team, out=out)
+                              self.alpha, self._tables.word_side, team=self.team, out=out,
+                              cells=self._tables.cells)
         else:
             # Each draw task makes its chunks' uniforms (one round of tasks fewer per sweep).
             u = UniformKey(self.seed, iteration, stream, sub, self.token_offset)
@@ -281,7 +282,8 @@ class NumpySampler(Sampler):
             # range on the team's threads, and the column sums accumulate in float64 (a float64
             # copy of B first was a serial V x K pass, a tenth of a 16-thread sweep at K = 1,000).
             self._tables = WordTables.from_counts(self._b, self._topic_totals(), self.beta,
-                                                  self.alpha, team=self.team)
+                                                  self.alpha, team=self.team,
+                                                  cells=self.beta_cells)
 
     def _ensure_tables(self):
         """Build the word tables where B changed without them (:meth:`set_word_topic` leaves
@@ -347,6 +349,18 @@ class NumpySampler(Sampler):
         self._require()
         return self._b if self._fixed_bhat is None else self._word_topic(self._z)
 
+    def set_beta_cells(self, cells):
+        if cells is not None and self.data_parallel:
+            raise NotImplementedError("a matrix topic_word_prior does not run data-parallel "
+                                      "(Dask) so far")
+        super().set_beta_cells(cells)
+
+    def seeded_counts(self):
+        self._ensure_tables()
+        cells = self.beta_cells
+        src = self._word_major_source()
+        return src[cells.word, cells.topic].astype(np.float64)
+
     def word_topic_histogram(self):
         src = self._word_major_source()
         values, n_cells = nonzero_histogram(self.team, src)
@@ -369,6 +383,10 @@ class NumpySampler(Sampler):
             stats = transposed(self.team, self._sum, float(self.n_accumulated), self.beta)
         else:
             stats = transposed(self.team, self._word_major_source(), plus=self.beta)
+        if self.beta_cells is not None:
+            # The matrix prior's cells: ``(B + beta) + extra``, a cell seeded with 0.0 as the
+            # scalar prior's.
+            stats = self.beta_cells.add_to_components(np.array(stats, dtype=np.float64))
         return stats.astype(dtype, copy=False)
 
     def topics(self):

@@ -129,19 +129,19 @@ def draw_topics(doc, word, topic, weight, u, doc_topic, tables, team=None, spars
     team.run(draw_range, team.token_ranges(doc.shape[0]), doc=doc, word=word, topic=topic,
              weight=weight, u=u, doc_topic=doc_topic, bhat=tables.bhat, qtotal=tables.qtotal,
              alpha32=tables.alpha32, counts=counts, denom=denom, beta=beta,
-             sparse_rows=sparse_rows, out=out)
+             cells=tables.cells, sparse_rows=sparse_rows, out=out)
     return out
 
 
 def draw_range(tokens, doc, word, topic, weight, u, doc_topic, bhat, qtotal, alpha32, counts,
-               denom, beta, sparse_rows, out):
+               denom, beta, sparse_rows, out, cells=None):
     """One task of :func:`draw_topics`: the tokens ``range(*tokens)``, chunk by chunk, into
     ``out`` (every token independent of the others)."""
     t0, t1 = tokens
     if t1 <= t0:
         return
     tables = WordTables(bhat, alpha32, None if counts is None else (counts, denom, beta),
-                        qtotal=qtotal)
+                        qtotal=qtotal, cells=cells)
     doc_rows = DocRows.of_documents(doc_topic, doc[t0:t1]) if sparse_rows else None
     for sl in chunks(t0, t1, doc_topic.shape[1]):
         out[sl] = _draw_chunk(doc[sl], word[sl], topic[sl],

@@ -16,11 +16,14 @@ def _by_rows(team, n_rows, task, **arguments):
     team.run(task, team.row_ranges(np.arange(n_rows + 1)), **arguments)
 
 
-def own_bhat(bhat, word_side, v, z, w):
+def own_bhat(bhat, word_side, v, z, w, cells=None):
     """``Bhat[v, z]`` with each token's own weight taken out of ``B[v, z]`` and ``n_z``.
 
     The word side of the collapsed conditional: ``(B[v,z] - w + beta) / (n_z - w + V beta)``,
-    computed in float64 in this order (the kernels do the same) and rounded to float32.
+    computed in float64 in this order (the kernels do the same) and rounded to float32. With a
+    matrix prior (``cells``) the numerator is ``((B[v,z] - w) + beta) + extra[z, v]`` and
+    ``denom`` already holds ``sum_v extra[z, v]``: a cell seeded with 0.0 gives the scalar
+    prior's value bit for bit.
 
     Parameters
     ----------
@@ -32,6 +35,8 @@ def own_bhat(bhat, word_side, v, z, w):
         Word and current topic of each token.
     w : ndarray of float32, or None
         Weight of each token; None for all 1.
+    cells : :class:`~sklearn_gpulda.backends.priors.CellPrior` or None
+        The seeded cells of a matrix prior (None: a scalar prior).
 
     Returns
     -------
@@ -42,7 +47,10 @@ def own_bhat(bhat, word_side, v, z, w):
     counts, denom, beta = word_side
     w = 1.0 if w is None else np.asarray(w, dtype=np.float64)
     b = counts[v, z].astype(np.float64)
-    return (((b - w) + beta) / (denom[z] - w)).astype(np.float32)
+    numerator = (b - w) + beta
+    if cells is not None:
+        numerator = numerator + cells.at(v, z)
+    return (numerator / (denom[z] - w)).astype(np.float32)
 
 
 #: Rows of a V x K table per block when Q is summed: the block's float64 products stay in a
@@ -78,8 +86,9 @@ def fill_prior_mass(rows, bhat, alpha32, qtotal):
         qtotal[b0:b1] = _prior_mass(bhat[b0:b1], alpha32, wide[:b1 - b0])
 
 
-def fill_tables(rows, counts, denom, beta, alpha32, bhat, qtotal):
-    """Bhat and Q of the rows ``rows = (r0, r1)`` of the counts, into ``bhat`` and ``qtotal``."""
+def fill_tables(rows, counts, denom, beta, alpha32, bhat, qtotal, cells=None):
+    """Bhat and Q of the rows ``rows = (r0, r1)`` of the counts, into ``bhat`` and ``qtotal``;
+    with a matrix prior's ``cells``, ``((B + beta) + extra) / denom`` at the seeded cells."""
     r0, r1 = rows
     # One float64 block per range, reused in place: a fresh temporary per block is allocated
     # from and returned to the system each time, and its page faults cost more than the
@@ -90,6 +99,9 @@ def fill_tables(rows, counts, denom, beta, alpha32, bhat, qtotal):
         block = wide[:b1 - b0]
         block[...] = counts[b0:b1]
         block += beta
+        if cells is not None:
+            seeded = cells.cells_of_rows(b0, b1)
+            block[cells.word[seeded] - b0, cells.topic[seeded]] += cells.value[seeded]
         block /= denom
         bhat[b0:b1] = block
         qtotal[b0:b1] = _prior_mass(bhat[b0:b1], alpha32, block)
@@ -110,9 +122,11 @@ class WordTables:
         ``Q[v] = sum_k alpha_k Bhat[v, k]``, the total of :func:`prior_running_sums`.
     word_side : tuple (counts, denom, beta) or None
         What Bhat came from, for :func:`own_bhat`; None for a fixed ``Bhat``.
+    cells : :class:`~sklearn_gpulda.backends.priors.CellPrior` or None
+        The seeded cells of a matrix topic-word prior Bhat came from (None: a scalar prior).
     """
 
-    def __init__(self, bhat, alpha, word_side=None, team=None, qtotal=None):
+    def __init__(self, bhat, alpha, word_side=None, team=None, qtotal=None, cells=None):
         self.bhat = np.ascontiguousarray(bhat, dtype=np.float32)
         self.alpha32 = topic_prior(alpha, self.bhat.shape[1]).astype(np.float32)
         if qtotal is None:
@@ -122,6 +136,7 @@ class WordTables:
                      alpha32=self.alpha32, qtotal=qtotal)
         self.qtotal = qtotal
         self.word_side = word_side
+        self.cells = cells if word_side is not None else None
 
     def prior_running_sums(self, v):
         """:func:`prior_running_sums` of the words ``v`` (one row per entry)."""
@@ -129,23 +144,26 @@ class WordTables:
 
     def own_bhat(self, v, z, w):
         """:func:`own_bhat` of these tables."""
-        return own_bhat(self.bhat, self.word_side, v, z, w)
+        return own_bhat(self.bhat, self.word_side, v, z, w, self.cells)
 
     @classmethod
-    def from_counts(cls, word_topic, topic_totals, beta, alpha, team=None):
+    def from_counts(cls, word_topic, topic_totals, beta, alpha, team=None, cells=None):
         """Eq. (2) of SaberLDA: ``(B + beta) / (n + V beta)``, divided in float64; Q summed in
         the same pass over each block of rows, while the block is in the cache
-        (:func:`fill_tables`, over row ranges on ``team``)."""
+        (:func:`fill_tables`, over row ranges on ``team``). With a matrix prior's ``cells``:
+        ``((B + beta) + extra) / ((n + V beta) + sum_v extra)``."""
         team = _ONE_THREAD if team is None else team
         counts = np.asarray(word_topic)
         n_words = counts.shape[0]
         denom = np.asarray(topic_totals, dtype=np.float64) + n_words * beta
+        if cells is not None:
+            denom = denom + cells.topic_sums
         bhat = team.empty("bhat", counts.shape, np.float32)
         qtotal = team.empty("qtotal", (n_words,), np.float32)
         alpha32 = topic_prior(alpha, counts.shape[1]).astype(np.float32)
         _by_rows(team, n_words, fill_tables, counts=counts, denom=denom, beta=float(beta),
-                 alpha32=alpha32, bhat=bhat, qtotal=qtotal)
-        return cls(bhat, alpha, (counts, denom, float(beta)), team, qtotal=qtotal)
+                 alpha32=alpha32, bhat=bhat, qtotal=qtotal, cells=cells)
+        return cls(bhat, alpha, (counts, denom, float(beta)), team, qtotal=qtotal, cells=cells)
 
     @classmethod
     def from_components(cls, components, alpha):
