@@ -268,6 +268,10 @@ def test_a_matrix_of_beta_is_the_scalar_prior_bit_for_bit(algorithm, n_jobs, mon
         monkeypatch.setattr(processes, "usable_cores", lambda: 8)
         monkeypatch.setattr(processes, "busy_elsewhere", lambda cores=None: 0.0)
         monkeypatch.setattr(processes, "MIN_WORK_PER_WORKER", 1)
+    teams = []
+    choose = sampler_module.choose_team
+    monkeypatch.setattr(sampler_module, "choose_team",
+                        lambda *a, **k: teams.append(choose(*a, **k)) or teams[-1])
     X = _corpus().data
     v = X.shape[1]
     kw = dict(algorithm=algorithm, max_iter=15, n_jobs=n_jobs, prior_update_every=5)
@@ -285,6 +289,8 @@ def test_a_matrix_of_beta_is_the_scalar_prior_bit_for_bit(algorithm, n_jobs, mon
     learned_cells = _fit(("auto", zeros), **kw)
     np.testing.assert_array_equal(learned_cells.components_, learned.components_)
     assert learned_cells.topic_word_prior_ == learned.topic_word_prior_
+    kinds = {type(team) for team in teams}
+    assert kinds == ({processes.ProcessTeam} if n_jobs > 1 else {processes.ThreadTeam})
 
 
 def test_a_seeded_model_pickles_as_plain_data_and_transforms():
@@ -347,3 +353,19 @@ def test_a_gpu_engine_refuses_a_matrix_prior_before_fitting():
         check_matrix_prior(SimpleNamespace(device_kind="cuda"), "batch", cells)
     check_matrix_prior(SimpleNamespace(device_kind="cpu"), "batch", cells)
     check_matrix_prior(SimpleNamespace(device_kind="cuda"), "batch", None)
+
+
+def test_dask_refuses_a_matrix_prior_before_fitting():
+    distributed = pytest.importorskip("distributed")
+    from sklearn_gpulda.dask import LatentDirichletAllocation
+
+    prior = seeded_topic_prior(_corpus().feature_names, {0: [_corpus().feature_names[0]]}, K,
+                               strength=5.0)
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                       dashboard_address=None)
+    with cluster, distributed.Client(cluster) as client:
+        lda = LatentDirichletAllocation(client=client, n_components=K, topic_word_prior=prior,
+                                        max_iter=2, device="cpu")
+        with pytest.raises(ValueError, match="not on Dask"):
+            lda.fit(_corpus().data)
+        assert not hasattr(lda, "components_")
