@@ -38,6 +38,8 @@
 #                 .carry/fingerprints; name .carry in the call's carry)
 #   GPUS          the GPUs of bench-multi-gpu's several-GPU fits (default 0,1)
 #   MULTI_STACK   copies of the NYTimes shape bench-multi-gpu stacks (default "1 7")
+#   ALGO_CORPORA  corpora of bench-algorithms besides the NYTimes shape and NIPS, e.g. "kos 20news
+#                 kjv" (carry .carry/data); ALGO_TOPICS its K (default: the script's)
 #   USER_CORPORA  corpora of bench-users (default "kjv kjv40 kos nips 20news"; carry .carry/data)
 #   USER_TOPICS   K of bench-users (default "10 20 50 100")
 #   USER_FLAGS    more options of bench-users (default --count; e.g. "--count --grid --first-fit")
@@ -291,7 +293,10 @@ stage_cpu_threads() {
 }
 
 stage_bench_algorithms() {
-  boxed python3 benchmarks/bench_algorithms.py --budget-s "$(budget 60)" --out "$DIR"
+  if [[ -d .carry/data ]]; then export SKLEARN_GPULDA_DATA=$ROOT/.carry/data; fi
+  # shellcheck disable=SC2086
+  boxed python3 benchmarks/bench_algorithms.py --budget-s "$(budget 60)" --out "$DIR" \
+    ${ALGO_CORPORA:+--corpora $ALGO_CORPORA} ${ALGO_TOPICS:+--topics $ALGO_TOPICS}
 }
 
 stage_bench_users() {
