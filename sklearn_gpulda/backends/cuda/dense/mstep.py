@@ -3,7 +3,8 @@
 The sampling kernels count each token's new topic into the next A and B as they draw
 (``counts_next`` of :func:`~.sample_dense.sample_dense`); what is left is zeroing those tables
 before the sweep and, after it, the topic totals and Bhat, two kernels of ``cuda/dense_mstep.cu``.
-Every launch is precompiled (no CuPy-generated kernel), and the zeroing is ``cudaMemsetAsync``.
+Every launch is precompiled (no CuPy-generated kernel), and the zeroing is a memset
+(``counts.clear``).
 
 Why the model does not change: with every weight 1, each cell of A and B is a sum of ones, and
 float32 adds integers below 2^24 exactly, so the atomics give the same table in any order, the one
@@ -15,6 +16,7 @@ float64 expression, operation for operation (see the kernel file). A row whose s
 import numpy as np
 
 from .. import kernels as _kernels
+from ..counts import clear
 
 _STEM = "dense_mstep"
 
@@ -23,11 +25,6 @@ EXACT_COUNT = 1 << 24
 
 #: Threads per block of the M-step kernels.
 _BLOCK = 256
-
-
-def zero(cp, arr):
-    """Zero a contiguous device array on the current stream with ``cudaMemsetAsync``."""
-    cp.cuda.runtime.memsetAsync(arr.data.ptr, 0, arr.nbytes, cp.cuda.get_current_stream().ptr)
 
 
 def counts_are_exact(cp, corpus, word):
@@ -54,14 +51,12 @@ def counts_are_exact(cp, corpus, word):
     return longest < EXACT_COUNT and int(cp.bincount(word).max()) < EXACT_COUNT
 
 
-def set_bhat(cp, B, totals, beta, v_beta, bhat, denom, n_sm):
+def set_bhat(B, totals, beta, v_beta, bhat, denom, n_sm):
     """Bhat and ``denom = n + V beta`` of integer counts B, as the bincount path's CuPy
     expression computes them.
 
     Parameters
     ----------
-    cp : module
-        CuPy.
     B : cupy.ndarray of float32, shape (V, K)
         Word-topic counts, integer-valued.
     totals : cupy.ndarray of uint64, shape (K,)
@@ -75,7 +70,7 @@ def set_bhat(cp, B, totals, beta, v_beta, bhat, denom, n_sm):
         Streaming multiprocessors of the GPU (the totals' grid).
     """
     n_rows, n_topics = B.shape
-    zero(cp, totals)
+    clear(totals)
     _kernels.launch(_STEM, "dense_topic_totals", 4 * n_sm, _BLOCK,
                     [(B, np.float32), (n_rows, "i32"), (n_topics, "i32"), (totals, np.uint64)])
     grid = max(1, min(-(-B.size // _BLOCK), 32 * n_sm))

@@ -22,6 +22,7 @@ import numpy as np
 
 from ...base import Sampler
 from ...random import STREAM_INIT, STREAM_SAMPLE
+from .. import counts
 from ..chain import CudaChain, StageClock
 from ..sparse import sample_sparse
 from ..transfer import topic_major_to_host
@@ -205,9 +206,9 @@ class CudaDenseSampler(CudaChain, Sampler):
             word_counts = None if st.fixed else (st.B, st.denom, self.beta)
             counts_next = None
             if st.fused:
-                _mstep.zero(cp, st.A_next)
+                counts.clear(st.A_next)
                 if not st.fixed:
-                    _mstep.zero(cp, st.B_next)
+                    counts.clear(st.B_next)
                 counts_next = (st.A_next, None if st.fixed else st.B_next)
             common = dict(stream=stream, sweep=sub, block=self.block, word_counts=word_counts,
                           counts_next=counts_next)
@@ -261,7 +262,7 @@ class CudaDenseSampler(CudaChain, Sampler):
         cp = self.cp
         st = self._st
         if st.fused:
-            _mstep.set_bhat(cp, st.B, st.totals, self.beta, st.n_words * self.beta, st.bhat,
+            _mstep.set_bhat(st.B, st.totals, self.beta, st.n_words * self.beta, st.bhat,
                             st.denom, self._sm_count())
             return
         b = st.B.astype(cp.float64)
