@@ -21,7 +21,6 @@ from sklearn_gpulda.backends.priors import (
     CellPrior,
     resolve_topic_word_prior,
     update_beta,
-    update_seeded_beta,
 )
 from sklearn_gpulda.datasets import make_lda_corpus
 
@@ -208,7 +207,7 @@ def test_learned_base_with_zero_cells_is_update_beta():
     values, n_cells = np.unique(b[b > 0], return_counts=True)
     totals = b.sum(axis=0)
     zero = CellPrior(sparse.coo_matrix(([0.0, 0.0], ([0, 2], [3, 7])), shape=(4, 60)))
-    assert (update_seeded_beta(0.1, values, n_cells, totals, 60, zero, b[[3, 7], [0, 2]])
+    assert (update_beta(0.1, values, n_cells, totals, 60, zero, b[[3, 7], [0, 2]])
             == update_beta(0.1, values, n_cells, totals, 60))
 
 
@@ -222,7 +221,7 @@ def test_learned_base_maximises_the_likelihood_with_fixed_cells():
     extra[0, 2], extra[1, 9] = 5.0, 3.0
     cells = CellPrior(sparse.coo_matrix(extra))
     values, n_cells = np.unique(b[b > 0], return_counts=True)
-    got = update_seeded_beta(0.3, values, n_cells, b.sum(axis=0), 80, cells,
+    got = update_beta(0.3, values, n_cells, b.sum(axis=0), 80, cells,
                              b[cells.word, cells.topic])
 
     def loglik(beta):

@@ -3,7 +3,7 @@
 the model it gives (``doc/algorithm.md``)."""
 
 from .._runtime.stages import stage
-from ..backends.priors import length_histogram, update_alpha, update_beta, update_seeded_beta
+from ..backends.priors import length_histogram, update_alpha, update_beta
 from .fitted import FittedState, public_prior
 from .score import Score
 
@@ -51,11 +51,9 @@ class PriorUpdates:
             with stage("sweeps: prior updates: beta histogram"):
                 histogram = sampler.word_topic_histogram()
             with stage("sweeps: prior updates: beta fixed point"):
-                if self.beta_cells is None:
-                    beta = update_beta(sampler.beta, *histogram, self.n_words)
-                else:
-                    beta = update_seeded_beta(sampler.beta, *histogram, self.n_words,
-                                              self.beta_cells, sampler.seeded_counts())
+                cells = self.beta_cells
+                beta = update_beta(sampler.beta, *histogram, self.n_words, cells,
+                                   None if cells is None else sampler.seeded_counts())
         sampler.set_priors(alpha=alpha, beta=beta)
 
 

@@ -199,18 +199,31 @@ def update_alpha(alpha, table, rest, length, n_length, numerator=table_numerator
     return alpha
 
 
-def update_beta(beta, count, n_cells, topic_totals, n_words):
-    """Minka's fixed point for a symmetric topic-word prior, from the histogram of the cells.
+def update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, cell_counts=None):
+    """Minka's fixed point for a symmetric topic-word prior, from the histogram of the cells;
+    with ``cells``, for the base beta of a matrix prior ``eta = beta + extra``, the seeded
+    cells' ``extra`` held fixed.
+
+    With seeded cells the gradient of the Dirichlet-multinomial likelihood in beta is
+    ``sum_(v,k) [psi(B + eta) - psi(eta)] - V sum_k [psi(n_k + S_k) - psi(S_k)]`` with
+    ``S_k = V beta + sum_v extra[k, v]``: the fixed point reads the unseeded cells from the
+    histogram and the seeded ones from their counts ``cell_counts``. Cells seeded with 0.0 add
+    nothing, so a matrix of zeros learns the scalar prior's value bit for bit.
 
     Parameters
     ----------
     beta : float
         Where the iteration starts.
     count, n_cells : ndarray
-        ``n_cells[i]`` (word, topic) cells hold ``count[i]`` tokens (counts > 0).
+        ``n_cells[i]`` (word, topic) cells hold ``count[i]`` tokens (counts > 0), seeded cells
+        included.
     topic_totals : ndarray of shape (n_topics,)
     n_words : int
         Vocabulary size V.
+    cells : CellPrior or None, default=None
+        The seeded cells of a matrix prior.
+    cell_counts : ndarray of float64, optional
+        ``B`` at the cells, in their order (with ``cells``).
 
     Returns
     -------
@@ -222,9 +235,19 @@ def update_beta(beta, count, n_cells, topic_totals, n_words):
     totals = np.asarray(topic_totals, dtype=np.float64)
     if not n_cells.sum():
         return beta
+    if cells is not None:
+        keep = cells.value != 0
+        seeded = np.asarray(cell_counts, dtype=np.float64)[keep]
+        extra = cells.value[keep]
     for _ in range(MAX_ITERATIONS):
         numerator = np.dot(n_cells, _digamma_gain(count, beta))
-        denominator = n_words * _digamma_gain(totals, n_words * beta).sum()
+        sums = n_words * beta
+        if cells is not None:
+            # The seeded cells' terms at their own prior instead of the base's.
+            numerator = (numerator - _digamma_gain(seeded, beta).sum()
+                         + _digamma_gain(seeded, beta + extra).sum())
+            sums = sums + cells.topic_sums
+        denominator = n_words * _digamma_gain(totals, sums).sum()
         new = max(beta * numerator / denominator, FLOOR)
         done = abs(new - beta) / beta < TOLERANCE
         beta = new
@@ -405,46 +428,3 @@ def _check_shape(shape, n_topics, n_words):
         want = f"({n_topics}, {n_words if n_words is not None else 'n_features'})"
         raise ValueError(f"a matrix topic_word_prior must have shape (n_components, "
                          f"n_features) = {want}, got shape {tuple(shape)}")
-
-
-def update_seeded_beta(beta, count, n_cells, topic_totals, n_words, cells, cell_counts):
-    """Minka's fixed point for the base beta of a matrix prior ``eta = beta + extra``, the
-    seeded cells' ``extra`` held fixed.
-
-    The gradient of the Dirichlet-multinomial likelihood in beta is
-    ``sum_(v,k) [psi(B + eta) - psi(eta)] - V sum_k [psi(n_k + S_k) - psi(S_k)]`` with
-    ``S_k = V beta + sum_v extra[k, v]``; the fixed point ``beta <- beta * first / second``
-    reads the unseeded cells from the histogram (as :func:`update_beta`) and the seeded ones
-    from their counts ``cell_counts``. With every ``extra`` zero it is :func:`update_beta`.
-
-    Parameters
-    ----------
-    beta, count, n_cells, topic_totals, n_words
-        As :func:`update_beta` (the histogram counts every cell, seeded ones included).
-    cells : CellPrior
-    cell_counts : ndarray of float64
-        ``B`` at the cells, in their order.
-    """
-    beta = float(beta)
-    count = np.asarray(count, dtype=np.float64)
-    n_cells = np.asarray(n_cells, dtype=np.float64)
-    totals = np.asarray(topic_totals, dtype=np.float64)
-    # Cells seeded with 0.0 add exactly nothing (so a matrix of zeros learns update_beta's
-    # value bit for bit).
-    keep = cells.value != 0
-    seeded = np.asarray(cell_counts, dtype=np.float64)[keep]
-    extra = cells.value[keep]
-    if not n_cells.sum():
-        return beta
-    for _ in range(MAX_ITERATIONS):
-        numerator = (np.dot(n_cells, _digamma_gain(count, beta))
-                     - _digamma_gain(seeded, beta).sum()
-                     + _digamma_gain(seeded, beta + extra).sum())
-        sums = n_words * beta + cells.topic_sums
-        denominator = n_words * (digamma(totals + sums) - digamma(sums)).sum()
-        new = max(beta * numerator / denominator, FLOOR)
-        done = abs(new - beta) / beta < TOLERANCE
-        beta = new
-        if done:
-            break
-    return beta
