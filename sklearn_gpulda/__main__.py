@@ -46,6 +46,15 @@ def _add_fit_options(parser):
                              "not depend on it (default: %(default)s)")
 
 
+def _add_input_options(parser):
+    """INPUT and how it is read: what ``commands.read_input`` takes (fit, choose-k)."""
+    parser.add_argument("input", type=Path, help="docword.*.txt[.gz] or a text file")
+    parser.add_argument("--vocab", type=Path, metavar="PATH",
+                        help="UCI vocabulary file, one word per line")
+    parser.add_argument("--format", choices=["uci", "text"],
+                        help="input format (default: detected from the first lines)")
+
+
 def _fraction(text):
     """A number strictly between 0 and 1 (``--test-size``)."""
     try:
@@ -145,13 +154,9 @@ def build_parser(prog=None):
         "UCI docword file (optionally gzipped; pair it with --vocab) or a text file with one "
         "document per line. Text is saved as a Pipeline that transforms raw text; UCI input "
         "with --vocab as a Pipeline whose first step carries the vocabulary.")
-    fit.add_argument("input", type=Path, help="docword.*.txt[.gz] or a text file")
+    _add_input_options(fit)
     fit.add_argument("-k", "--n-components", type=positive_int, required=True, metavar="K",
                      help="number of topics")
-    fit.add_argument("--vocab", type=Path, metavar="PATH",
-                     help="UCI vocabulary file, one word per line")
-    fit.add_argument("--format", choices=["uci", "text"],
-                     help="input format (default: detected from the first lines)")
     _add_fit_options(fit)
     fit.add_argument("-o", "--output", type=Path, default=Path("model.joblib"), metavar="PATH",
                      help="where to save the fitted model (default: %(default)s)")
@@ -199,15 +204,11 @@ def build_parser(prog=None):
         "estimator's defaults, and print for each K the held-out log-likelihood per token "
         "(document completion), perplexity, UMass and NPMI coherence, fit time, sweeps and "
         "the learned priors.")
-    choose.add_argument("input", type=Path, help="docword.*.txt[.gz] or a text file")
+    _add_input_options(choose)
     choose.add_argument("-k", "--topics", type=positive_int, nargs="+", required=True,
                         metavar="K", help="the numbers of topics to compare")
     choose.add_argument("--test-size", type=_fraction, default=0.1, metavar="FRACTION",
                         help="share of documents held out (default: %(default)s)")
-    choose.add_argument("--vocab", type=Path, metavar="PATH",
-                        help="UCI vocabulary file, one word per line")
-    choose.add_argument("--format", choices=["uci", "text"],
-                        help="input format (default: detected from the first lines)")
     _add_fit_options(choose)
     choose.add_argument("-o", "--output", type=Path, metavar="PATH",
                         help="also write the table as CSV here")
