@@ -29,6 +29,7 @@ from ._present import svg as _svg
 from ._present.topic_layout import spread_map
 from .metrics import npmi_coherence, top_words, topic_word_distribution
 from .metrics._checks import as_counts
+from .model_selection import k_section, table_rows
 
 __all__ = ["topic_map", "pyldavis_data", "write_report"]
 
@@ -273,41 +274,6 @@ tr.best td { font-weight: 600; }
 """
 
 
-def _k_section(k_table):
-    """The report's "Choosing K" section for a table of
-    :func:`~sklearn_gpulda.model_selection.choose_n_components`, or nothing."""
-    if k_table is None:
-        return ""
-    from .model_selection import k_chart, table_rows
-
-    rows = sorted(table_rows(k_table), key=lambda row: row["n_components"])
-    best = max(rows, key=lambda row: row["held_out_per_token"])["n_components"]
-    cells = []
-    for row in rows:
-        mark = " class='best'" if row["n_components"] == best else ""
-        cells.append(
-            f"<tr{mark}><td class='num'>{row['n_components']}</td>"
-            f"<td class='num'>{row['held_out_per_token']:.4f}</td>"
-            f"<td class='num'>{row['held_out_perplexity']:,.1f}</td>"
-            f"<td class='num'>{row['umass']:.3f}</td><td class='num'>{row['npmi']:.3f}</td>"
-            f"<td class='num'>{row['fit_seconds']:.2f}</td><td class='num'>{row['n_iter']}</td>"
-            f"<td class='num'>{row['doc_topic_prior']:.4g}</td>"
-            f"<td class='num'>{row['topic_word_prior']:.4g}</td></tr>")
-    charts = "\n".join(k_chart(k_table))
-    return f"""<h2>Choosing K</h2>
-{charts}
-<p class="note">One fit per number of topics on the same training documents, scored on held-out
-documents by document completion (higher log-likelihood is better; the best is marked) and by
-the coherence of each topic's top words in the training documents. Held-out likelihood often
-keeps rising with K after the topics stop being readable; coherence says when.</p>
-<table class="topics">
-<tr><th>K</th><th>held-out log-lik. / token</th><th>perplexity</th><th>UMass</th><th>NPMI</th>
-<th>fit (s)</th><th>sweeps</th><th>alpha (mean)</th><th>beta</th></tr>
-{chr(10).join(cells)}
-</table>
-"""
-
-
 def _explorer(lda, names, counts, theta, shares, texts):
     """The interactive section: its data prepared here, drawn by the page's script."""
     n_topics, vocab_size = lda.components_.shape
@@ -369,7 +335,7 @@ the estimator's own (<code>bound_</code>); it is not comparable across libraries
 {explorer}
 <h2>Training curve</h2>
 {curve}
-{_k_section(k_table)}
+{'' if k_table is None else k_section(k_table)}
 <h2>Topic sizes</h2>
 {_svg.bar_chart([labels[k] for k in by_size], shares[by_size], xlabel=share_how,
                 titles=[tips[k] for k in by_size])}
@@ -469,8 +435,6 @@ def write_report(model, path, X=None, *, feature_names=None, n_words=10, title=N
                          f"{lda.components_.shape[1]}")
     texts = _check_texts(texts, counts)
     if k_table is not None:
-        from .model_selection import table_rows
-
         table_rows(k_table)  # a wrong table is reported before anything is written
     title = title or f"Topic model: {lda.components_.shape[0]} topics"
     path = Path(path)

@@ -168,11 +168,16 @@ def choose_n_components(X, n_components=(10, 20, 50, 100), *, estimator=None, te
             topic_word_prior=_prior_value(model.topic_word_prior_)))
         if keep_models:
             models[k] = model
-    best = max(rows, key=lambda row: row["held_out_per_token"])["n_components"]
+    best = best_n_components(rows)
     result = Bunch(table=_table(rows), best_n_components=best, train=train, test=test)
     if keep_models:
         result.models = models
     return result
+
+
+def best_n_components(rows):
+    """The K of the highest held-out likelihood among :func:`table_rows`' rows."""
+    return max(rows, key=lambda row: row["held_out_per_token"])["n_components"]
 
 
 def table_rows(table):
