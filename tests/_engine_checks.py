@@ -211,3 +211,16 @@ def summed_cells(found):
     total = np.bincount(cells, weights=np.concatenate([v for _, v in found]))
     summed = np.flatnonzero(total)
     return summed, total[summed].astype(np.float32)
+
+
+def step_parts(parts, iteration):
+    """One step of data-parallel parts as their caller runs it: initial topics at iteration 0,
+    else sweep ``iteration``; then every part takes the summed B (:func:`summed_cells`)."""
+    for part in parts:
+        if iteration == 0:
+            part.init_topics()
+        else:
+            part.sweep(iteration)
+    cells, counts = summed_cells([part.word_topic_cells(np.uint32) for part in parts])
+    for part in parts:
+        part.set_word_topic(cells, counts)

@@ -15,7 +15,7 @@ from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda._runtime.device import Device, gpu_count, to_host
 from sklearn_gpulda.datasets import load_kjv_chapters
 
-from _engine_checks import check_counts_every_sweep, initialised, load_parts, summed_cells
+from _engine_checks import check_counts_every_sweep, initialised, load_parts, step_parts
 
 pytestmark = pytest.mark.gpu
 
@@ -117,14 +117,7 @@ def test_device_shards_summed_as_cells_are_the_one_gpu_chain(kjv):
     single = initialised(_single(12), tokens(X))
     shards = load_parts(lambda: DeviceShard(12, ALPHA, BETA, SEED, ONE), X, [150])
     for it in range(4):
-        for shard in shards:
-            if it == 0:
-                shard.init_topics()
-            else:
-                shard.sweep(it)
-        cells, counts = summed_cells([shard.word_topic_cells(np.uint32) for shard in shards])
-        for shard in shards:
-            shard.set_word_topic(cells, counts)
+        step_parts(shards, it)
         if it:
             single.sweep(it)
         np.testing.assert_array_equal(np.concatenate([s.topics() for s in shards]),

@@ -15,7 +15,7 @@ from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
 
 from _engine_checks import (
     check_counts_every_sweep, check_held_batches_are_the_batches_loaded_alone,
-    check_online_step_over_the_batch_words, load_parts, summed_cells)
+    check_online_step_over_the_batch_words, load_parts, step_parts)
 from _stats import merged_chisquare
 
 
@@ -395,11 +395,7 @@ def test_data_parallel_parts_are_the_single_chain(kjv):
     parts = load_parts(
         lambda: _sampler(12, 0.1, 0.01, 3, worker_processes=False, data_parallel=True), X, [130])
     for it in range(4):
-        for part in parts:
-            part.init_topics() if it == 0 else part.sweep(it)
-        cells, counts = summed_cells([p.word_topic_cells(np.uint32) for p in parts])
-        for part in parts:
-            part.set_word_topic(cells, counts)
+        step_parts(parts, it)
         if it:
             whole.sweep(it)
         np.testing.assert_array_equal(np.concatenate([p.topics() for p in parts]),
