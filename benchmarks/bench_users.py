@@ -17,7 +17,9 @@ run again under ``torch.profiler``, and the differences give per sweep: the kern
 ``--grid`` times ``GridSearchCV`` over 10 values of ``n_components`` with 5 folds on the first
 corpus given. ``--first-fit`` runs, in fresh processes with an empty CuPy kernel cache
 (``CUPY_CACHE_DIR`` set to a new folder), a first and a second fit of KJV at K = 20 (and of the
-NYTimes shape at ``--nytimes-scale`` at K = 1,000), and lists the kernels CuPy compiled.
+NYTimes shape at ``--nytimes-scale`` at K = 1,000), and lists the kernels CuPy compiled; each
+twice, once with the CUDA context made (and timed) before the first fit, and
+``--profile-first`` prints where the first fit's time goes.
 
 Corpora: ``kjv`` (the bundled chapters, 308 k tokens), ``kjv40`` (its first 40 chapters),
 ``kos``, ``nips``, ``20news`` (found as ``benchmarks/_peer_corpora.py`` finds them: carry
@@ -140,33 +142,51 @@ sys.path[:0] = [{repo!r}, {bench!r}]
 from bench_users import load
 from sklearn_gpulda import GPULatentDirichletAllocation
 X = load({corpus!r}, {scale!r})
+context_s = 0.0
+if {context_first!r}:
+    import cupy
+    tic = time.perf_counter(); cupy.empty(1); cupy.cuda.Device().synchronize()
+    context_s = time.perf_counter() - tic
 out = []
-for _ in range(2):
+for i in range(2):
     lda = GPULatentDirichletAllocation(n_components={k}, random_state=0, device={device!r})
-    tic = time.perf_counter(); lda.fit(X); out.append(time.perf_counter() - tic)
-print("FIRST_FIT", out[0], out[1])
+    if i == 0 and {profile!r}:
+        import cProfile, pstats
+        prof = cProfile.Profile()
+        tic = time.perf_counter(); prof.runcall(lda.fit, X); out.append(time.perf_counter() - tic)
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(15)
+    else:
+        tic = time.perf_counter(); lda.fit(X); out.append(time.perf_counter() - tic)
+print("FIRST_FIT", out[0], out[1], context_s)
 """
 
 
-def first_fit(corpus, k, args):
+def first_fit(corpus, k, args, context_first=False):
     """First and second fit in a fresh process whose CuPy kernel cache starts empty; the
-    kernels CuPy compiled (their names, from the sources it saved)."""
+    kernels CuPy compiled (their names, from the sources it saved). With ``context_first``
+    the process makes its CUDA context before the first fit (timed apart as ``context_s``):
+    a cost of the process, paid once whatever it runs, not of a fit."""
     cache = Path(tempfile.mkdtemp(prefix="cupy_cache_"))
     env = dict(os.environ, CUPY_CACHE_DIR=str(cache), CUPY_CACHE_SAVE_CUDA_SOURCE="1")
     code = FIRST_FIT.format(repo=str(HERE.parent), bench=str(HERE), corpus=corpus,
-                            scale=args.nytimes_scale, k=k, device=args.device)
+                            scale=args.nytimes_scale, k=k, device=args.device,
+                            context_first=bool(context_first), profile=bool(args.profile_first))
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if args.profile_first:
+        print(done.stderr[-12000:], flush=True)
     line = [ln for ln in done.stdout.splitlines() if ln.startswith("FIRST_FIT")]
     if not line:
         return dict(corpus=corpus, k=k, error=done.stderr[-2000:])
-    first, second = map(float, line[0].split()[1:])
+    first, second, context_s = map(float, line[0].split()[1:])
     names = []
     for src in cache.rglob("*.cu"):
         text = src.read_text(errors="replace")
         for part in text.split("__global__")[1:]:
             head = part.split("(")[0].split()
             names.append(head[-1] if head else "?")
-    return dict(corpus=corpus, k=k, first_s=first, second_s=second,
+    return dict(corpus=corpus, k=k, context_first=bool(context_first), context_s=context_s,
+                first_s=first, second_s=second,
                 compiled=len(list(cache.rglob("*.cubin"))) or len(names), kernels=sorted(names))
 
 
@@ -180,6 +200,8 @@ def main(argv=None):
     p.add_argument("--count", action="store_true")
     p.add_argument("--grid", action="store_true")
     p.add_argument("--first-fit", action="store_true")
+    p.add_argument("--profile-first", action="store_true",
+                   help="print cProfile's view of each first fit (with --first-fit)")
     p.add_argument("--nytimes-scale", type=float, default=0.1)
     p.add_argument("--budget-s", type=float, default=float("inf"))
     p.add_argument("--json", default=str(output_path("bench_users", "bench_users.json")))
@@ -212,10 +234,11 @@ def main(argv=None):
         for corpus, k in (("kjv", 20), ("nytimes", 1000)):
             if time.perf_counter() - start > args.budget_s:
                 break
-            row = first_fit(corpus, k, args)
-            result["first_fit"].append(row)
-            print("first fit:", json.dumps(row), flush=True)
-            save_json(args.json, result)
+            for context_first in (False, True):
+                row = first_fit(corpus, k, args, context_first)
+                result["first_fit"].append(row)
+                print("first fit:", json.dumps(row), flush=True)
+                save_json(args.json, result)
     table(result)
 
 

@@ -21,6 +21,7 @@ Each update runs the fixed point from the current value to convergence, with a f
 a topic nobody uses from reaching zero (tomotopy floors at the same 1e-5).
 """
 
+import functools
 from dataclasses import dataclass
 from numbers import Real
 
@@ -125,6 +126,15 @@ def alpha_table(topic, count, n_docs, n_topics, n_counts=TABLE_COUNTS):
     return table, (topic[rest], count[rest], n_docs[rest])
 
 
+@functools.lru_cache(maxsize=8)
+def _steps(n):
+    """``0, 1, ..., n - 1`` as float64, one read-only array per length (the fixed point asks
+    for the same one every iteration)."""
+    steps = np.arange(n, dtype=np.float64)
+    steps.flags.writeable = False
+    return steps
+
+
 def table_numerator(alpha, table):
     """The table's part of alpha's numerator: ``sum_c table[k, c] sum_{j <= c} 1 / (alpha_k + j)``
     per topic k, for a host table.
@@ -142,7 +152,7 @@ def table_numerator(alpha, table):
     # at a time, left to right (it never pairs them as its reductions do), so every value is
     # the count-by-count loop's to the bit, in a handful of calls instead of two per count
     # (a fixed point at small K runs this some twenty times per update).
-    steps = np.arange(table.shape[1], dtype=np.float64)
+    steps = _steps(table.shape[1])
     gain = np.add.accumulate(1.0 / (alpha[:, None] + steps[None, :]), axis=1)
     return np.add.accumulate(np.asarray(table, dtype=np.float64) * gain, axis=1)[:, -1]
 
@@ -185,14 +195,19 @@ def update_alpha(alpha, table, rest, length, n_length, numerator=table_numerator
     n_length = np.asarray(n_length, dtype=np.float64)
     if not n_length.sum():
         return alpha
+    # The fixed point runs every few sweeps and its digammas are most of a small fit's host
+    # time, so each iteration computes only what changes, in as few NumPy calls as it can:
+    # psi(alpha_k) once per topic rather than once per pair (the same function of the same
+    # value, so the same bits), and no bincount when the table holds every pair.
     for _ in range(MAX_ITERATIONS):
         total = alpha.sum()
-        denominator = np.dot(n_length, _digamma_gain(length, total))
+        denominator = np.dot(n_length, digamma(length + total) - digamma(total))
         gains = numerator(alpha, table)
-        gains += np.bincount(topic, weights=n_docs * _digamma_gain(count, alpha[topic]),
-                             minlength=n_topics)
+        if topic.size:
+            pair_gain = digamma(count + alpha[topic]) - digamma(alpha)[topic]
+            gains += np.bincount(topic, weights=n_docs * pair_gain, minlength=n_topics)
         new = np.maximum(alpha * gains / denominator, FLOOR)
-        done = np.max(np.abs(new - alpha) / alpha) < TOLERANCE
+        done = (np.abs(new - alpha) / alpha).max() < TOLERANCE
         alpha = new
         if done:
             break
