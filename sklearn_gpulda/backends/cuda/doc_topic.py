@@ -93,7 +93,11 @@ class DocTopicReading:
             table, big_keys, n_big = bins
             if on_host:
                 return alpha_table_of_bins(np, table, big_keys, n_big)
-            return alpha_table_of_bins(self.cp, table, big_keys.get(), n_big.get())
+            # The counts become float64 on the host and go back: CuPy's uint64 -> float64 cast
+            # is a kernel it would compile on a user's machine, and an update every few sweeps
+            # can afford two copies of a K x 63 table (both casts are exact below 2**53).
+            host = alpha_table_of_bins(np, table.get(), big_keys.get(), n_big.get())
+            return (self.cp.asarray(host[0]),) + host[1:]
 
     def alpha_table_numerator(self, alpha, table):
         if not is_device_array(table):
