@@ -158,8 +158,13 @@ class GPULatentDirichletAllocation(
     prior_update_every : int, default=10
         Sweeps between updates of a learned prior ('auto').
     max_device_memory : int, str or None, default=None
-        GPU memory a batch fit may use, in bytes or as a string such as ``'8GB'`` or
-        ``'512MiB'``; None means what the GPU has free. When the corpus's tokens do not fit
+        GPU memory the process may hold during a batch fit, in bytes or as a string such as
+        ``'8GB'`` or ``'512MiB'``; None means what the GPU has free. The budget is the whole
+        process's: the CUDA context, the loaded kernels and their local memory, and every CuPy
+        array of the process are measured when the fit starts and taken off it first (about
+        0.5-2.5 GiB on a large GPU), so ``'8GB'`` fits an 8 GB card. The driver reports the
+        whole GPU, so other processes' memory on a shared GPU is taken off too. When the
+        corpus's tokens do not fit
         beside the model, the sparse GPU engine keeps them in pinned host memory and streams
         them through the GPU every sweep, overlapping the copies with the sampling (SaberLDA's
         scheme): the same model, bit for bit, at some cost in speed. Ignored on the CPU.
