@@ -58,7 +58,12 @@ def main(argv=None):
     for k in args.topics:
         sampler = CudaSparseSampler(k, 1.0 / k, 1.0 / k, 0, resolve_device("cuda"))
         _, need = sampler.estimate_bytes(tokens(X))
-        budget = int(need * args.fraction)
+        # The budget is the whole process's: what it holds now, and the fraction beside it.
+        import cupy
+
+        from sklearn_gpulda.backends.cuda.process_memory import held_bytes
+
+        budget = held_bytes(cupy, CudaSparseSampler.budget_kernels) + int(need * args.fraction)
         storage = {}
 
         def seen(name):

@@ -29,6 +29,7 @@ from ._runtime.device import resolve_device, to_host
 from ._runtime.stages import stage
 from ._runtime.warnings import warn_caller
 from .backends import algorithm_names, choose_backend, fold_in
+from .backends.auto_rule import FitShape, auto_picks_dense
 
 
 class GPULatentDirichletAllocation(
@@ -132,10 +133,13 @@ class GPULatentDirichletAllocation(
         numbers. 'minibatch' is Moon's mini-batched sweep: documents in batches of about
         ``minibatch_tokens`` tokens, each batch drawn from counts that already hold the earlier
         batches' new topics (up to 4,096 topics). 'auto' picks what was measured best for the
-        number of topics on the device: at present 'sparse' everywhere (whole iterations on an
-        H200 favoured it over 'dense' at every K from 16 to 1,024, and it reached its converged
-        held-out likelihood as soon as or sooner than 'minibatch' at K = 100 and 1,000 on four
-        corpora); the choice is made at the first fit and kept in ``algorithm_``.
+        number of topics on the device: 'dense' for a batch fit on one GPU with at most 64
+        topics (whole sweeps on an H100 ran 1.3 to 3.7 times faster than 'sparse' at K = 16 to
+        64 on the NYTimes shape and NIPS), a scalar ``topic_word_prior`` and
+        ``word_topic_storage`` 'auto' or 'dense'; 'sparse' everywhere else (it reached its
+        converged held-out likelihood as soon as or sooner than 'minibatch' at K = 100 and 1,000
+        on four corpora; on the CPU both rules cost the same). The choice is made at the first
+        fit and kept in ``algorithm_``.
     n_batch_sweeps : int, default=10
         Sampling sweeps over each mini-batch in online learning and ``partial_fit``; statistics are
         averaged over the second half of them.
@@ -158,8 +162,13 @@ class GPULatentDirichletAllocation(
     prior_update_every : int, default=10
         Sweeps between updates of a learned prior ('auto').
     max_device_memory : int, str or None, default=None
-        GPU memory a batch fit may use, in bytes or as a string such as ``'8GB'`` or
-        ``'512MiB'``; None means what the GPU has free. When the corpus's tokens do not fit
+        GPU memory the process may hold during a batch fit, in bytes or as a string such as
+        ``'8GB'`` or ``'512MiB'``; None means what the GPU has free. The budget is the whole
+        process's: the CUDA context, the loaded kernels and their local memory, and every CuPy
+        array of the process are measured when the fit starts and taken off it first (about
+        0.5-2.5 GiB on a large GPU), so ``'8GB'`` fits an 8 GB card. The driver reports the
+        whole GPU, so other processes' memory on a shared GPU is taken off too. When the
+        corpus's tokens do not fit
         beside the model, the sparse GPU engine keeps them in pinned host memory and streams
         them through the GPU every sweep, overlapping the copies with the sampling (SaberLDA's
         scheme): the same model, bit for bit, at some cost in speed. Ignored on the CPU.
@@ -390,9 +399,22 @@ class GPULatentDirichletAllocation(
                 f"The 'algorithm' parameter of {type(self).__name__} must be one of {names}. "
                 f"Got {algorithm!r} instead."
             )
+        if algorithm == "auto":
+            algorithm = self._auto_algorithm(device, method or self.learning_method)
         backend = choose_backend(algorithm, self.n_components, device)
         return plan_for(self, backend, device, seed, method or self.learning_method,
                         alpha_start, beta_start, callback, components_dtype)
+
+    def _auto_algorithm(self, device, method):
+        """'dense' where ``algorithm='auto'`` takes the dense engine for this fit
+        (:mod:`~sklearn_gpulda.backends.auto_rule`), else 'auto' (the registry's order)."""
+        prior = self.topic_word_prior
+        shape = FitShape(n_topics=self.n_components, device_kind=device.kind,
+                         n_gpus=len(device.indices), method=method,
+                         scalar_topic_word_prior=(prior is None or isinstance(prior, str)
+                                                  or np.ndim(prior) == 0),
+                         word_topic_storage=self.word_topic_storage)
+        return "dense" if auto_picks_dense(shape) else "auto"
 
     def _new_seed(self):
         """The 32-bit seed of a new chain, drawn from ``random_state_``, which it sets first.

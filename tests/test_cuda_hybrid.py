@@ -134,8 +134,9 @@ def test_streamed_hybrid_chain_is_the_resident_dense_chain(monkeypatch, kjv_corp
         eng.sweep(it)
         ref.sweep(it)
         np.testing.assert_array_equal(eng.topics(), ref.topics())
-        # Within a budget, so that the room is counted from the pool's exact bookkeeping.
-        eng.max_device_memory = pool.used_bytes() - eng._held_before + (64 << 20)
+        # Within a budget, so that the room is counted from the pool's exact bookkeeping (the
+        # budget is the process's: what it holds outside the pool is measured once per load).
+        eng.max_device_memory = eng._fixed_bytes() + pool.used_bytes() + (64 << 20)
         room = eng._room()
         np.testing.assert_array_equal(eng.word_topic_counts(), ref.word_topic_counts())
         # Reading B gave the sweeps' second B and device slots back; the next sweep makes them
@@ -162,7 +163,7 @@ def test_averaging_takes_no_more_than_the_budget_leaves(kjv_corpus, storage):
     pool = cupy.get_default_memory_pool()
     for sampler in (eng, ref):
         sampler.sweep(1)
-    eng.max_device_memory = pool.used_bytes() - eng._held_before + (1 << 20)
+    eng.max_device_memory = eng._fixed_bytes() + pool.used_bytes() + (1 << 20)
     held = pool.used_bytes()
     with pytest.raises(MemoryError, match="averaging .* GiB more"):
         eng.accumulate_word_topic()

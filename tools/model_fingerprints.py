@@ -32,18 +32,41 @@ CONFIGS = {
     "sparse-evaluated": dict(algorithm="sparse", evaluate_every=4, perp_tol=1e-9),
     "dense": dict(algorithm="dense"),
     "minibatch": dict(algorithm="minibatch", minibatch_tokens=20000),
-    "online": dict(learning_method="online", max_iter=3, batch_size=256),
-    "partial-fit": dict(max_iter=None, batch_size=200),
+    # Online learning and partial_fit name their engine too, so that a change of what
+    # algorithm='auto' picks never changes a fingerprint.
+    "online": dict(algorithm="sparse", learning_method="online", max_iter=3, batch_size=256),
+    "partial-fit": dict(algorithm="sparse", max_iter=None, batch_size=200),
 }
 
 GPU_CONFIGS = {
     "sparse-hybrid": dict(algorithm="sparse", word_topic_storage="hybrid"),
-    "sparse-streamed": dict(algorithm="sparse", max_device_memory="24MB"),
+    # 24 MB beside what the process holds (the budget is the whole process's): the corpus
+    # streams in chunks, and the model is the resident one's.
+    "sparse-streamed": dict(algorithm="sparse", max_device_memory=("held+", 24_000_000)),
 }
+
+
+def _budget(value):
+    """A ``max_device_memory`` of ``('held+', n)``: what the process holds on GPU 0 now (for
+    the sparse engine) plus n bytes."""
+    if not (isinstance(value, tuple) and value[0] == "held+"):
+        return value
+    import gc
+
+    import cupy
+
+    from sklearn_gpulda.backends.cuda.process_memory import held_bytes
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
+
+    gc.collect()
+    with cupy.cuda.Device(0):
+        return held_bytes(cupy, CudaSparseSampler.budget_kernels) + value[1]
 
 
 def fingerprint(name, settings, device, X):
     params = {**BASE, **settings, "device": device}
+    if "max_device_memory" in params:
+        params["max_device_memory"] = _budget(params["max_device_memory"])
     lda = GPULatentDirichletAllocation(**params)
     if name == "partial-fit":
         lda.set_params(total_samples=X.shape[0])

@@ -99,12 +99,11 @@ _DENSE_WHY = ("the dense kernels keep a document's K probabilities in per-thread
 _MINIBATCH_WHY = ("every token's draw walks all K topics (the rule of doc/algorithm.md, "
                   "mini-batched sweeps), so past a few thousand topics 'sparse' is the algorithm")
 
-#: The registry, in the order ``algorithm='auto'`` reads it. The dense CUDA backend is never
-#: picked by 'auto': whole iterations measured by ``benchmarks/bench_algorithms.py`` on an H200
-#: (doc/performance.md, 2026-11-22) had the sparse backend faster at every K from 16 to 1,024 on
-#: the NYTimes-shaped corpus (3,701 against 2,344 Mtoken/s at K = 16) and on NIPS, because the
-#: dense backend's M-step and its thread per document cost more than its sampling kernel saves.
-#: On the CPU both rules cost the same, and 'auto' keeps the reference (sparse) rule.
+#: The registry, in the order ``algorithm='auto'`` reads it. The dense CUDA backend is not read
+#: by 'auto' here (``auto_max_topics=0``): the estimator asks :mod:`.auto_rule` first, which
+#: takes it for batch fits on one GPU at small K, where whole sweeps measured on an H100 ran
+#: faster than the sparse backend's (doc/performance.md). On the CPU both rules cost the same,
+#: and 'auto' keeps the reference (sparse) rule.
 
 BACKENDS = (
     Backend("cuda-dense", "dense", "cuda", ".cuda.dense.sampler:CudaDenseSampler", max_topics=1024,

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..._runtime.device import free_device_bytes
 from ..base import normalised_rows
-from . import counts, model_kernels
+from . import counts, model_kernels, process_memory
 from .sparse.hybrid_table import HybridTable
 from .transfer import topic_major_to_host
 
@@ -99,19 +99,38 @@ class CudaChain:
     #: Whether B is stored hybrid (the sparse sampler's property says so for its chain).
     hybrid = False
 
-    def _memory_budget(self, held=0):
-        """Device bytes the chain may take beside ``held`` it already has: what the GPU has
-        free, or less where the sampler's ``max_device_memory`` says so."""
+    #: ``(stem, name)`` of kernels a chain with a budget loads before it measures what the
+    #: process holds outside CuPy's pool (:mod:`.process_memory`): their modules are then
+    #: counted, and the largest local memory per thread among them is planned for. A subclass
+    #: names those of its engine (one per module, and every kernel with local arrays).
+    budget_kernels = (("counts", "column_partials"), ("model", "accumulate_sum"))
+
+    def _fixed_bytes(self):
+        """What a budget gives up before any array on the chain's GPU (context, modules, local
+        memory, headroom: :attr:`.process_memory.ProcessMemory.fixed`), measured at the first
+        ask after each release of the chain."""
+        fixed = getattr(self, "_fixed", None)
+        if fixed is None:
+            with self.device_context():
+                fixed = self._fixed = process_memory.measure(self.cp, self.budget_kernels).fixed
+        return fixed
+
+    def _memory_budget(self):
+        """Device bytes the chain may still allocate: what the GPU has free or, where the
+        sampler's ``max_device_memory`` is set, that budget for the whole process less what
+        the process holds (:func:`.process_memory.chain_room`): outside CuPy's pool, and every
+        array in it, the chain's own included."""
         free, _ = free_device_bytes(self.cp)
         limit = getattr(self, "max_device_memory", None)
-        return free if limit is None else min(free, limit - held)
+        if limit is None:
+            return free
+        used = self.cp.get_default_memory_pool().used_bytes()
+        return process_memory.chain_room(limit, free, self._fixed_bytes(), used)
 
     def _room(self):
-        """Device bytes the chain may still allocate: :meth:`_memory_budget` beside what it
-        holds (CuPy's pool in use beyond what it held when the chain was last released), less
-        the sweeps' buffers a reader gave back, which the next sweep takes again."""
-        held = self.cp.get_default_memory_pool().used_bytes() - getattr(self, "_held_before", 0)
-        return self._memory_budget(held) - self._shed_bytes()
+        """Device bytes the chain may still allocate (:meth:`_memory_budget`), less the sweeps'
+        buffers a reader gave back, which the next sweep takes again."""
+        return self._memory_budget() - self._shed_bytes()
 
     def _check_memory(self, corpus):
         """Raise MemoryError, before allocating, when a chain on ``corpus`` would not fit."""
@@ -296,7 +315,8 @@ class CudaChain:
         self._sum = None
         self._release_state()
         super().release()
-        self._held_before = self.cp.get_default_memory_pool().used_bytes()
+        # Measured again at the next ask: the context and the modules may have grown since.
+        self._fixed = None
         if not return_cache:
             return
         try:

@@ -91,6 +91,12 @@ class CudaDenseSampler(CudaChain, Sampler):
         self.stage_ms = {}
         self._st = None
 
+    #: Every draw kernel (their per-thread tables are local arrays of 8 KiB, which the driver
+    #: reserves for every thread the GPU holds: :mod:`..process_memory`) and the M-step's module.
+    budget_kernels = CudaChain.budget_kernels + tuple(
+        ("sample_dense", f"sample_dense_{v}") for v in VARIANTS + ("long",)) + (
+        ("dense_mstep", "dense_bhat"),)
+
     # -- memory ---------------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
         """Device bytes a chain on ``corpus`` holds, and the peak during an M-step."""

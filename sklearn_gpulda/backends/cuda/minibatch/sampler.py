@@ -114,6 +114,11 @@ class CudaMinibatchSampler(CudaSparseSampler):
         chunk's ``z_can`` have taken the batch's topics (for the per-batch invariant tests).
     """
 
+    #: The sparse chain's kernels and the mini-batched draws' (:mod:`..process_memory`).
+    budget_kernels = CudaSparseSampler.budget_kernels + tuple(
+        ("sample_minibatch", f"{name}_{t}") for name in ("batch_doc_side", "draw_batch",
+                                                         "apply_batch") for t in ("u16", "i32"))
+
     def __init__(self, n_topics, alpha, beta, seed, device, batch_tokens=DEFAULT_BATCH_TOKENS,
                  profile=False, max_device_memory=None):
         super().__init__(n_topics, alpha, beta, seed, device, max_chunk_tokens=None,

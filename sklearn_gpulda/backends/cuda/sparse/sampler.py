@@ -132,6 +132,13 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         self.large_k, self._shape = sample_sparse.launch_shape(
             self.n_topics, self.gpu, self._n_sm, smem_sm, smem_block_max)
 
+    #: Every variant of the draw kernel (:mod:`..process_memory` plans for the largest local
+    #: memory among them) and the layout's module.
+    budget_kernels = CudaChain.budget_kernels + tuple(
+        ("sample_sparse", f"sample_tokens_u16_{form}{large}{hybrid}")
+        for form in ("packed", "wide") for large in ("", "_large") for hybrid in ("", "_hybrid")
+    ) + (("layout", "word_tokens"),)
+
     # -- memory ---------------------------------------------------------------------------------
     def estimate_bytes(self, corpus):
         """Device bytes a chain on ``corpus`` holds were it to stay on the device, and its peak

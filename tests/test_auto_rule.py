@@ -1,0 +1,89 @@
+"""What ``algorithm='auto'`` picks (``backends/auto_rule.py``): the dense GPU engine for batch
+fits on one GPU at small K, the registry's order everywhere else."""
+
+import numpy as np
+import pytest
+
+from sklearn_gpulda import GPULatentDirichletAllocation
+from sklearn_gpulda._runtime.device import Device
+from sklearn_gpulda.backends import auto_rule
+from sklearn_gpulda.backends.auto_rule import AUTO_DENSE_MAX_TOPICS, FitShape, auto_picks_dense
+
+GPU = dict(device_kind="cuda", n_gpus=1)
+
+
+@pytest.mark.parametrize("k", [1, 16, AUTO_DENSE_MAX_TOPICS])
+def test_batch_fit_on_one_gpu_at_small_k_is_dense(k):
+    assert auto_picks_dense(FitShape(n_topics=k, **GPU))
+
+
+@pytest.mark.parametrize("change, failed", [
+    (dict(n_topics=AUTO_DENSE_MAX_TOPICS + 1), "small K"),
+    (dict(device_kind="cpu", n_gpus=0), "on a GPU"),
+    (dict(n_gpus=2), "one GPU"),
+    (dict(method="online"), "batch learning"),
+    (dict(method="partial"), "batch learning"),
+    (dict(scalar_topic_word_prior=False), "scalar topic_word_prior"),
+    (dict(word_topic_storage="hybrid"), "dense word-topic storage"),
+])
+def test_each_condition_alone_keeps_auto_off_dense(change, failed):
+    shape = FitShape(**{"n_topics": 16, **GPU, **change})
+    assert not auto_picks_dense(shape)
+    assert auto_rule.failed_conditions(shape) == [failed]
+
+
+def test_the_threshold_is_the_one_constant(monkeypatch):
+    shape = FitShape(n_topics=128, **GPU)
+    assert not auto_picks_dense(shape)
+    monkeypatch.setattr(auto_rule, "AUTO_DENSE_MAX_TOPICS", 128)
+    assert auto_picks_dense(shape)
+
+
+def _resolved(device, **params):
+    lda = GPULatentDirichletAllocation(**{"n_components": 16, **params})
+    return lda._auto_algorithm(device, lda.learning_method)
+
+
+def test_estimator_asks_the_rule_with_its_parameters():
+    gpu = Device("cuda", (0,))
+    assert _resolved(gpu) == "dense"
+    assert _resolved(gpu, word_topic_storage="dense", topic_word_prior=0.01) == "dense"
+    assert _resolved(gpu, n_components=65) == "auto"
+    assert _resolved(gpu, learning_method="online") == "auto"
+    assert _resolved(gpu, word_topic_storage="hybrid") == "auto"
+    assert _resolved(gpu, topic_word_prior=np.full((16, 30), 0.1)) == "auto"
+    assert _resolved(Device("cuda", (0, 1))) == "auto"
+    assert _resolved(Device("cpu")) == "auto"
+
+
+def test_cpu_auto_fit_stays_on_the_sparse_rule():
+    from sklearn_gpulda.datasets import load_kjv_chapters
+
+    X = load_kjv_chapters().data[:60]
+    lda = GPULatentDirichletAllocation(n_components=8, max_iter=2, device="cpu",
+                                       random_state=0).fit(X)
+    assert lda.algorithm_ == "sparse"
+
+
+@pytest.mark.gpu
+def test_gpu_auto_fit_at_small_k_is_the_dense_fit():
+    # 'auto' at K = 16 is the dense engine's model, bit for bit, and the fitted model works on:
+    # transform, partial_fit through the dense engine, pickling.
+    import pickle
+
+    from sklearn_gpulda.datasets import load_kjv_chapters
+
+    X = load_kjv_chapters().data[:400]
+    kw = dict(n_components=16, max_iter=20, random_state=0, device="cuda")
+    auto = GPULatentDirichletAllocation(**kw).fit(X)
+    dense = GPULatentDirichletAllocation(algorithm="dense", **kw).fit(X)
+    assert auto.algorithm_ == "dense"
+    np.testing.assert_array_equal(auto.components_, dense.components_)
+    np.testing.assert_array_equal(auto.doc_topic_prior_, dense.doc_topic_prior_)
+    np.testing.assert_array_equal(auto.transform(X[:20]), dense.transform(X[:20]))
+    again = pickle.loads(pickle.dumps(auto))
+    np.testing.assert_array_equal(again.transform(X[:20]), auto.transform(X[:20]))
+    auto.partial_fit(X[:50])
+    assert auto.algorithm_ == "dense" and np.isfinite(auto.components_).all()
+    big = GPULatentDirichletAllocation(**{**kw, "n_components": AUTO_DENSE_MAX_TOPICS + 1})
+    assert big.fit(X).algorithm_ == "sparse"
