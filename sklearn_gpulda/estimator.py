@@ -133,12 +133,14 @@ class GPULatentDirichletAllocation(
         numbers. 'minibatch' is Moon's mini-batched sweep: documents in batches of about
         ``minibatch_tokens`` tokens, each batch drawn from counts that already hold the earlier
         batches' new topics (up to 4,096 topics). 'auto' picks what was measured best for the
-        number of topics on the device: 'dense' for a batch fit on one GPU with at most 64
-        topics (whole sweeps on an H100 ran 1.3 to 3.7 times faster than 'sparse' at K = 16 to
-        64 on the NYTimes shape and NIPS), a scalar ``topic_word_prior`` and
-        ``word_topic_storage`` 'auto' or 'dense'; 'sparse' everywhere else (it reached its
-        converged held-out likelihood as soon as or sooner than 'minibatch' at K = 100 and 1,000
-        on four corpora; on the CPU both rules cost the same). The choice is made at the first
+        number of topics and the corpus on the device: 'dense' for a batch fit of one matrix on one
+        GPU with no ``max_device_memory``, a scalar ``topic_word_prior`` and
+        ``word_topic_storage`` 'auto' or 'dense', at K <= 64 for corpora of 2 M tokens or more
+        and K <= 128 from 10 M (whole sweeps on an H200 ran 1.4 to 3.9 times as fast as
+        'sparse' there, and slower on smaller corpora), falling back to 'sparse' where the dense
+        chain would not fit the GPU; 'sparse' everywhere else (it reached its converged
+        held-out likelihood as soon as or sooner than 'minibatch' at K = 100 and 1,000 on four
+        corpora; on the CPU both rules cost the same). The choice is made at the first
         fit and kept in ``algorithm_``.
     n_batch_sweeps : int, default=10
         Sampling sweeps over each mini-batch in online learning and ``partial_fit``; statistics are
@@ -390,9 +392,10 @@ class GPULatentDirichletAllocation(
             return resolve_device("cpu")
 
     def _plan(self, device, algorithm, seed, method=None, alpha_start=None, beta_start=None,
-              callback=None, components_dtype=np.float64):
+              callback=None, components_dtype=np.float64, n_tokens=0.0, row_blocks=False):
         """The fit loop's :class:`~sklearn_gpulda._fitting.plan.Plan` for these parameters:
-        ``method`` is 'partial' for ``partial_fit``, and by default ``learning_method``."""
+        ``method`` is 'partial' for ``partial_fit``, and by default ``learning_method``;
+        ``n_tokens`` and ``row_blocks`` describe the corpus to 'auto'."""
         if algorithm not in ("auto", *algorithm_names()):
             names = ", ".join(repr(a) for a in ("auto", *algorithm_names()))
             raise InvalidParameterError(
@@ -400,12 +403,13 @@ class GPULatentDirichletAllocation(
                 f"Got {algorithm!r} instead."
             )
         if algorithm == "auto":
-            algorithm = self._auto_algorithm(device, method or self.learning_method)
+            algorithm = self._auto_algorithm(device, method or self.learning_method, n_tokens,
+                                             row_blocks)
         backend = choose_backend(algorithm, self.n_components, device)
         return plan_for(self, backend, device, seed, method or self.learning_method,
                         alpha_start, beta_start, callback, components_dtype)
 
-    def _auto_algorithm(self, device, method):
+    def _auto_algorithm(self, device, method, n_tokens=0.0, row_blocks=False):
         """'dense' where ``algorithm='auto'`` takes the dense engine for this fit
         (:mod:`~sklearn_gpulda.backends.auto_rule`), else 'auto' (the registry's order)."""
         prior = self.topic_word_prior
@@ -413,8 +417,20 @@ class GPULatentDirichletAllocation(
                          n_gpus=len(device.indices), method=method,
                          scalar_topic_word_prior=(prior is None or isinstance(prior, str)
                                                   or np.ndim(prior) == 0),
-                         word_topic_storage=self.word_topic_storage)
+                         word_topic_storage=self.word_topic_storage, n_tokens=float(n_tokens),
+                         memory_budget=self.max_device_memory is not None,
+                         row_blocks=bool(row_blocks))
         return "dense" if auto_picks_dense(shape) else "auto"
+
+    def _sampler_that_fits(self, plan, corpus, device, callback, dtype):
+        """The plan and a sampler for ``corpus``: where 'auto' took the dense engine and its
+        chain would not fit the GPU, the sparse engine's (which streams), with the same seed."""
+        sampler = plan.sampler()
+        if self.algorithm != "auto" or plan.backend.algorithm != "dense" or sampler.fits(corpus):
+            return plan, sampler
+        sampler.release()
+        plan = self._plan(device, "sparse", plan.seed, callback=callback, components_dtype=dtype)
+        return plan, plan.sampler()
 
     def _new_seed(self):
         """The 32-bit seed of a new chain, drawn from ``random_state_``, which it sets first.
@@ -479,14 +495,16 @@ class GPULatentDirichletAllocation(
             with stage("validate"):
                 X, blocks, dtype = check_fit_input(self, X, whom, device, batch)
             plan = self._plan(device, self.algorithm, self._new_seed(), callback=callback,
-                              components_dtype=dtype)
+                              components_dtype=dtype, n_tokens=0.0 if blocks else X.sum(),
+                              row_blocks=blocks)
             if batch:
                 with stage("tokens"):
                     corpus = BlockCorpus(X) if blocks else tokens(X)
                 # The corpus holds what the fit reads: the counts' copy on the device can go.
                 del X
                 warn_if_empty(corpus.total_weight, "fit")
-                state = _loop.fit_corpus(plan, corpus, release_counts=True)
+                plan, sampler = self._sampler_that_fits(plan, corpus, device, callback, dtype)
+                state = _loop.fit_corpus(plan, corpus, sampler, release_counts=True)
             else:
                 warn_if_empty(float(X.sum()), "fit")
                 state = _loop.fit_online(plan, X)

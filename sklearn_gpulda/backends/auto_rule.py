@@ -3,21 +3,29 @@ was measured to win.
 
 The rule is a table of conditions on the fit (:class:`FitShape`), each of which must hold for
 'auto' to take 'dense'; anywhere else 'auto' reads the registry (:func:`.choose_backend`). It
-reads no corpus and no device, so it is tested as arithmetic, and the threshold is one named
-constant to change after a new measurement.
+reads no device, so it is tested as arithmetic, and the measured bounds are one named table to
+change after a new measurement. Whether the dense chain fits the GPU is known only once the
+corpus is tokenised: the estimator asks the chain then, and falls back to the sparse engine.
 """
 
 from dataclasses import dataclass
 
-#: Largest K at which 'auto' takes the dense engine for a batch fit on one GPU. Whole sweeps
-#: measured on an H100 (``benchmarks/bench_algorithms.py``, doc/performance.md, dense section),
-#: Mtoken/s dense against sparse: the NYTimes shape at a quarter (24.9 M tokens), K = 16 / 32 /
-#: 64: 10,721 / 9,918 / 7,375 against 2,880 / 2,891 / 2,582; NIPS: 4,492 / 3,853 / 2,887
-#: against 2,376 / 2,345 / 2,182. The gap narrows with K (2.9x to 1.3x on NIPS at 64); K = 8,
-#: 128 and 256 and the KOS, 20 Newsgroups and KJV corpora are not measured yet (TODO: stage
-#: bench-algorithms with ALGO_CORPORA="kos 20news kjv" and ALGO_TOPICS="8 128 256", then move
-#: this bound to the last K where dense wins on every corpus).
-AUTO_DENSE_MAX_TOPICS = 64
+#: ``(fewest tokens, largest K)``: 'auto' takes the dense engine for a corpus of at least that
+#: many tokens at K up to that bound. Whole sweeps, ``benchmarks/bench_algorithms.py`` on an
+#: H200, 2026-11-27 (doc/performance.md, "What 'auto' picks"), the dense engine's transpose
+#: kernel against the sparse engine: on the NYTimes shape at a quarter (24.9 M tokens) 3.6, 3.9,
+#: 3.4, 3.1 and 1.7 times as fast at K = 8, 16, 32, 64 and 128, slower at 256; on NIPS (2.3 M
+#: tokens, long documents) 2.6, 1.9, 1.7 and 1.4 times at K = 8 to 64, slower from 128; on
+#: 20 Newsgroups (1.4 M tokens of short documents) 1.5, 1.1 and 1.04 times at K = 8 to 32 and
+#: slower at 64; on KOS (0.42 M) and the KJV chapters (0.31 M) slower at every K from 8 (a
+#: thread per short document leaves a small corpus's GPU idle). The bounds keep to where dense
+#: won by a clear margin.
+AUTO_DENSE_BOUNDS = ((2_000_000, 64), (10_000_000, 128))
+
+
+def dense_topic_bound(n_tokens):
+    """The largest K at which 'auto' takes the dense engine for ``n_tokens`` tokens (0: none)."""
+    return max((k for least, k in AUTO_DENSE_BOUNDS if n_tokens >= least), default=0)
 
 
 @dataclass(frozen=True)
@@ -33,8 +41,14 @@ class FitShape:
     method : {'batch', 'online', 'partial'}
         A batch fit, online learning's fit, or the first ``partial_fit``.
     scalar_topic_word_prior : bool
-        False for a matrix ``topic_word_prior`` (only the CPU engine samples with one).
+        False for a matrix ``topic_word_prior``.
     word_topic_storage : {'auto', 'dense', 'hybrid'}
+    n_tokens : float
+        The corpus's tokens (its counts' sum); 0 where unknown.
+    memory_budget : bool
+        ``max_device_memory`` is set.
+    row_blocks : bool
+        The corpus comes as a list of row blocks.
     """
 
     n_topics: int
@@ -43,6 +57,9 @@ class FitShape:
     method: str = "batch"
     scalar_topic_word_prior: bool = True
     word_topic_storage: str = "auto"
+    n_tokens: float = 0.0
+    memory_budget: bool = False
+    row_blocks: bool = False
 
 
 #: Each condition the dense engine needs to be 'auto''s pick, with why (for the docs and tests).
@@ -52,12 +69,17 @@ DENSE_CONDITIONS = (
     ("one GPU", lambda f: f.n_gpus <= 1, "only the sparse chain spreads over several GPUs"),
     ("batch learning", lambda f: f.method == "batch",
      "measured on whole batch sweeps only; mini-batches are short and stay on the sparse chain"),
-    ("small K", lambda f: 1 <= f.n_topics <= AUTO_DENSE_MAX_TOPICS,
-     "dense wins only where a token's K terms are few (AUTO_DENSE_MAX_TOPICS)"),
+    ("small K for the corpus", lambda f: 1 <= f.n_topics <= dense_topic_bound(f.n_tokens),
+     "dense wins only where a token's K terms are few and the corpus fills the GPU "
+     "(AUTO_DENSE_BOUNDS)"),
     ("scalar topic_word_prior", lambda f: f.scalar_topic_word_prior,
-     "a matrix prior is the CPU engine's"),
+     "the dense engine takes a scalar topic-word prior only"),
     ("dense word-topic storage", lambda f: f.word_topic_storage in ("auto", "dense"),
      "'hybrid' storage is the sparse engine's"),
+    ("no memory budget", lambda f: not f.memory_budget,
+     "a budget asks for the sparse engine's streaming, which the dense engine does not do"),
+    ("one matrix", lambda f: not f.row_blocks,
+     "row blocks are read by the sparse engine, held or streamed"),
 )
 
 

@@ -93,6 +93,11 @@ class Sampler(abc.ABC):
         """
 
     # -- the chain ------------------------------------------------------------------------------
+    def fits(self, corpus):
+        """Whether a chain on ``corpus`` fits the memory this sampler may use (True where it
+        streams or plans its own memory)."""
+        return True
+
     @abc.abstractmethod
     def load(self, corpus):
         """Lay out a :class:`~sklearn_gpulda._input.corpus.TokenCorpus`; raise MemoryError, before

@@ -132,6 +132,12 @@ class CudaChain:
         buffers a reader gave back, which the next sweep takes again."""
         return self._memory_budget() - self._shed_bytes()
 
+    def fits(self, corpus):
+        """Whether a chain on ``corpus`` fits the memory it may use (:meth:`_check_memory`'s
+        test, asked before anything is allocated)."""
+        with self.device_context():
+            return self.estimate_bytes(corpus)[1] <= self._memory_budget()
+
     def _check_memory(self, corpus):
         """Raise MemoryError, before allocating, when a chain on ``corpus`` would not fit."""
         steady, peak = self.estimate_bytes(corpus)
