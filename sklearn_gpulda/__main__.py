@@ -209,6 +209,10 @@ def build_parser(prog=None):
                         metavar="K", help="the numbers of topics to compare")
     choose.add_argument("--test-size", type=_fraction, default=0.1, metavar="FRACTION",
                         help="share of documents held out (default: %(default)s)")
+    choose.add_argument("--fits-at-once", type=positive_int, default=1, metavar="N",
+                        help="fits run at once, in threads; on a GPU each on a stream of its "
+                        "own, sharing one copy of the counts (for small corpora; same table; "
+                        "default: %(default)s)")
     _add_fit_options(choose)
     choose.add_argument("-o", "--output", type=Path, metavar="PATH",
                         help="also write the table as CSV here")

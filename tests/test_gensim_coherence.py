@@ -278,3 +278,109 @@ def test_untokenised_texts():
         gensim_coherence(TOPICS, ["a b c", "b c d"])
     with pytest.raises(ValueError, match="texts is empty"):
         gensim_coherence(TOPICS, [])
+
+
+# --------------------------------------------------------------------------------------------------
+# counting as a matrix product (metrics/_cooccurrence.py): the GPU's path, run here with NumPy
+# --------------------------------------------------------------------------------------------------
+
+
+def _numpy_as_gpu(monkeypatch):
+    """Send gensim_coherence down its GPU path with NumPy standing in for CuPy."""
+    monkeypatch.setattr(_gensim_coherence, "_counting_gpu", lambda device, n_tokens: 0)
+    monkeypatch.setattr(_gensim_coherence, "_on_gpu",
+                        lambda index, count, *args: count(np, *args))
+
+
+@pytest.mark.parametrize("window_size", [1, 2, 7, 64, 200])
+@pytest.mark.parametrize("block_cells, exact_limit", [(1 << 24, 1 << 24), (40, 1 << 24),
+                                                      (1 << 24, 5), (9, 1)])
+def test_product_counts_equal_pair_counts(corpus, monkeypatch, window_size, block_cells,
+                                          exact_limit):
+    # Small blocks, and weight limits that force float64 blocks and single-segment blocks,
+    # must all give the integer counts of the interval-pair expansion.
+    from sklearn_gpulda.metrics import _cooccurrence
+
+    monkeypatch.setattr(_cooccurrence, "_BLOCK_CELLS", block_cells)
+    monkeypatch.setattr(_cooccurrence, "_EXACT_FLOAT32", exact_limit)
+    texts = corpus[0] + [["a", "b", "a", "c", "a", "a", "b"] * 3]
+    words = ["w0", "w1", "w2", "w3", "w5", "w8", "a", "b", "c"]
+    relevant = {w: i for i, w in enumerate(words)}
+    encoded = _gensim_coherence._encode_texts(texts, relevant)
+    expected, n_windows = _gensim_coherence._window_cooccurrence(*encoded, window_size,
+                                                                 len(words))
+    got, n_product = _gensim_coherence._window_counts(np, *encoded, window_size, len(words))
+    assert n_product == n_windows
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_product_counts_of_documents(corpus):
+    texts, X, vocabulary, _ = corpus
+    words = [str(w) for w in vocabulary[:40]] + ["w0", "w1"]
+    relevant = {w: i for i, w in enumerate(dict.fromkeys(words))}
+    doc, _, word, _ = _gensim_coherence._encode_texts(texts, relevant)
+    got = _gensim_coherence._document_counts(np, doc, word, len(relevant))
+    units = (sp.csr_matrix((np.ones(doc.size), (doc, word)),
+                           shape=(len(texts), len(relevant))) > 0).astype(np.int64)
+    np.testing.assert_array_equal(got, (units.T @ units).toarray())
+
+
+def test_gpu_path_gives_the_cpu_scores(corpus, monkeypatch):
+    texts, X, vocabulary, lda = corpus
+    topics = top_words(lda.components_, vocabulary, n_words=10) + _edge_topics(vocabulary)
+    windows = [(m, w) for m, w in MEASURE_WINDOWS]
+    expected = [gensim_coherence(topics, texts, m, window_size=w, device="cpu").per_topic
+                for m, w in windows]
+    from_counts = gensim_coherence(topics[:-2] + topics[-1:], X, "u_mass",
+                                   feature_names=vocabulary, device="cpu").per_topic
+    _numpy_as_gpu(monkeypatch)
+    for (measure, window_size), scores in zip(windows, expected):
+        got = gensim_coherence(topics, texts, measure, window_size=window_size).per_topic
+        np.testing.assert_array_equal(got, scores)
+    np.testing.assert_array_equal(
+        gensim_coherence(topics[:-2] + topics[-1:], X, "u_mass", feature_names=vocabulary,
+                         device="cuda").per_topic, from_counts)
+
+
+def test_device_choice(monkeypatch):
+    texts = [["a", "b", "a"], ["b", "c"]]
+    with pytest.raises(ValueError, match="device must be"):
+        gensim_coherence([["a", "b"]], texts, device="gpu")
+    # 'auto' keeps a small corpus on the CPU without asking for CuPy.
+    monkeypatch.setattr(_gensim_coherence, "import_cupy",
+                        lambda: pytest.fail("CuPy asked for a small corpus"))
+    assert _gensim_coherence._counting_gpu("auto", _gensim_coherence.GPU_MIN_TOKENS - 1) is None
+    assert _gensim_coherence._counting_gpu("cpu", 10**9) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("measure, window_size", MEASURE_WINDOWS)
+def test_cupy_counts_equal_numpy_counts(corpus, measure, window_size):
+    texts, X, vocabulary, lda = corpus
+    topics = top_words(lda.components_, vocabulary, n_words=10) + _edge_topics(vocabulary)
+    on_gpu = gensim_coherence(topics, texts, measure, window_size=window_size, device="cuda")
+    on_cpu = gensim_coherence(topics, texts, measure, window_size=window_size, device="cpu")
+    np.testing.assert_array_equal(on_gpu.per_topic, on_cpu.per_topic)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("exact_limit", [1 << 24, 3])
+def test_cupy_interval_counts_equal_numpy(corpus, monkeypatch, exact_limit):
+    # Float32 products, and float64 ones where a block's weight passes the exact limit.
+    import cupy
+
+    from sklearn_gpulda.metrics import _cooccurrence
+
+    monkeypatch.setattr(_cooccurrence, "_EXACT_FLOAT32", exact_limit)
+    texts, _, vocabulary, _ = corpus
+    relevant = {str(w): i for i, w in enumerate(vocabulary[:300])}
+    doc, pos, word, lengths = _gensim_coherence._encode_texts(texts, relevant)
+    expected = _gensim_coherence._window_counts(np, doc, pos, word, lengths, 10, len(relevant))
+    moved = [cupy.asarray(a) for a in (doc, pos, word, lengths)]
+    got = _gensim_coherence._window_counts(cupy, *moved, 10, len(relevant))
+    assert isinstance(got[0], np.ndarray) and got[1] == expected[1]
+    np.testing.assert_array_equal(got[0], expected[0])
+    doc_counts = _gensim_coherence._document_counts(cupy, moved[0], moved[2], len(relevant))
+    np.testing.assert_array_equal(
+        doc_counts, _gensim_coherence._document_counts(np, doc, word, len(relevant)))

@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda.datasets import make_lda_corpus
@@ -71,6 +72,59 @@ def test_same_random_state_gives_the_same_table(corpus, result):
         assert got == want
 
 
+def _without_times(table):
+    rows = table_rows(table)
+    for row in rows:
+        row.pop("fit_seconds")
+    return rows
+
+
+def test_concurrent_fits_give_the_sequential_table(corpus, result):
+    # Threads on the CPU engine: the same table (but the times) and the same models.
+    again = choose_n_components(corpus.data, [2, 6, 12], estimator=_base(), test_size=0.2,
+                                random_state=1, keep_models=True, n_jobs=-1)
+    assert _without_times(again.table) == _without_times(result.table)
+    assert again.best_n_components == result.best_n_components
+    for k, model in result.models.items():
+        np.testing.assert_array_equal(again.models[k].components_, model.components_)
+
+
+@pytest.mark.parametrize("n_jobs", [0, -2, 1.5, True])
+def test_bad_n_jobs_is_named(corpus, n_jobs):
+    with pytest.raises(ValueError, match="n_jobs must be"):
+        choose_n_components(corpus.data, [2, 3], estimator=_base(max_iter=2), n_jobs=n_jobs)
+
+
+@pytest.mark.gpu
+def test_concurrent_fits_on_one_gpu_give_the_sequential_models(corpus):
+    # Each fit on a stream of its own, all reading one device copy of the counts: the models
+    # must be those of fits one after another from host counts, bit for bit.
+    base = _base(device="cuda", max_iter=40)
+    ks = [2, 6, 12, 20]
+    one = choose_n_components(corpus.data, ks, estimator=base, test_size=0.2, random_state=1,
+                              keep_models=True)
+    many = choose_n_components(corpus.data, ks, estimator=base, test_size=0.2, random_state=1,
+                               keep_models=True, n_jobs=4)
+    assert _without_times(many.table) == _without_times(one.table)
+    for k in ks:
+        np.testing.assert_array_equal(many.models[k].components_, one.models[k].components_)
+        np.testing.assert_array_equal(many.models[k].doc_topic_prior_,
+                                      one.models[k].doc_topic_prior_)
+
+
+@pytest.mark.gpu
+def test_a_fit_on_its_own_stream_is_the_plain_fit(corpus):
+    import cupy
+
+    base = _base(n_components=8, device="cuda", max_iter=30)
+    plain = clone(base).fit(corpus.data)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        on_stream = clone(base).fit(corpus.data)
+    np.testing.assert_array_equal(on_stream.components_, plain.components_)
+    assert stream.done
+
+
 def test_without_pandas_the_table_is_a_dict_of_arrays(corpus, monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas raises ImportError
     out = choose_n_components(corpus.data[:80], 3, estimator=_base(max_iter=5), test_size=10)
@@ -116,6 +170,7 @@ def test_choose_k_command(tmp_path, corpus):
     docword = tmp_path / "docword.toy.txt"
     write_uci(docword, corpus.data[:150])
     done = run_cli("choose-k", docword, "-k", "2", "6", "--max-iter", "20", "--device", "cpu",
+                   "--fits-at-once", "2",
                    "-o", tmp_path / "k.csv", "--report", tmp_path / "k.html", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "<- best held-out" in done.stdout

@@ -43,6 +43,8 @@
 #   USER_CORPORA  corpora of bench-users (default "kjv kjv40 kos nips 20news"; carry .carry/data)
 #   USER_TOPICS   K of bench-users (default "10 20 50 100")
 #   USER_FLAGS    more options of bench-users (default --count; e.g. "--count --grid --first-fit")
+#   CHOOSE_K_TREE checkout whose package bench-choose-k's plain loop imports (default: this one;
+#                 e.g. .carry/old to time the old tree on the same machine)
 #   MB_CORPORA    corpora of bench-minibatch (default "nips kos 20news"; carry .carry/data)
 #   MB_TOPICS     K of bench-minibatch (default "20 100 1000")
 #   MB_BATCHES    batch sizes in tokens of bench-minibatch (default "16384 65536 262144")
@@ -100,6 +102,7 @@ STAGES=(
   "bench-users|480|bench_users.py: what users fit (KJV, 40 chapters, KOS, NIPS, 20 Newsgroups at \$USER_TOPICS), \$USER_FLAGS"
   "host-profile|90|benchmarks/probes/host_profile.py: cProfile of fits of KJV and its first 40 chapters at K = 20, defaults"
   "bench-dask-gpu|240|bench_dask.py: one dask-cuda GPU worker against the plain GPU fit, K = 1000, NYTimes shape at \$DASK_SCALES"
+  "bench-choose-k|240|bench_choose_k.py: choosing K in {10, 20, 50, 100, 200} on 20 Newsgroups, plain loop of default fits (of \$CHOOSE_K_TREE) against choose_n_components sequential and concurrent, and GridSearchCV 10 x 5"
 )
 
 stage_field() {  # stage_field NAME FIELD(1 box, 2 description); empty for an unknown stage
@@ -304,6 +307,12 @@ stage_bench_users() {
   # shellcheck disable=SC2086
   boxed python3 benchmarks/bench_users.py --corpora $USER_CORPORA --topics $USER_TOPICS \
     $USER_FLAGS --budget-s "$(budget 60)" --json "$DIR/bench_users.json"
+}
+
+stage_bench_choose_k() {
+  if [[ -d .carry/data ]]; then export SKLEARN_GPULDA_DATA=$ROOT/.carry/data; fi
+  boxed python3 benchmarks/bench_choose_k.py --tree "${CHOOSE_K_TREE:-$ROOT}" \
+    --json "$DIR/bench_choose_k.json"
 }
 
 stage_host_profile() {

@@ -44,7 +44,8 @@ def run_choose_k(args):
     try:
         result = choose_n_components(X, args.topics, estimator=base, test_size=args.test_size,
                                      random_state=args.random_state,
-                                     keep_models=args.report is not None)
+                                     keep_models=args.report is not None,
+                                     n_jobs=args.fits_at_once)
     except ValueError as exc:
         from .common import CommandError
 

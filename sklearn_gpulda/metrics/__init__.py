@@ -18,9 +18,11 @@ gensim's ``get_topics()``, ...), so two systems are scored by the same code.
 # One module per job: _checks (input validation shared by the others), _likelihood (fit of given
 # distributions, and the chunked per-token probability the other scores reuse), _completion
 # (held-out document completion and compare_models), _coherence (UMass, NPMI, top words),
-# _gensim_coherence (gensim's four measures, with sliding windows).
+# _gensim_coherence (gensim's four measures, with sliding windows), _cooccurrence (their counts
+# as a matrix product, for NumPy or CuPy: the GPU path for large reference corpora).
 from ._coherence import NPMI_EPSILON, npmi_coherence, top_words, umass_coherence  # noqa: F401
-from ._gensim_coherence import GENSIM_WINDOW_SIZES, CoherenceScores, gensim_coherence  # noqa: F401
+from ._gensim_coherence import (GENSIM_WINDOW_SIZES, GPU_MIN_TOKENS,  # noqa: F401
+                                CoherenceScores, gensim_coherence)
 from ._completion import compare_models, document_completion
 from ._likelihood import log_likelihood, perplexity, topic_word_distribution
 

@@ -29,12 +29,19 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from .._runtime.device import import_cupy, parse_device, resolve_device
 from ._checks import as_counts, as_float_matrix
 from ._coherence import _top_indices
+from ._cooccurrence import (document_intervals, interval_cooccurrence,
+                            window_intervals)
 
 #: The measures of :func:`gensim_coherence`, with gensim's default window sizes (``None``:
 #: whole documents).
 GENSIM_WINDOW_SIZES = {"c_v": 110, "c_npmi": 10, "c_uci": 10, "u_mass": None}
+
+#: With ``device='auto'``, reference corpora of at least this many tokens are counted on the GPU
+#: (when there is one); smaller ones count faster on the CPU than the transfers take.
+GPU_MIN_TOKENS = 1_000_000
 
 # gensim adds this to every joint probability (its direct_confirmation_measure.EPSILON).
 _EPSILON = 1e-12
@@ -55,7 +62,7 @@ class CoherenceScores(NamedTuple):
 
 
 def gensim_coherence(topics, texts, measure="c_v", *, window_size=None, top_n=None,
-                     feature_names=None):
+                     feature_names=None, device="auto"):
     """Topic coherence as gensim 4.x computes it: c_v, c_npmi, c_uci or u_mass.
 
     The scores agree with ``gensim.models.CoherenceModel(topics=..., texts=..., dictionary=...,
@@ -102,6 +109,13 @@ def gensim_coherence(topics, texts, measure="c_v", *, window_size=None, top_n=No
     feature_names : array-like of str of shape (n_words,) or None, default=None
         The vocabulary: the words of the columns of ``topics`` when it is a matrix, and of
         ``texts`` when it is a count matrix; needed in those cases, unused otherwise.
+    device : {'auto', 'cpu', 'cuda'} or str, default='auto'
+        Where the co-occurrences are counted (as the estimator's ``device``, e.g. ``'cuda:1'``):
+        ``'auto'`` takes the GPU when CuPy sees one and the reference corpus holds at least
+        ``GPU_MIN_TOKENS`` (1,000,000) tokens (non-zero counts for a count matrix), else the
+        CPU. Both count exactly, so the scores are the same; the GPU counts windows as a
+        matrix product, the CPU by pairs of overlapping intervals. Reading the texts into word
+        ids stays on the CPU.
 
     Returns
     -------
@@ -116,6 +130,9 @@ def gensim_coherence(topics, texts, measure="c_v", *, window_size=None, top_n=No
         u_mass), a topic of fewer than two words, a count matrix for a window measure, a
         matrix of topics without a vocabulary of its width, or a topic word outside the
         vocabulary of a count matrix.
+        Also for a misspelled ``device``.
+    RuntimeError
+        ``device`` names a GPU and CuPy cannot use it.
 
     See Also
     --------
@@ -156,6 +173,7 @@ def gensim_coherence(topics, texts, measure="c_v", *, window_size=None, top_n=No
         raise ValueError(
             f"measure must be one of {sorted(GENSIM_WINDOW_SIZES)}, got {measure!r}")
     window_size = _check_window_size(window_size, measure)
+    parse_device(device)  # its spelling, before any work
     words = _topic_words(topics, top_n, feature_names)
 
     # Dense ids over the distinct topic words, in order of first appearance.
@@ -172,18 +190,30 @@ def gensim_coherence(topics, texts, measure="c_v", *, window_size=None, top_n=No
                 f"{measure} counts sliding windows, which need word order: pass tokenised texts "
                 "(a list of lists of str), not a count matrix")
         units, n_units = _documents_from_counts(texts, feature_names, relevant)
-        counts = _document_cooccurrence(units)
-    else:
-        doc, pos, word, lengths = _encode_texts(texts, relevant)
-        if measure == "u_mass":
-            units = sp.csr_matrix(
-                (np.ones(doc.size), (doc, word)), shape=(lengths.size, len(relevant)))
-            units.data[:] = 1.0  # whether a document holds the word, not how often
-            n_units = lengths.size
+        gpu = _counting_gpu(device, units.nnz)
+        if gpu is None:
             counts = _document_cooccurrence(units)
         else:
+            units = units.tocoo()
+            counts = _on_gpu(gpu, _document_counts, units.row, units.col, len(relevant))
+    else:
+        doc, pos, word, lengths = _encode_texts(texts, relevant)
+        gpu = _counting_gpu(device, int(lengths.sum()))
+        if measure == "u_mass":
+            n_units = lengths.size
+            if gpu is None:
+                units = sp.csr_matrix(
+                    (np.ones(doc.size), (doc, word)), shape=(lengths.size, len(relevant)))
+                units.data[:] = 1.0  # whether a document holds the word, not how often
+                counts = _document_cooccurrence(units)
+            else:
+                counts = _on_gpu(gpu, _document_counts, doc, word, len(relevant))
+        elif gpu is None:
             counts, n_units = _window_cooccurrence(doc, pos, word, lengths, window_size,
                                                    len(relevant))
+        else:
+            counts, n_units = _on_gpu(gpu, _window_counts, doc, pos, word, lengths,
+                                      window_size, len(relevant))
 
     per_topic = np.empty(len(ids))
     score = _MEASURES[measure]
@@ -369,40 +399,14 @@ def _documents_from_counts(X, feature_names, relevant):
 def _window_cooccurrence(doc, pos, word, lengths, window_size, n_words):
     """Windows holding each word and each pair of words, as gensim counts them; window count.
 
-    A document of ``L`` tokens has ``max(L - W + 1, 1)`` windows, window ``t`` covering tokens
-    ``t .. t + W - 1``. In gensim's update, an occurrence at position ``p`` enters the word set
-    at window ``a = max(0, p - W + 1)``; the word is struck out at window ``q + 1`` for every
-    occurrence ``q`` of it, an earlier strike-out being overridden by a later entry. So the entry
-    at ``a`` lasts until the strike-out of the first occurrence at or after ``a``, at ``f + 1``:
-    the word is present over the windows ``a .. min(f, last window)``, the union over its
-    occurrences. (A true window set would keep it until ``p``.)
-
-    Windows are numbered across documents, so intervals of different documents never overlap;
-    two words share the windows where their intervals overlap.
+    Each word's presence is a union of intervals of windows (:func:`window_intervals`, which
+    says how gensim's update makes them). Windows are numbered across documents, so intervals
+    of different documents never overlap; two words share the windows where their intervals
+    overlap.
     """
-    n_windows = np.maximum(lengths - window_size + 1, 1)
-    first_window = np.concatenate([[0], np.cumsum(n_windows)[:-1]])
-    total = int(n_windows.sum())
-    if doc.size == 0:
+    lo, hi, word, total = window_intervals(np, doc, pos, word, lengths, window_size)
+    if lo.size == 0:
         return sp.csr_matrix((n_words, n_words)), total
-
-    # Occurrences sorted by (document, word, position); f found by a search in that order.
-    order = np.lexsort((pos, word, doc))
-    doc, pos, word = doc[order], pos[order], word[order]
-    new_group = np.concatenate([[True], (doc[1:] != doc[:-1]) | (word[1:] != word[:-1])])
-    group = np.cumsum(new_group) - 1
-    stride = int(lengths.max()) + 1
-    key = group * stride + pos
-    enter = np.maximum(pos - window_size + 1, 0)
-    f = pos[np.searchsorted(key, group * stride + enter, side="left")]
-    lo = first_window[doc] + enter
-    hi = first_window[doc] + np.minimum(f, n_windows[doc] - 1) + 1  # exclusive
-
-    # Within a group both ends grow with the position: merge the intervals that overlap, so a
-    # word's intervals are disjoint and never pair with each other below.
-    starts = np.flatnonzero(new_group | np.concatenate([[True], lo[1:] >= hi[:-1]]))
-    ends = np.concatenate([starts[1:], [lo.size]]) - 1
-    lo, hi, word = lo[starts], hi[ends], word[starts]
     singles = np.bincount(word, weights=(hi - lo).astype(np.float64), minlength=n_words)
 
     # Every pair of intervals (i, j), j after i in order of start, with j starting before i
@@ -436,3 +440,42 @@ def _window_cooccurrence(doc, pos, word, lengths, window_size, n_words):
 def _document_cooccurrence(units):
     """Documents holding each word (diagonal) and each pair of words, from a 0/1 matrix."""
     return sp.csr_matrix(units.T @ units)
+
+
+# --------------------------------------------------------------------------------------------------
+# counting on a GPU (metrics/_cooccurrence.py, written for NumPy and CuPy alike)
+# --------------------------------------------------------------------------------------------------
+
+
+def _counting_gpu(device, n_tokens):
+    """The GPU ordinal to count on, or None for the CPU (``device`` already spelled right)."""
+    kind, _ = parse_device(device)
+    if kind == "cpu":
+        return None
+    if kind == "auto":
+        if n_tokens < GPU_MIN_TOKENS or import_cupy()[0] is None:
+            return None
+    where = resolve_device(device)
+    return None if where.kind == "cpu" else where.lead.index
+
+
+def _on_gpu(index, count, *args):
+    """``count(cupy, *args)`` with the host arrays among ``args`` copied to GPU ``index``."""
+    import cupy
+
+    with cupy.cuda.Device(index):
+        moved = [cupy.asarray(a, dtype=np.int64) if isinstance(a, np.ndarray) else a
+                 for a in args]
+        return count(cupy, *moved)
+
+
+def _window_counts(xp, doc, pos, word, lengths, window_size, n_words):
+    """Dense window co-occurrence counts (int64, host) and the number of windows, on ``xp``."""
+    lo, hi, word, total = window_intervals(xp, doc, pos, word, lengths, window_size)
+    return interval_cooccurrence(xp, word, lo, hi, n_words), total
+
+
+def _document_counts(xp, doc, word, n_words):
+    """Dense document co-occurrence counts (int64, host), on ``xp``."""
+    lo, hi, word = document_intervals(xp, doc, word)
+    return interval_cooccurrence(xp, word, lo, hi, n_words)

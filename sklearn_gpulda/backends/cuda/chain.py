@@ -94,7 +94,16 @@ class CudaChain:
         return self.cp.cuda.Device(self.gpu)
 
     def synchronize(self):
-        self.device_context().synchronize()
+        # On the legacy default stream (a plain fit), the whole device, as always. A fit on a
+        # stream of its own (choose_n_components runs several at once) waits for that stream
+        # only: every kernel of the chain is queued on it, and a streamed chain's own streams
+        # are joined into it (ChunkStream.run), so the fit does not wait for the others.
+        with self.device_context() as device:
+            stream = self.cp.cuda.get_current_stream()
+            if stream.ptr == 0:
+                device.synchronize()
+            else:
+                stream.synchronize()
 
     #: Whether B is stored hybrid (the sparse sampler's property says so for its chain).
     hybrid = False
