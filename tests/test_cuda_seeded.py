@@ -249,3 +249,13 @@ def test_other_cuda_engines_refuse_a_matrix_prior(algorithm):
     with pytest.raises(ValueError, match="samples on the engines"):
         lda.fit(_corpus().data)
     assert not hasattr(lda, "components_")
+
+
+def test_the_minibatched_sampler_refuses_a_matrix_prior():
+    # It derives from the sparse sampler but forms its word side in its own kernel.
+    from sklearn_gpulda.backends.cuda.minibatch.sampler import CudaMinibatchSampler
+
+    eng = CudaMinibatchSampler(16, ALPHA, BETA, SEED, GPU)
+    with pytest.raises(NotImplementedError, match="does not sample with a matrix"):
+        eng.set_beta_cells(_cells(16, 100, 1.0))
+    assert eng.beta_cells is None
