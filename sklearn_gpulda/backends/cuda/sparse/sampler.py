@@ -16,9 +16,8 @@ allocated, how to lay it out within the device budget, and carries the answer ou
 relabelled, the chunks built (resident or streamed), then B stored dense or hybrid.
 """
 
-from dataclasses import dataclass
-
 import contextlib
+from dataclasses import dataclass
 
 import numpy as np
 
