@@ -500,17 +500,20 @@ extern "C" __global__ void column_partials(const float* __restrict__ B, int n_ro
 
 // ---------------------------------------------------------------------------------------------
 // topic_totals: totals[k] = the sum of the slices' partial sums, then denom[k] = totals[k] +
-// n_words * beta (that addition and product each rounded on its own, as the host's were). With
-// partial = nullptr the totals are kept and only denom is computed (after a prior update).
+// n_words * beta (that addition and product each rounded on its own, as the host's were), plus
+// extra_sums[k] where a matrix prior's seeded cells add to topic k (rounded last, as the host
+// adds CellPrior.topic_sums). With partial = nullptr the totals are kept and only denom is
+// computed (after a prior update).
 // Integer counts only: their partial sums are integers below 2^53, so the warp's tree of
 // additions is exact, the same as any order (CuPy's sum over axis 0 included).
 // Launch: one warp per topic (grid ceil(K * 32 / blockDim.x), block a multiple of 32).
-// [in] partial (n_slices x K float64); [out] totals (K float64, unless partial is nullptr),
-// denom (K float64).
-// NumPy: totals = partial.sum(axis=0); denom = totals + n_words * beta.
+// [in] partial (n_slices x K float64); extra_sums (K float64, or nullptr: a scalar prior);
+// [out] totals (K float64, unless partial is nullptr), denom (K float64).
+// NumPy: totals = partial.sum(axis=0); denom = (totals + n_words * beta) + extra_sums.
 // ---------------------------------------------------------------------------------------------
 extern "C" __global__ void topic_totals(const double* __restrict__ partial, int n_slices,
                                         int n_topics, int n_words, double beta,
+                                        const double* __restrict__ extra_sums,
                                         double* __restrict__ totals, double* __restrict__ denom) {
   const int k = (blockIdx.x * blockDim.x + threadIdx.x) / gpulda::kWarp;
   const int lane = threadIdx.x % gpulda::kWarp;
@@ -525,7 +528,50 @@ extern "C" __global__ void topic_totals(const double* __restrict__ partial, int 
   } else {
     total = totals[k];
   }
-  if (lane == 0) denom[k] = __dadd_rn(total, __dmul_rn(static_cast<double>(n_words), beta));
+  if (lane == 0) {
+    const double d = __dadd_rn(total, __dmul_rn(static_cast<double>(n_words), beta));
+    denom[k] = extra_sums != nullptr ? __dadd_rn(d, extra_sums[k]) : d;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// seed_cells: a matrix topic-word prior's seeded cells (doc/algorithm.md, "A matrix topic-word
+// prior") as pseudo-counts of a dense word-major B, for the E-step and the log-likelihood: the
+// samplers build Bhat[v, k] = (B[v, k] + beta) / denom[k] from B, so B[v, k] + extra[k, v] there
+// gives the matrix prior's Bhat with no change to them. saved[i] = B at cell i (the count, for
+// unseed_cells and for learning beta); with extra non-null, B[cell] = float32(double(B) +
+// extra[i]). The cells are distinct, so no two threads touch one value.
+// Launch: grid any (grid-strided), block any. [in] rows, topics (n int32: the cell's row of B and
+// its topic), extra (n float64, or nullptr: only read the counts); [in/out] B (rows x K float32);
+// [out] saved (n float32).
+// NumPy: saved = B[rows, topics]; B[rows, topics] = (saved + extra).astype(float32).
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void seed_cells(float* __restrict__ B, int n_topics,
+                                      const int* __restrict__ rows, const int* __restrict__ topics,
+                                      const double* __restrict__ extra, long long n,
+                                      float* __restrict__ saved) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const size_t cell = static_cast<size_t>(rows[i]) * n_topics + topics[i];
+    const float b = B[cell];
+    saved[i] = b;
+    if (extra != nullptr) B[cell] = static_cast<float>(__dadd_rn(static_cast<double>(b), extra[i]));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// unseed_cells: B[cell i] = saved[i], the counts seed_cells kept (B exactly as counted again).
+// Launch, rows and topics as seed_cells. [in] saved (n float32); [in/out] B.
+// NumPy: B[rows, topics] = saved.
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void unseed_cells(float* __restrict__ B, int n_topics,
+                                        const int* __restrict__ rows,
+                                        const int* __restrict__ topics,
+                                        const float* __restrict__ saved, long long n) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    B[static_cast<size_t>(rows[i]) * n_topics + topics[i]] = saved[i];
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -75,8 +75,10 @@ class GPULatentDirichletAllocation(
         non-negative amounts to it. Only the cells above the least value are kept, so a prior
         with few seeded cells costs memory for those cells only. With a base of 'auto' the base
         is learned (Minka's fixed point) while the seeded additions stay fixed
-        (``doc/algorithm.md``). A matrix prior runs in batch fits on the CPU engine so far
-        (``device='cpu'``); other engines, online learning and ``partial_fit`` raise.
+        (``doc/algorithm.md``). A matrix prior runs in batch fits on the CPU engines and on
+        the sparse GPU engine (``algorithm='sparse'`` or 'auto', one GPU or several, B stored
+        dense); the dense and mini-batched GPU engines, ``word_topic_storage='hybrid'``,
+        online learning and ``partial_fit`` raise.
     learning_method : {'batch', 'online'}, default='batch'
         'batch' samples every token in each iteration; 'online' learns from mini-batches of
         ``batch_size`` documents, blending each batch's statistics into the model.

@@ -1,5 +1,6 @@
-"""Seeded topics: a matrix ``topic_word_prior`` (gensim's eta) on the CPU engine, and
-:func:`sklearn_gpulda.seeded_topic_prior`."""
+"""Seeded topics: a matrix ``topic_word_prior`` (gensim's eta) on the CPU engine, which
+engines take it, and :func:`sklearn_gpulda.seeded_topic_prior` (the GPU's tests:
+tests/test_cuda_seeded.py)."""
 
 import functools
 import pickle
@@ -309,7 +310,8 @@ def test_a_seeded_model_pickles_as_plain_data_and_transforms():
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(learning_method="online"), "batch fits only"),
-    (dict(device="cuda"), r"CPU engine so far \(device='cpu'\)"),
+    (dict(device="cuda", algorithm="dense"), "samples on the engines 'cuda-sparse'"),
+    (dict(device="cuda", algorithm="minibatch"), "this fit would run 'cuda-minibatch'"),
 ])
 def test_engines_without_a_matrix_prior_refuse_it(kwargs, match):
     prior = seeded_topic_prior(_corpus().feature_names, {0: [_corpus().feature_names[0]]}, K,
@@ -342,16 +344,41 @@ def test_fit_checks_the_matrix_shape_against_the_data():
         lda.fit(_corpus().data)
 
 
-def test_a_gpu_engine_refuses_a_matrix_prior_before_fitting():
-    from types import SimpleNamespace
+def test_engines_that_take_a_matrix_prior_are_named_in_the_refusal():
+    from sklearn_gpulda._fitting.plan import check_matrix_prior, matrix_prior_engines
+    from sklearn_gpulda.backends import BACKENDS
 
-    from sklearn_gpulda._fitting.plan import check_matrix_prior
-
+    by_name = {b.name: b for b in BACKENDS}
+    assert set(matrix_prior_engines()) == {"cuda-sparse", "numpy-sparse", "numpy-dense",
+                                           "numpy-minibatch"}
     cells = CellPrior(sparse.coo_matrix(([1.0], ([0], [0])), shape=(2, 3)))
-    with pytest.raises(ValueError, match=r"CPU engine so far \(device='cpu'\)"):
-        check_matrix_prior(SimpleNamespace(device_kind="cuda"), "batch", cells)
-    check_matrix_prior(SimpleNamespace(device_kind="cpu"), "batch", cells)
-    check_matrix_prior(SimpleNamespace(device_kind="cuda"), "batch", None)
+    for name in ("cuda-dense", "cuda-minibatch"):
+        with pytest.raises(ValueError, match=r"'cuda-sparse', .*this fit would run"):
+            check_matrix_prior(by_name[name], "batch", cells)
+        check_matrix_prior(by_name[name], "batch", None)
+    for name in matrix_prior_engines():
+        check_matrix_prior(by_name[name], "batch", cells)
+        for method in ("online", "partial"):
+            with pytest.raises(ValueError, match="batch fits only"):
+                check_matrix_prior(by_name[name], method, cells)
+    # Hash rows of B hold integer counts: no room for the seeded cells' pseudo-counts.
+    with pytest.raises(ValueError, match="stored dense"):
+        check_matrix_prior(by_name["cuda-sparse"], "batch", cells, "hybrid")
+    check_matrix_prior(by_name["cuda-sparse"], "batch", cells, "dense")
+
+
+@pytest.mark.parametrize("device", [(0,), (0, 0)])
+def test_a_gpu_plan_takes_a_matrix_prior(device):
+    # Planned without a GPU: the sparse engine, one GPU or several, carries the cells.
+    from sklearn_gpulda._runtime.device import Device
+
+    prior = seeded_topic_prior(["a", "b", "c"], {1: ["c"]}, 2, strength=3.0)
+    lda = GPULatentDirichletAllocation(n_components=2, topic_word_prior=prior)
+    plan = lda._plan(Device("cuda", device), "auto", 0)
+    assert plan.backend.name == "cuda-sparse"
+    np.testing.assert_array_equal(plan.beta_cells.as_matrix().toarray(), [[0, 0, 0], [0, 0, 3]])
+    with pytest.raises(ValueError, match="samples on the engines"):
+        lda._plan(Device("cuda", (0,)), "dense", 0)
 
 
 def test_dask_refuses_a_matrix_prior_before_fitting():

@@ -136,18 +136,33 @@ def _priors_of(params, method, alpha_start, beta_start):
     return alpha, beta, cells
 
 
-def check_matrix_prior(backend, method, cells):
-    """Raise where a fit with a matrix ``topic_word_prior`` would not sample with it: only the
-    CPU engine's batch fits do so far (never silently with the base value alone)."""
+def matrix_prior_engines():
+    """Names of the registry entries whose samplers take a matrix ``topic_word_prior``."""
+    from ..backends import BACKENDS
+
+    return tuple(b.name for b in BACKENDS if b.matrix_prior)
+
+
+def check_matrix_prior(backend, method, cells, word_topic_storage="auto"):
+    """Raise where a fit with a matrix ``topic_word_prior`` would not sample with it (never
+    silently with the base value alone): an engine whose entry does not take it
+    (:attr:`~sklearn_gpulda.backends.Backend.matrix_prior`), a fit other than a batch fit, or
+    B stored hybrid (its hashed rows hold integer counts, where the GPU adds the seeded cells'
+    pseudo-counts)."""
     if cells is None:
         return
-    if backend.device_kind != "cpu":
-        raise ValueError("a matrix topic_word_prior runs on the CPU engine so far "
-                         "(device='cpu'); this fit would run on a GPU")
+    if not getattr(backend, "matrix_prior", False):
+        names = ", ".join(repr(n) for n in matrix_prior_engines())
+        raise ValueError(f"a matrix topic_word_prior samples on the engines {names} so far "
+                         f"(algorithm='sparse' on device='cuda', or any algorithm on "
+                         f"device='cpu'); this fit would run {backend.name!r}")
     if method != "batch":
         raise ValueError("a matrix topic_word_prior runs in batch fits only so far "
                          "(learning_method='batch', fit): online learning and partial_fit do "
                          "not take it")
+    if word_topic_storage == "hybrid":
+        raise ValueError("a matrix topic_word_prior needs the word-topic counts stored dense: "
+                         "use word_topic_storage='auto' or 'dense', not 'hybrid'")
 
 
 def _engine_settings(params, method, averaged):
@@ -193,7 +208,7 @@ def plan_for(params, backend, device, seed, method="batch", alpha_start=None, be
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     alpha, beta, cells = _priors_of(params, method, alpha_start, beta_start)
-    check_matrix_prior(backend, method, cells)
+    check_matrix_prior(backend, method, cells, params.word_topic_storage)
     learning_method = "batch" if method == "batch" else "online"
     max_iter = resolve_max_iter(params.max_iter, device.kind, learning_method)
     averaged = params.n_averaged_sweeps

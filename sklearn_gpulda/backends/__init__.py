@@ -45,6 +45,9 @@ class Backend:
         arguments; the fit passes it those and no other.
     multi_takes : tuple of str
         Those its multi-GPU sampler takes.
+    matrix_prior : bool
+        Whether its samplers (one GPU and several) sample with a matrix topic-word prior
+        (:meth:`~.base.Sampler.set_beta_cells`) in batch fits.
     """
 
     name: str
@@ -58,6 +61,7 @@ class Backend:
     why_max_topics: str = ""
     takes: tuple = ()
     multi_takes: tuple = ()
+    matrix_prior: bool = False
 
     def sampler_class(self, n_devices=1):
         target = self.target if n_devices <= 1 else self.multi_target
@@ -115,18 +119,19 @@ BACKENDS = (
             multi_target=".cuda.multi_gpu.sampler:MultiGpuSampler",
             why_max_topics="topics are stored in 16 bits in the sparse kernels' token and "
                            "document-topic layouts",
-            takes=_GPU + ("word_topic_storage", "averaging"), multi_takes=_GPU),
+            takes=_GPU + ("word_topic_storage", "averaging"), multi_takes=_GPU,
+            matrix_prior=True),
     Backend("cuda-minibatch", "minibatch", "cuda", ".cuda.minibatch.sampler:CudaMinibatchSampler",
             max_topics=4096, auto_max_topics=0, why_max_topics=_MINIBATCH_WHY,
             takes=_GPU + ("batch_tokens",)),
     Backend("numpy-dense", "dense", "cpu", ".numpy.sampler:NumpySampler",
             options={"rule": "dense"}, max_topics=1024, auto_max_topics=0,
-            why_max_topics=_DENSE_WHY, takes=_CPU),
+            why_max_topics=_DENSE_WHY, takes=_CPU, matrix_prior=True),
     Backend("numpy-sparse", "sparse", "cpu", ".numpy.sampler:NumpySampler",
-            options={"rule": "sparse"}, takes=_CPU),
+            options={"rule": "sparse"}, takes=_CPU, matrix_prior=True),
     Backend("numpy-minibatch", "minibatch", "cpu", ".numpy.minibatch:NumpyMinibatchSampler",
             max_topics=4096, auto_max_topics=0, why_max_topics=_MINIBATCH_WHY,
-            takes=_CPU + ("batch_tokens",)),
+            takes=_CPU + ("batch_tokens",), matrix_prior=True),
 )
 
 

@@ -221,8 +221,9 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
             blocks, dtype = self._place(client, X, CPU)
             plan = self._plan(device, self.algorithm, self._new_seed(), callback=callback)
             if plan.beta_cells is not None:
-                raise ValueError("a matrix topic_word_prior runs on the CPU engine of "
-                                 "GPULatentDirichletAllocation so far, not on Dask")
+                raise ValueError("a matrix topic_word_prior runs in batch fits of "
+                                 "GPULatentDirichletAllocation (CPU engines, sparse GPU "
+                                 "engine) so far, not on Dask")
             rule = plan.backend.options.get("rule", "sparse")
             actor_futures = [
                 client.submit(Shard, block, plan.n_topics, plan.alpha.value, plan.beta.value,

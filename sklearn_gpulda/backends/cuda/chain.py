@@ -201,13 +201,20 @@ class CudaChain:
     def topic_word_components(self, dtype=np.float64):
         # The division, the prior and the conversion on the device, then one copy of each
         # block of topics into its place (transfer.py).
+        # A matrix prior's cells are added on the host in float64 before the conversion, as the
+        # NumPy engine adds them: ``(B + beta) + extra``.
+        cells = self.beta_cells
         with self._reading():
             if self.n_accumulated:
                 table, divisor = self._sum_table(), self.n_accumulated
             else:
                 table, divisor = self._word_major_device(), None
-            return topic_major_to_host(self.cp, table, self._host_rows(), divisor=divisor,
-                                       add=self.beta, dtype=dtype)
+            out = topic_major_to_host(self.cp, table, self._host_rows(), divisor=divisor,
+                                      add=self.beta,
+                                      dtype=dtype if cells is None else np.float64)
+        if cells is None:
+            return out
+        return cells.add_to_components(out).astype(dtype, copy=False)
 
     def word_topic_statistics(self):
         # On the device, in the caller's word order: online learning blends it into a model

@@ -122,17 +122,47 @@ def clear(array):
                                     cp.cuda.get_current_stream().ptr)
 
 
-def topic_totals(partial, totals, denom, n_words, beta):
+def topic_totals(partial, totals, denom, n_words, beta, extra_sums=None):
     """``totals`` = the sum of ``partial``'s slices (a warp per topic), then ``denom`` =
-    totals + n_words * beta (``cuda/counts.cu``); with ``partial`` None only ``denom``, from the
-    totals kept. Exact, so equal to CuPy's sum over the slices, for integer counts: the sampler
-    takes it for those only."""
+    totals + n_words * beta (``cuda/counts.cu``), plus ``extra_sums`` (K float64: what a
+    matrix prior's seeded cells add to each topic) where given; with ``partial`` None only
+    ``denom``, from the totals kept. Exact, so equal to CuPy's sum over the slices, for integer
+    counts: the sampler takes it for those only."""
     n_topics = int(totals.shape[0])
     n_slices = 0 if partial is None else int(partial.shape[0])
     _kernels.launch(
         STEM, "topic_totals", -(-n_topics * WARP // 128), 128,
         [(partial, np.float64), (n_slices, "i32"), (n_topics, "i32"), (n_words, "i32"),
-         (beta, "f64"), (totals, np.float64), (denom, np.float64)],
+         (beta, "f64"), (extra_sums, np.float64), (totals, np.float64), (denom, np.float64)],
+    )
+
+
+def _cell_grid(n, n_sm):
+    return max(1, min(-(-n // 256), n_sm * 8))
+
+
+def seed_cells(B, rows, topics, extra, saved, n_sm):
+    """``saved`` = B at the cells ``(rows, topics)``, then ``B += extra`` there (float64 sums
+    rounded to float32); with ``extra`` None only the counts are read (``cuda/counts.cu``)."""
+    n = int(rows.shape[0])
+    if n == 0:
+        return
+    _kernels.launch(
+        STEM, "seed_cells", _cell_grid(n, n_sm), 256,
+        [(B, np.float32), (int(B.shape[1]), "i32"), (rows, np.int32), (topics, np.int32),
+         (extra, np.float64), (n, "i64"), (saved, np.float32)],
+    )
+
+
+def unseed_cells(B, rows, topics, saved, n_sm):
+    """``B`` at the cells ``(rows, topics)`` = ``saved`` (what :func:`seed_cells` read)."""
+    n = int(rows.shape[0])
+    if n == 0:
+        return
+    _kernels.launch(
+        STEM, "unseed_cells", _cell_grid(n, n_sm), 256,
+        [(B, np.float32), (int(B.shape[1]), "i32"), (rows, np.int32), (topics, np.int32),
+         (saved, np.float32), (n, "i64")],
     )
 
 

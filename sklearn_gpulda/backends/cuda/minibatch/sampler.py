@@ -15,6 +15,7 @@ from ...._input.corpus import expand_counts
 from ...._input.layouts import DEFAULT_BATCH_TOKENS, batch_bounds, segmented_csr
 from ...._runtime.device import to_host
 from ...._runtime.stages import stage
+from ...base import Sampler
 from ...random import STREAM_SAMPLE
 from .. import counts
 from ..chain import StageClock
@@ -129,6 +130,11 @@ class CudaMinibatchSampler(CudaSparseSampler):
         self.layout = None
         self.alpha64 = None
         self._scratch = None
+
+    # Its kernel forms the word side from B itself (doc/algorithm.md, mini-batched sweeps), and
+    # B changes batch by batch: the sparse chain's pseudo-counts do not apply, so
+    # set_beta_cells refuses a matrix prior (the base class's check reads this).
+    seeded_counts = Sampler.seeded_counts
 
     def _widest_batch(self, corpus):
         """The batches' document bounds and the most documents one of them holds."""

@@ -179,6 +179,17 @@ class MultiGpuSampler(Sampler):
         for shard in self.shards:
             shard.set_priors(alpha=self._alpha, beta=self.beta)
 
+    def set_beta_cells(self, cells):
+        # Every shard samples against the summed B with the same pseudo-counts at the seeded
+        # cells (added while it samples, never summed), so the chain is the one-GPU chain.
+        for shard in self.shards:
+            shard.set_beta_cells(cells)
+        super().set_beta_cells(cells)
+
+    def seeded_counts(self):
+        self._require()
+        return self._lead.seeded_counts()
+
     # -- reading the state ----------------------------------------------------------------------
     def topics(self):
         self._require()

@@ -16,6 +16,7 @@ allocated, how to lay it out within the device budget, and carries the answer ou
 relabelled, the chunks built (resident or streamed), then B stored dense or hybrid.
 """
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,7 @@ from .. import counts
 from ..chain import CudaChain, StageClock
 from ..constants import MAX_TOPICS
 from ..doc_topic import DocTopicReading
+from ..seeded import DeviceCells
 from ..transfer import topic_major_to_host
 from . import hybrid, layout_kernels, memory_plan, sample_sparse
 from .layout import build_chunks
@@ -58,6 +60,7 @@ class WordSide:
     b_current: bool = True     # whether B counts the current topics
     rare: object = None        # hybrid.RareRows of words n_dense .. V - 1, or None (all dense)
     prior: object = None       # float32 beta / denom (K) and its tree's levels, for the rare rows
+    seeded: object = None      # seeded.DeviceCells of a matrix prior, or None (a scalar prior)
 
     @property
     def n_dense(self):
@@ -91,6 +94,12 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         always (a corpus that fits only without it is streamed), where it fits, or not at all.
         Averaging checks its room whatever this says, and raises MemoryError where there is
         none.
+
+    Notes
+    -----
+    A matrix topic-word prior (:meth:`set_beta_cells`) samples in batch fits, resident or
+    streamed, with B stored dense ('auto' storage stays dense; 'hybrid' is refused): its seeded
+    cells act as pseudo-counts of B while the kernels read it (:mod:`..seeded`).
 
     Attributes
     ----------
@@ -156,15 +165,49 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
 
     def plan_settings(self):
         """What the memory plan reads of this chain (its budget as the device stands now)."""
+        # A matrix prior's pseudo-counts are added to dense rows only (hash rows hold integers).
+        storage = "dense" if self.beta_cells is not None else self.word_topic_storage
         return memory_plan.ChainSettings(
             n_topics=self.n_topics, budget=self._memory_budget(), averaging=self.averaging,
-            storage=self.word_topic_storage, max_chunk_tokens=self.max_chunk_tokens,
+            storage=storage, max_chunk_tokens=self.max_chunk_tokens,
             scratch_bytes=self._leaf_scratch_bytes(),
             shared_frequencies=self.word_frequencies is not None, gpu=self.gpu)
 
     def _extra_bytes(self, corpus):
-        """Device bytes a subclass keeps beside the chain on ``corpus`` (none here)."""
-        return 0
+        """Device bytes kept beside the chain on ``corpus``: a matrix prior's seeded cells."""
+        cells = self.beta_cells
+        return 0 if cells is None else DeviceCells.nbytes(cells.n_cells, self.n_topics)
+
+    # -- a matrix topic-word prior --------------------------------------------------------------
+    def set_beta_cells(self, cells):
+        if cells is not None and self.word_topic_storage == "hybrid":
+            raise NotImplementedError("a matrix topic_word_prior needs B stored dense "
+                                      "(word_topic_storage='dense' or 'auto')")
+        super().set_beta_cells(cells)
+        if self.words is not None:
+            with self.device_context():
+                self.words.seeded = self._device_cells()
+                self._priors_changed()
+
+    def _device_cells(self):
+        """The seeded cells on the chain's GPU in its row order, or None (a scalar prior)."""
+        if self.beta_cells is None:
+            return None
+        return DeviceCells(self.cp, self.beta_cells, self.new_of_old, self._n_sm)
+
+    def _seeded_b(self):
+        """A context in which B holds the seeded cells' pseudo-counts (nothing for a scalar
+        prior, or while the topic-word side is fixed and the kernels do not read B)."""
+        w = self.words
+        if w.seeded is None or w.bhat_fixed is not None:
+            return contextlib.nullcontext()
+        return w.seeded.seeded(w.B)
+
+    def seeded_counts(self):
+        self._require()
+        with self._reading():
+            dense, _ = self._hybrid_parts()
+            return self.words.seeded.counts_at(dense)
 
     @property
     def hybrid(self):
@@ -220,6 +263,8 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         k = self.n_topics
         n_dense = table.n_dense
         rare = hybrid.RareRows(cp, n_dense, table.offsets) if table.hybrid else None
+        if table.hybrid and self.beta_cells is not None:
+            raise NotImplementedError("a matrix topic_word_prior needs B stored dense")
         self.words = WordSide(
             n_topics=k, n_words=corpus.n_words, B=cp.zeros((n_dense, k), dtype=cp.float32),
             totals=cp.zeros(k, dtype=cp.float64), denom=cp.empty(k, dtype=cp.float64),
@@ -230,6 +275,7 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
                           if self.large_k else None),
             rare=rare,
             prior=cp.empty(hybrid.prior_floats(k), dtype=cp.float32) if table.hybrid else None,
+            seeded=self._device_cells(),
         )
         self.corpus = corpus
         self._priors_changed()
@@ -296,9 +342,10 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
             return self._sweep_streamed(iteration, stream, sub)
         with self.device_context():
             clock = StageClock(cp, ("sample", "rebuild_a", "count_b_totals"), self.profile)
-            for ch in self.chunks:
-                sample_sparse.sample_tokens(ch, self.words, self._shape, self.seed, iteration,
-                                            stream, sub, self.token_offset)
+            with self._seeded_b():
+                for ch in self.chunks:
+                    sample_sparse.sample_tokens(ch, self.words, self._shape, self.seed,
+                                                iteration, stream, sub, self.token_offset)
             clock.mark()
             for ch in self.chunks:
                 counts.rebuild_a(ch, self.n_topics, self._n_sm)
@@ -330,7 +377,8 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         w = self.words
         counts.column_partials(w.B, w.partial)
         if self._exact_totals():
-            counts.topic_totals(w.partial, w.totals, w.denom, w.n_words, w.beta)
+            counts.topic_totals(w.partial, w.totals, w.denom, w.n_words, w.beta,
+                                self._extra_sums())
             return
         self.cp.sum(w.partial, axis=0, out=w.totals)
         if w.rare is not None:
@@ -355,11 +403,18 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         the totals or a prior changed."""
         w = self.words
         if self._exact_totals():
-            counts.topic_totals(None, w.totals, w.denom, w.n_words, w.beta)
+            counts.topic_totals(None, w.totals, w.denom, w.n_words, w.beta, self._extra_sums())
             return
         w.denom[...] = w.totals + w.n_words * w.beta
+        if w.seeded is not None:
+            w.denom += w.seeded.topic_sums
         if w.rare is not None:
             hybrid.prior_tables(w.denom, w.beta, w.alpha, w.prior)
+
+    def _extra_sums(self):
+        """What the seeded cells add to each topic's denominator (device, K), or None."""
+        seeded = self.words.seeded
+        return None if seeded is None else seeded.topic_sums
 
     def _count_b(self):
         w = self.words
@@ -406,12 +461,13 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         cp = self.cp
         total = 0.0
         with self.device_context():
-            for ch in self._chunks_with_a():
-                if ch.n_tokens == 0:
-                    continue
-                partial = cp.empty(ch.n_batches, dtype=cp.float64)
-                sample_sparse.token_loglik(ch, self.words, self._shape, partial)
-                total += float(partial.sum())
+            with self._seeded_b():
+                for ch in self._chunks_with_a():
+                    if ch.n_tokens == 0:
+                        continue
+                    partial = cp.empty(ch.n_batches, dtype=cp.float64)
+                    sample_sparse.token_loglik(ch, self.words, self._shape, partial)
+                    total += float(partial.sum())
         return total
 
     def _release_state(self):

@@ -5,7 +5,8 @@ while a reader of the model needs their memory.
 
 A mixin of :class:`~.sparse.CudaSparseSampler`, which provides ``words`` (its WordSide),
 ``_stream`` (a :class:`~.streaming.ChunkStream`, or None when the chunks are resident),
-``_b_next`` and the M-step's ``_topic_totals``.
+``_b_next``, the M-step's ``_topic_totals`` and ``_seeded_b`` (B with a matrix prior's
+pseudo-counts while the chunks sample).
 """
 
 from .. import counts
@@ -55,7 +56,8 @@ class StreamedChain:
 
         with self.device_context():
             hybrid.zero(*b_next)
-            self._stream.run(iterate)
+            with self._seeded_b():
+                self._stream.run(iterate)
             self._b_next = (w.B, w.rare)
             w.B, w.rare = b_next
             w.b_current = True

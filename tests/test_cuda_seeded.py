@@ -1,0 +1,261 @@
+"""A matrix topic-word prior (seeded topics) on the sparse CUDA engine, one GPU and several,
+against the NumPy oracle (``doc/algorithm.md``, "A matrix topic-word prior")."""
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from sklearn_gpulda import GPULatentDirichletAllocation, seeded_topic_prior
+from sklearn_gpulda._fitting import loop as _fit
+from sklearn_gpulda._input.corpus import tokens
+from sklearn_gpulda._runtime.device import CPU, Device
+from sklearn_gpulda.backends.numpy import NumpySampler
+from sklearn_gpulda.backends.priors import CellPrior, update_beta
+
+from _engine_checks import initialised
+from test_seeded_topics import K, _corpus, _seeds, _top_words
+
+pytestmark = pytest.mark.gpu
+
+ALPHA, BETA, SEED = 0.1, 0.01, 1234
+GPU = Device("cuda", (0,))
+
+
+def _cells(n_topics, n_words, extra, seed=0, n_cells=60):
+    """Seeded cells at random (topic, word) pairs, every one ``extra`` (a number) or drawn
+    from [0.05, 3) (``extra=None``: values that are not whole numbers)."""
+    rng = np.random.default_rng(seed)
+    flat = rng.choice(n_topics * n_words, size=n_cells, replace=False)
+    value = np.full(n_cells, extra) if extra is not None else rng.uniform(0.05, 3.0, n_cells)
+    return CellPrior(sparse.coo_matrix((value, (flat // n_words, flat % n_words)),
+                                       shape=(n_topics, n_words)))
+
+
+def _sparse_engine(n_topics, cells, **kw):
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
+
+    eng = CudaSparseSampler(n_topics, ALPHA, BETA, SEED, GPU, **kw)
+    eng.set_beta_cells(cells)
+    return eng
+
+
+def _reference(n_topics, cells):
+    ref = NumpySampler(n_topics, ALPHA, BETA, SEED, CPU)
+    ref.set_beta_cells(cells)
+    return ref
+
+
+def _streamed(monkeypatch, n_topics, cells, max_chunk_tokens):
+    from sklearn_gpulda.backends.cuda.sparse import memory_plan
+
+    monkeypatch.setattr(memory_plan, "MIN_STREAM_CHUNK", 1)
+    monkeypatch.setattr(memory_plan, "resident_bytes", lambda *args: (1 << 60, 1 << 60))
+    return _sparse_engine(n_topics, cells, max_chunk_tokens=max_chunk_tokens)
+
+
+@pytest.mark.parametrize("n_topics, extra", [(16, 5.0), (16, None), (300, 50.0), (300, None)])
+def test_sweep_with_a_matrix_prior_agrees_with_numpy_engine(kjv, n_topics, extra):
+    # From the oracle's state: the same counts (B without the pseudo-counts), seeded counts,
+    # components and likelihood; then one sweep draws the oracle's topics except where a draw
+    # lies within float32 rounding of an interval end (doc/algorithm.md).
+    corpus = tokens(kjv)
+    cells = _cells(n_topics, corpus.n_words, extra)
+    ref = initialised(_reference(n_topics, cells), corpus)
+    for it in (1, 2):
+        ref.sweep(it)
+    eng = _sparse_engine(n_topics, cells)
+    eng.load(corpus)
+    eng.set_topics(ref.topics())
+    np.testing.assert_array_equal(eng.word_topic_counts(), ref.word_topic_counts())
+    np.testing.assert_array_equal(eng.seeded_counts(), ref.seeded_counts())
+    np.testing.assert_array_equal(eng.topic_word_components(), ref.topic_word_components())
+    assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-6)
+    ref.sweep(3)
+    eng.sweep(3)
+    agree = np.mean(eng.topics() == ref.topics())
+    print(f"K={n_topics}, extra={extra}: GPU-oracle {agree:.5f}")
+    assert agree >= 0.999, agree
+    # The pseudo-counts never stay in B: it is the recount of the new topics.
+    np.testing.assert_array_equal(
+        eng.word_topic_counts(),
+        np.bincount(corpus.word.astype(np.int64) * n_topics + eng.topics(),
+                    minlength=corpus.n_words * n_topics).reshape(corpus.n_words, n_topics).T)
+    eng.release()
+
+
+def test_the_seeds_change_the_draws(kjv):
+    # The test above can fail: with strong seeds the GPU chain moves away from the scalar one.
+    corpus = tokens(kjv)
+    k = 16
+    seeded = initialised(_sparse_engine(k, _cells(k, corpus.n_words, 500.0, n_cells=400)),
+                         corpus)
+    plain = initialised(_sparse_engine(k, None), corpus)
+    for eng in (seeded, plain):
+        eng.sweep(1)
+    assert np.mean(seeded.topics() == plain.topics()) < 0.99
+    seeded.release()
+    plain.release()
+
+
+def test_streamed_chain_with_a_matrix_prior_is_the_resident_chain(kjv, monkeypatch):
+    corpus = tokens(kjv[:400])
+    k = 24
+    cells = _cells(k, corpus.n_words, None)
+    ref = initialised(_sparse_engine(k, cells), corpus)
+    eng = initialised(_streamed(monkeypatch, k, cells, 4000), corpus)
+    assert eng.streamed and not ref.streamed
+    for it in range(1, 4):
+        for sampler in (eng, ref):
+            sampler.sweep(it)
+        np.testing.assert_array_equal(eng.topics(), ref.topics())
+        np.testing.assert_array_equal(eng.word_topic_counts(), ref.word_topic_counts())
+        np.testing.assert_array_equal(eng.seeded_counts(), ref.seeded_counts())
+        assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-12)
+    eng.release()
+    ref.release()
+
+
+def test_learned_base_reads_the_seeded_counts(kjv):
+    # The fixed point of the GPU's histogram and seeded counts is the NumPy engine's on the
+    # same state, and a new beta reaches the denominators with the cells' sums.
+    corpus = tokens(kjv)
+    k = 20
+    cells = _cells(k, corpus.n_words, None)
+    ref = initialised(_reference(k, cells), corpus)
+    ref.sweep(1)
+    eng = _sparse_engine(k, cells)
+    eng.load(corpus)
+    eng.set_topics(ref.topics())
+    found = [update_beta(s.beta, *s.word_topic_histogram(), corpus.n_words, cells,
+                         s.seeded_counts()) for s in (eng, ref)]
+    assert found[0] == found[1]
+    for s in (eng, ref):
+        s.set_priors(beta=found[0])
+    np.testing.assert_array_equal(eng.topic_word_components(), ref.topic_word_components())
+    assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-6)
+    eng.release()
+
+
+def test_seeded_topics_keep_their_seed_words_on_the_gpu():
+    # The CPU test's corpus and seeds (tests/test_seeded_topics.py), fitted on the GPU.
+    prior = seeded_topic_prior(_corpus().feature_names, _seeds(), K, strength=50.0)
+    params = dict(n_components=K, max_iter=300, random_state=0, device="cuda")
+    seeded = GPULatentDirichletAllocation(topic_word_prior=prior, **params).fit(_corpus().data)
+    plain = GPULatentDirichletAllocation(topic_word_prior="auto", **params).fit(_corpus().data)
+    seeds = _seeds()
+    top_seeded, top_plain = _top_words(seeded), _top_words(plain)
+    for k in range(K):
+        assert set(seeds[k]) <= top_seeded[k], (k, seeds[k])
+    assert sum(set(seeds[k]) <= top_plain[k] for k in range(K)) < K
+    assert seeded.topic_word_prior_ != 1 / K
+    cells = seeded.topic_word_prior_cells_
+    assert sparse.isspmatrix_csr(cells) and cells.nnz == 3 * K
+    assert np.all(seeded.components_[cells.nonzero()] >= 50.0)
+
+
+def test_a_matrix_of_beta_is_the_scalar_prior_bit_for_bit_on_the_gpu():
+    X = _corpus().data
+    v = X.shape[1]
+    params = dict(n_components=K, max_iter=30, random_state=0, device="cuda",
+                  prior_update_every=5, n_averaged_sweeps=5)
+
+    def fit(prior):
+        return GPULatentDirichletAllocation(topic_word_prior=prior, **params).fit(X)
+
+    scalar = fit(0.05)
+    zeros = sparse.coo_matrix((np.zeros(4), ([0, 1, 4, 4], [0, 7, 3, v - 1])), shape=(K, v))
+    for model in (fit(np.full((K, v), 0.05)), fit((0.05, zeros))):
+        np.testing.assert_array_equal(model.components_, scalar.components_)
+        assert model.bound_ == scalar.bound_
+    learned, learned_cells = fit("auto"), fit(("auto", zeros))
+    np.testing.assert_array_equal(learned_cells.components_, learned.components_)
+    assert learned_cells.topic_word_prior_ == learned.topic_word_prior_
+
+
+# -- several GPUs (shards on one GPU) --------------------------------------------------------------
+def _multi(k, cells, gpus=(0, 0, 0)):
+    from sklearn_gpulda.backends.cuda.multi_gpu.sampler import MultiGpuSampler
+
+    multi = MultiGpuSampler(k, ALPHA, BETA, SEED, Device("cuda", tuple(gpus)))
+    multi.set_beta_cells(cells)
+    return multi
+
+
+def test_shards_with_a_matrix_prior_give_the_one_gpu_chain(kjv):
+    corpus = tokens(kjv)
+    k = 40
+    cells = _cells(k, corpus.n_words, None, n_cells=200)
+    multi = initialised(_multi(k, cells), corpus)
+    single = initialised(_sparse_engine(k, cells), corpus)
+    assert len(multi._active) == 3
+    for it in range(1, 5):
+        for sampler in (multi, single):
+            sampler.sweep(it)
+        np.testing.assert_array_equal(multi.topics(), single.topics())
+        np.testing.assert_array_equal(multi.word_topic_counts(), single.word_topic_counts())
+        np.testing.assert_array_equal(multi.seeded_counts(), single.seeded_counts())
+        assert multi.log_likelihood() == pytest.approx(single.log_likelihood(), rel=1e-12)
+        if it == 2:
+            for sampler in (multi, single):
+                sampler.set_priors(beta=0.02)
+    np.testing.assert_array_equal(multi.topic_word_components(np.float32),
+                                  single.topic_word_components(np.float32))
+    multi.release()
+    single.release()
+
+
+def test_fit_loop_on_shards_with_a_seeded_prior_is_the_one_gpu_fit(kjv):
+    corpus = tokens(kjv)
+    k = 30
+    rng = np.random.default_rng(1)
+    words = rng.choice(kjv.shape[1], size=(k, 3), replace=False)
+    additions = sparse.csr_matrix((np.full(3 * k, 20.0), (np.repeat(np.arange(k), 3),
+                                                          words.ravel())),
+                                  shape=(k, kjv.shape[1]))
+
+    def plan(device):
+        lda = GPULatentDirichletAllocation(
+            n_components=k, random_state=0, max_iter=20, doc_topic_prior="auto",
+            topic_word_prior=("auto", additions), prior_burn_in=5, prior_update_every=5,
+            n_averaged_sweeps=5)
+        return lda._plan(device, "sparse", 1234)
+
+    single = _fit.fit_corpus(plan(GPU), corpus)
+    shards = plan(Device("cuda", (0, 0)))
+    sampler = shards.sampler()
+    assert type(sampler).__name__ == "MultiGpuSampler"
+    multi = _fit.fit_corpus(shards, corpus, sampler=sampler)
+    np.testing.assert_array_equal(multi.components, single.components)
+    assert multi.topic_word_prior == single.topic_word_prior
+    np.testing.assert_array_equal(multi.topic_word_prior_cells.toarray(),
+                                  single.topic_word_prior_cells.toarray())
+
+
+# -- what the engine refuses -----------------------------------------------------------------------
+def test_hybrid_storage_refuses_a_matrix_prior():
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
+
+    eng = CudaSparseSampler(16, ALPHA, BETA, SEED, GPU, word_topic_storage="hybrid")
+    with pytest.raises(NotImplementedError, match="stored dense"):
+        eng.set_beta_cells(_cells(16, 100, 1.0))
+
+
+@pytest.mark.parametrize("algorithm", ["dense", "minibatch"])
+def test_other_cuda_engines_refuse_a_matrix_prior(algorithm):
+    prior = seeded_topic_prior(_corpus().feature_names, {0: [_corpus().feature_names[0]]}, K,
+                               strength=5.0)
+    lda = GPULatentDirichletAllocation(n_components=K, topic_word_prior=prior, max_iter=2,
+                                       device="cuda", algorithm=algorithm)
+    with pytest.raises(ValueError, match="samples on the engines"):
+        lda.fit(_corpus().data)
+    assert not hasattr(lda, "components_")
+
+
+def test_the_minibatched_sampler_refuses_a_matrix_prior():
+    # It derives from the sparse sampler but forms its word side in its own kernel.
+    from sklearn_gpulda.backends.cuda.minibatch.sampler import CudaMinibatchSampler
+
+    eng = CudaMinibatchSampler(16, ALPHA, BETA, SEED, GPU)
+    with pytest.raises(NotImplementedError, match="does not sample with a matrix"):
+        eng.set_beta_cells(_cells(16, 100, 1.0))
+    assert eng.beta_cells is None
