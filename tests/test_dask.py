@@ -413,11 +413,18 @@ def test_a_worker_lost_inside_a_run_fails_the_fit_and_the_model_stays(kjv, monke
         # Fixed priors, no averaging: the whole fit is one run of many sweeps.
         model.set_params(max_iter=100_000, n_averaged_sweeps=0, doc_topic_prior=0.1,
                          topic_word_prior=0.01)
-        killer = threading.Timer(2.0, os.kill, (pid, signal.SIGKILL))
+        killed = []
+
+        def kill():
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+        killer = threading.Timer(2.0, kill)
         real = _sampler.NcclDaskSampler.sweeps
 
         def sweeps(self, first, last, accumulate_from=None):
-            killer.start()  # the kill comes 2 s into the run (of 100,000 sweeps)
+            if not killed and not killer.is_alive():
+                killer.start()  # the kill comes 2 s into the run (of 100,000 sweeps)
             return real(self, first, last, accumulate_from)
 
         monkeypatch.setattr(_sampler.NcclDaskSampler, "sweeps", sweeps)
@@ -426,6 +433,6 @@ def test_a_worker_lost_inside_a_run_fails_the_fit_and_the_model_stays(kjv, monke
                 model.fit(kjv)
         finally:
             killer.cancel()
-        assert killer.finished.is_set()
+        assert killed == [pid]
         assert model.max_iter == 100_000 and model.n_iter_ == 3
         np.testing.assert_array_equal(model.components_, before)
