@@ -175,6 +175,12 @@ def gpu_compare(args):
     for n in args.workers:
         point, comp = _per_sweep(local("cuda:" + ",".join(map(str, range(n)))), X, args.sweeps)
         report(f"in-process, {n} GPUs", n, point, bool(np.array_equal(comp, reference)))
+    # The workers' GPUs are this process's too: give back what its memory pools keep.
+    import cupy
+
+    for gpu in range(max(args.workers)):
+        with cupy.cuda.Device(gpu):
+            cupy.get_default_memory_pool().free_all_blocks()
     measured = False
     for n in args.workers:
         with local_gpu_cluster(n) as cluster, Client(cluster) as client:
