@@ -17,15 +17,44 @@ Usage::
 
 The corpus is a NYTimes-shaped sample (V = 102,660, ``--scale`` of its 300,000 documents) unless
 ``--data`` names a UCI file.
+
+With ``--gpu-compare`` the script instead compares, at the estimator's defaults (prior learning,
+averaging), on the NYTimes shape of ``bench_multi_gpu.py`` stacked ``--stack`` times (4: about
+400 M tokens):
+
+- one process on one GPU (``device='cuda:0'``),
+- the in-process several-GPU chain (``device='cuda:0,..,n-1'``) for each ``--workers`` n,
+- n Dask GPU workers, one process per GPU (:func:`sklearn_gpulda.dask._cluster.
+  local_gpu_cluster`: dask-cuda where installed, else a nanny per GPU), the corpus scattered to
+  them once as a Dask array of one row block per worker; the sweeps run on the workers, B summed
+  over NCCL every sweep.
+
+Each is fitted for the two sweep counts of ``--sweeps`` after a warm-up fit, and::
+
+    ms per sweep = (wall(n2) - wall(n1)) / (n2 - n1)
+
+is printed with whether ``components_`` equals the one-GPU fit's, the bytes a worker sends per
+sweep in NCCL's ring all-reduce of B (``2 (n - 1) / n * V * K * 4``), and, from one more Dask
+fit with the first shard counting them (the chain is the same whatever the workers), the cells
+of B each sweep changed, as a share of ``V * K``, with what sending only them would take
+(8 bytes a cell: its id and its change), for the last sweeps. ``--json`` keeps every figure.
+
+    python benchmarks/bench_dask.py --gpu-compare --workers 2 4 --stack 4 --sweeps2 5 15
 """
 
 import argparse
+import json
+import os
+import sys
 import time
+from pathlib import Path
 
-import numpy as np
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
-from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda.datasets import load_uci_bow, make_lda_corpus
+import numpy as np  # noqa: E402
+
+from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
+from sklearn_gpulda.datasets import load_uci_bow, make_lda_corpus  # noqa: E402
 
 
 def _corpus(args):
@@ -57,6 +86,132 @@ class _ReduceClock:
         self.cls._reduce = self.original
 
 
+# -- --gpu-compare: one GPU, the in-process several-GPU chain, Dask GPU workers ----------------
+def _wall(make, X, n_sweeps):
+    """Wall seconds of one fit of ``n_sweeps`` sweeps from the outside, and the model."""
+    lda = make(n_sweeps)
+    tic = time.perf_counter()
+    lda.fit(X)
+    return time.perf_counter() - tic, lda
+
+
+def _per_sweep(make, X, sweeps):
+    """A warm-up fit, then fits of n1 and n2 sweeps: ms per sweep by differencing, the fixed
+    cost, and the n2 fit's components."""
+    n1, n2 = sweeps
+    _wall(make, X, 2)
+    wall1, _ = _wall(make, X, n1)
+    wall2, lda = _wall(make, X, n2)
+    per_sweep = (wall2 - wall1) / (n2 - n1)
+    return dict(ms_per_sweep=per_sweep * 1e3, fixed_s=wall1 - n1 * per_sweep,
+                wall_s=[wall1, wall2]), lda.components_
+
+
+def _scattered(client, X, n_workers):
+    """``X`` as a Dask array of one row block per worker, the blocks scattered once (each fit
+    then reads them where they are instead of sending the corpus again)."""
+    import dask
+    import dask.array as da
+
+    cuts = np.searchsorted(X.indptr, np.linspace(0, X.indptr[-1], n_workers + 1)[1:-1])
+    cuts = np.unique(np.concatenate(([0], cuts, [X.shape[0]])))
+    parts = [X[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+    futures = client.scatter(parts, hash=False)
+    blocks = [da.from_delayed(dask.delayed(f), shape=p.shape, dtype=p.dtype, meta=p[:0])
+              for f, p in zip(futures, parts)]
+    return da.concatenate(blocks, axis=0)
+
+
+def _changes(counts, cells, last=5):
+    """The changed cells of the last ``last`` sweeps, as a share of ``cells``."""
+    tail = np.asarray(counts[-last:], dtype=np.float64)
+    return float(tail.mean() / cells) if tail.size else float("nan")
+
+
+def gpu_compare(args):
+    """The ``--gpu-compare`` table (see the module's docstring)."""
+    import scipy.sparse as sp
+    from distributed import Client
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_end_to_end import nytimes_counts
+
+    from sklearn_gpulda._runtime.device import describe_device
+    from sklearn_gpulda.dask import LatentDirichletAllocation
+    from sklearn_gpulda.dask._cluster import local_gpu_cluster
+    from sklearn_gpulda.dask._sampler import NcclDaskSampler
+
+    tic = time.perf_counter()
+    base = nytimes_counts(args.scale)[0]
+    X = sp.vstack([base] * args.stack).tocsr() if args.stack > 1 else base
+    k = args.topics
+    v = X.shape[1]
+    b_bytes = 4 * v * k
+    print(f"# {describe_device('cuda:0')}; NCCL_NVLS_ENABLE={os.environ.get('NCCL_NVLS_ENABLE')}")
+    print(f"NYTimes shape x{args.scale:g} stacked {args.stack}x: {X.shape[0]:,} documents, "
+          f"V = {v:,}, {X.sum() / 1e6:.1f} M tokens, K = {k}, defaults; sweeps "
+          f"{args.sweeps[0]} and {args.sweeps[1]} (corpus made in "
+          f"{time.perf_counter() - tic:.1f} s); B = {b_bytes / 1e6:.0f} MB float32", flush=True)
+    params = dict(n_components=k, random_state=0)
+    results = dict(n_tokens=float(X.sum()), n_words=v, K=k, sweeps=args.sweeps, points=[])
+
+    def report(name, n, point, same, sends=None):
+        point.update(name=name, n=n, same_model=same, sends_bytes=sends)
+        results["points"].append(point)
+        one = results["points"][0]["ms_per_sweep"]
+        extra = "" if sends is None else f", sends {sends / 1e6:.0f} MB/sweep"
+        print(f"{name:<24} {point['ms_per_sweep']:>9.2f} ms/sweep "
+              f"({point['ms_per_sweep'] / one:.3f}"
+              f" of one GPU), fixed {point['fixed_s']:.1f} s, same model: {same}{extra}",
+              flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
+
+    def local(device):
+        return lambda n: GPULatentDirichletAllocation(**params, max_iter=n, device=device)
+
+    one, reference = _per_sweep(local("cuda:0"), X, args.sweeps)
+    report("one process, cuda:0", 1, one, True)
+    for n in args.workers:
+        point, comp = _per_sweep(local("cuda:" + ",".join(map(str, range(n)))), X, args.sweeps)
+        report(f"in-process, {n} GPUs", n, point, bool(np.array_equal(comp, reference)))
+    # The workers' GPUs are this process's too: give back what its memory pools keep.
+    import cupy
+
+    for gpu in range(max(args.workers)):
+        with cupy.cuda.Device(gpu):
+            cupy.get_default_memory_pool().free_all_blocks()
+    measured = False
+    for n in args.workers:
+        with local_gpu_cluster(n) as cluster, Client(cluster) as client:
+            Xd = _scattered(client, X, n)
+
+            def dask_fit(n_sweeps, client=client):
+                return LatentDirichletAllocation(client=client, **params, max_iter=n_sweeps,
+                                                 device="cuda")
+
+            point, comp = _per_sweep(dask_fit, Xd, args.sweeps)
+            report(f"Dask, {n} GPU workers", n, point, bool(np.array_equal(comp, reference)),
+                   sends=2 * (n - 1) / n * b_bytes)
+            if not measured:  # the same chain whatever the workers: once is enough
+                log = NcclDaskSampler.change_log = []
+                try:
+                    dask_fit(args.sweeps[1]).fit(Xd)
+                finally:
+                    NcclDaskSampler.change_log = None
+                share = _changes(log, v * k)
+                results["changed_cells"] = [int(c) for c in log]
+                results["changed_share_last5"] = share
+                ring = 2 * (n - 1) / n * b_bytes
+                print(f"changed cells of B per sweep (sweeps 1..{len(log)}): "
+                      f"{', '.join(f'{c / (v * k):.2%}' for c in log)}", flush=True)
+                print(f"  last 5 sweeps: {share:.2%} of V K; as (cell, change) pairs "
+                      f"{8 * share * v * k / 1e6:.0f} MB against the ring's {ring / 1e6:.0f} MB "
+                      f"for {n} workers ({ring / max(8 * share * v * k, 1):.2f}x)", flush=True)
+                measured = True
+    return results
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", nargs="+", type=int, default=[1, 2])
@@ -70,7 +225,20 @@ def main(argv=None):
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--cuda-cluster", action="store_true",
                    help="dask-cuda's LocalCUDACluster (one worker per GPU) instead of LocalCluster")
+    p.add_argument("--gpu-compare", action="store_true",
+                   help="one GPU, the in-process several-GPU chain and Dask GPU workers at the "
+                        "defaults (see the module's docstring)")
+    p.add_argument("--stack", type=int, default=4,
+                   help="--gpu-compare: copies of the NYTimes shape stacked (default 4)")
+    p.add_argument("--sweeps2", dest="sweep_pair", type=int, nargs=2, default=[5, 15],
+                   metavar=("N1", "N2"), help="--gpu-compare: the two fits' sweeps")
+    p.add_argument("--json", help="--gpu-compare: write the figures here")
     args = p.parse_args(argv)
+    if args.gpu_compare:
+        if args.scale == 0.01:
+            args.scale = 1.0  # the whole NYTimes shape unless asked otherwise
+        args.sweeps = args.sweep_pair
+        return gpu_compare(args)
 
     from distributed import Client, LocalCluster
 

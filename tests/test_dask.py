@@ -290,3 +290,149 @@ def test_hybrid_storage_is_refused_on_a_cluster_and_the_model_stays(kjv):
         with pytest.raises(ValueError, match="does not run on a Dask cluster"):
             model.fit(kjv[:50])
         np.testing.assert_array_equal(model.components_, before)
+
+
+# -- the sweep loop on the workers ----------------------------------------------------------------
+class _Done:
+    """A finished call, as an actor's future."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self, timeout=None):
+        return self.value
+
+
+class _RecordingShard:
+    """Stands in for a GPU shard's actor: records the calls, answers sweeps_summed with the
+    changed cells it is told to count."""
+
+    def __init__(self, calls, rank):
+        self.calls, self.rank = calls, rank
+
+    def sweeps_summed(self, first, last, accumulate_from, count_changes):
+        self.calls.append((self.rank, first, last, accumulate_from, count_changes))
+        return _Done(list(range(first, last + 1)) if count_changes else None)
+
+
+def _nccl_sampler(n_shards, calls):
+    from sklearn_gpulda._runtime.device import Device
+    from sklearn_gpulda.dask._sampler import NcclDaskSampler
+
+    shards = [_RecordingShard(calls, rank) for rank in range(n_shards)]
+    return NcclDaskSampler(shards, 4, 0.25, 0.01, 0, Device("cuda", (0,)), lambda: None)
+
+
+def test_a_run_is_one_call_per_shard_and_the_first_accumulates(monkeypatch):
+    calls = []
+    sampler = _nccl_sampler(3, calls)
+    sampler.sweeps(1, 9)
+    sampler.sweeps(10, 14, accumulate_from=12)
+    assert calls == [(0, 1, 9, None, False), (1, 1, 9, None, False), (2, 1, 9, None, False),
+                     (0, 10, 14, 12, False), (1, 10, 14, None, False),
+                     (2, 10, 14, None, False)]
+    assert sampler.n_accumulated == 3  # sweeps 12, 13, 14
+    log = []
+    monkeypatch.setattr(type(sampler), "change_log", log)
+    calls.clear()
+    sampler.sweeps(15, 16, accumulate_from=12)
+    assert calls[0] == (0, 15, 16, 12, True) and calls[1] == (1, 15, 16, None, False)
+    assert log == [15, 16] and sampler.n_accumulated == 5
+
+
+def test_gpu_cluster_gives_each_worker_its_own_gpu_first():
+    from sklearn_gpulda.dask._cluster import local_gpu_cluster
+
+    def visible():
+        import os
+
+        return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+    with local_gpu_cluster(2, use_dask_cuda=False, gpus=["3", "5"]) as cluster, \
+            distributed.Client(cluster) as client:
+        assert sorted(client.run(visible).values()) == ["3,5", "5,3"]
+    with pytest.raises(ValueError, match="3 GPU workers asked for, 2 GPU"):
+        local_gpu_cluster(3, gpus=["0", "1"])
+
+
+def _count_shard_calls(monkeypatch):
+    """Counts of the driver's calls to the shards during the test, by method."""
+    from collections import Counter
+
+    from sklearn_gpulda.dask import _sampler
+
+    counts, real = Counter(), _sampler.DaskSampler.call_each
+
+    def call_each(self, method, args, shards=None):
+        counts[method] += 1
+        return real(self, method, args, shards)
+
+    monkeypatch.setattr(_sampler.DaskSampler, "call_each", call_each)
+    return counts
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_count() < 2, reason="needs two GPUs")
+def test_two_gpu_workers_run_the_sweeps_themselves(kjv, gpu_reference, monkeypatch):
+    # One worker per GPU (dask-cuda, or one process per GPU without it), B summed over NCCL:
+    # the one-GPU model, and the driver calls the shards once per run, not once per sweep:
+    # runs 1-10, 11-14 (sweep 14 is the first averaged), 15-20, 21-25.
+    from sklearn_gpulda.backends.cuda.multi_gpu.all_reduce import nccl_module
+    from sklearn_gpulda.dask._cluster import local_gpu_cluster
+
+    if nccl_module() is None:
+        pytest.skip("CuPy has no NCCL here")
+    joined = _spy_on_nccl(monkeypatch)
+    counts = _count_shard_calls(monkeypatch)
+    with local_gpu_cluster(2) as cluster, distributed.Client(cluster) as client:
+        model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
+    _same_model(model, gpu_reference)
+    assert joined == [2]
+    assert counts["sweeps_summed"] == 4 and counts["sweep_summed"] == 0
+    # The loop's own accumulation is the first averaged sweep's; the runs do the others.
+    assert counts["accumulate_word_topic"] == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_count() < 2, reason="needs two GPUs")
+def test_a_worker_lost_inside_a_run_fails_the_fit_and_the_model_stays(kjv, monkeypatch):
+    # No callback: the sweeps go in runs on the workers, and a worker dies inside one.
+    import threading
+
+    from sklearn_gpulda.backends.cuda.multi_gpu.all_reduce import nccl_module
+    from sklearn_gpulda.dask import _sampler
+    from sklearn_gpulda.dask._cluster import local_gpu_cluster
+
+    if nccl_module() is None:
+        pytest.skip("CuPy has no NCCL here")
+    with local_gpu_cluster(2) as cluster, distributed.Client(cluster) as client:
+        model = LatentDirichletAllocation(client=client, **dict(GPU_PARAMS, max_iter=3)).fit(kjv)
+        before = model.components_.copy()
+        workers = sorted(client.scheduler_info()["workers"])
+        pid = client.run(os.getpid, workers=[workers[1]])[workers[1]]
+        # Fixed priors, no averaging: the whole fit is one run of many sweeps.
+        model.set_params(max_iter=100_000, n_averaged_sweeps=0, doc_topic_prior=0.1,
+                         topic_word_prior=0.01)
+        killed = []
+
+        def kill():
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+        killer = threading.Timer(2.0, kill)
+        real = _sampler.NcclDaskSampler.sweeps
+
+        def sweeps(self, first, last, accumulate_from=None):
+            if not killed and not killer.is_alive():
+                killer.start()  # the kill comes 2 s into the run (of 100,000 sweeps)
+            return real(self, first, last, accumulate_from)
+
+        monkeypatch.setattr(_sampler.NcclDaskSampler, "sweeps", sweeps)
+        try:
+            with pytest.raises(WorkerLost, match="lost during the fit"):
+                model.fit(kjv)
+        finally:
+            killer.cancel()
+        assert killed == [pid]
+        assert model.max_iter == 100_000 and model.n_iter_ == 3
+        np.testing.assert_array_equal(model.components_, before)

@@ -32,7 +32,8 @@
 #                 with `mkdir -p .carry/old && git archive REV sklearn_gpulda cuda tools |
 #                 tar -x -C .carry/old` and name .carry/old in the call's carry.
 #   STREAM_STACK  copies of the NYTimes shape bench-streaming stacks (default 20: about 2 G tokens)
-#   DASK_SCALES   NYTimes-shape scales of bench-dask-gpu (default "0.1 1": 10 M and 100 M tokens)
+#   DASK_STACK    copies of the NYTimes shape bench-dask-gpu stacks (default 4: about 400 M tokens)
+#   DASK_WORKERS  GPU workers of bench-dask-gpu (default: 2 and 4, those the host has)
 #   FINGERPRINTS  the models the models stage checks against, saved by
 #                 `tools/model_fingerprints.py save DIR --device cuda` before a change (default
 #                 .carry/fingerprints; name .carry in the call's carry)
@@ -59,7 +60,7 @@ export PYTHONUNBUFFERED=1
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 TOPICS=${TOPICS:-100 1000 10000}
 COMPARE_DIR=${COMPARE_DIR:-.carry/old}
-DASK_SCALES=${DASK_SCALES:-0.1 1}
+DASK_STACK=${DASK_STACK:-4}
 GPUS=${GPUS:-0,1}
 FINGERPRINTS=${FINGERPRINTS:-.carry/fingerprints}
 MULTI_STACK=${MULTI_STACK:-1 7}
@@ -101,7 +102,7 @@ STAGES=(
   "bench-multi-gpu|560|bench_multi_gpu.py: one GPU against \$GPUS, K = 1000, NYTimes shape stacked \$MULTI_STACK"
   "bench-users|480|bench_users.py: what users fit (KJV, 40 chapters, KOS, NIPS, 20 Newsgroups at \$USER_TOPICS), \$USER_FLAGS"
   "host-profile|90|benchmarks/probes/host_profile.py: cProfile of fits of KJV and its first 40 chapters at K = 20, defaults"
-  "bench-dask-gpu|240|bench_dask.py: one dask-cuda GPU worker against the plain GPU fit, K = 1000, NYTimes shape at \$DASK_SCALES"
+  "bench-dask-gpu|400|bench_dask.py --gpu-compare: one GPU, cuda:0,..,n-1 and n Dask GPU workers (sweeps on the workers, NCCL), K = 1000, NYTimes shape stacked \$DASK_STACK"
   "bench-choose-k|240|bench_choose_k.py: choosing K in {10, 20, 50, 100, 200} on 20 Newsgroups, plain loop of default fits (of \$CHOOSE_K_TREE) against choose_n_components sequential and concurrent, and GridSearchCV 10 x 5"
 )
 
@@ -275,17 +276,22 @@ stage_bench_multi_gpu() {
 }
 
 stage_bench_dask_gpu() {
-  # Needs dask[distributed] and dask-cuda: carry their wheels in .whl and install them first.
-  if ! python3 -c "import dask_cuda" 2>/dev/null; then
-    echo "dask_cuda does not import: carry the wheels in .whl and install them first"
+  # Needs dask[distributed] (carry its wheels in .whl and install them first); dask-cuda is used
+  # where it imports, else one nanny-supervised worker per GPU (sklearn_gpulda/dask/_cluster.py).
+  if ! python3 -c "import distributed, dask.array" 2>/dev/null; then
+    echo "distributed does not import: carry the wheels in .whl and install them first"
     return 2
   fi
-  local scale rc=0
-  for scale in $DASK_SCALES; do
-    boxed_for $(($(left) / 2)) python3 benchmarks/bench_dask.py --device cuda --cuda-cluster \
-      --workers 1 --topics 1000 --sweeps 8 --scale "$scale" || rc=$?
-  done
-  return "$rc"
+  local n_gpus workers
+  n_gpus=$(python3 -c "from sklearn_gpulda._runtime.device import gpu_count; print(gpu_count())")
+  workers=${DASK_WORKERS:-$( ((n_gpus >= 4)) && echo "2 4" || echo 2)}
+  if ((n_gpus < 2)); then
+    echo "bench-dask-gpu needs 2 GPUs or more; this host has $n_gpus"
+    return 2
+  fi
+  # shellcheck disable=SC2086  # workers is a list
+  boxed python3 benchmarks/bench_dask.py --gpu-compare --topics 1000 --stack "$DASK_STACK" \
+    --workers $workers --sweeps2 5 15 --json "$DIR/bench_dask.json"
 }
 
 stage_cpu_threads() {

@@ -98,6 +98,11 @@ class BatchLearning:
     def step(self, n_iter):
         self.sampler.sweep(n_iter)
 
+    def steps(self, first, last, accumulate_from=None):
+        """Sweeps ``first`` to ``last`` as one run
+        (:meth:`~sklearn_gpulda.backends.base.Sampler.sweeps`)."""
+        self.sampler.sweeps(first, last, accumulate_from)
+
     def evaluate(self):
         loglik = self.sampler.log_likelihood()
         return Score.of_loglik(loglik, self.n_tokens, alpha_sum=float(self.sampler.alpha.sum()),

@@ -24,6 +24,7 @@ from .._runtime.warnings import warn_caller
 from .batch import BatchLearning
 from .cadence import Cadence
 from .passes import OnlineLearning, PartialFit
+from .runs import run_end
 
 
 def fit_corpus(plan, corpus, sampler=None, release_counts=False):
@@ -84,7 +85,9 @@ def run(plan, learning):
     plan : Plan
     learning : BatchLearning, OnlineLearning or PartialFit
         The learning method, holding the chain it samples on as ``sampler``: ``start()`` before
-        the first iteration, ``step(n_iter)`` for one iteration, ``evaluate()`` for its
+        the first iteration, ``step(n_iter)`` for one iteration (a batch fit's
+        ``steps(first, last, accumulate_from)`` for a run of them, :mod:`.runs`), ``evaluate()``
+        for its
         :class:`~sklearn_gpulda._fitting.score.Score`, ``finish(last)`` while the chain is still
         held (it returns the score the closing line reports, or None) and ``state(n_iter,
         fit_time, history)`` for the :class:`~sklearn_gpulda._fitting.fitted.FittedState`;
@@ -123,14 +126,22 @@ def _iterate(plan, learning, history, start):
     averaging = _Averaging(plan)
     updates = learning.prior_updates
     cadence = Cadence()
+    # Where the loop needs the chain after a sweep: a run of sweeps ends there (runs.py).
+    stops = [iterations.evaluates, averaging.starts_at]
+    if updates is not None:
+        stops.append(updates.due)
+    per_sweep = (iterations.verbose or iterations.callback is not None
+                 or not hasattr(learning, "steps"))
     n_iter, score = 0, None
-    for n_iter in range(1, iterations.max_iter + 1):
-        with stage("sweeps: sampling"):
-            learning.step(n_iter)
+    while n_iter < iterations.max_iter:
+        first = n_iter + 1
+        n_iter = run_end(first, iterations.max_iter, stops, per_sweep)
+        accumulated = _run(learning, averaging, first, n_iter)
         if updates is not None and updates.due(n_iter):
             with stage("sweeps: prior updates"):
                 updates.update(sampler)
-        averaging.after(n_iter, sampler)
+        if not accumulated:
+            averaging.after(n_iter, sampler)
         evaluate = iterations.evaluates(n_iter)
         score = None
         if evaluate or (iterations.verbose and cadence.due(n_iter)):
@@ -152,6 +163,32 @@ def _iterate(plan, learning, history, start):
         if evaluate and history.settled(score.perplexity, n_iter):
             break
     return n_iter, score
+
+
+def _run(learning, averaging, first, last):
+    """Iterations ``first`` to ``last`` of ``learning``: a method with ``steps`` takes them as
+    one run (:meth:`~sklearn_gpulda.backends.base.Sampler.sweeps`), which also accumulates the
+    averaged sweeps once the running sum exists; any other takes its single iteration
+    (``step``). Returns whether the run accumulated its sweeps' counts.
+
+    Where the default averaging's accumulation runs out of memory inside a run, the fit goes on
+    without it, as :meth:`_Averaging.after` does: the rest of the run is sampled unaveraged."""
+    steps = getattr(learning, "steps", None)
+    if steps is None:
+        with stage("sweeps: sampling"):
+            learning.step(first)
+        return False
+    accumulate_from = averaging.hand_over(first)
+    try:
+        steps(first, last, accumulate_from)
+    except MemoryError as exc:
+        stopped = getattr(exc, "sweep", None)
+        if accumulate_from is None or stopped is None or not averaging.optional:
+            raise
+        averaging.give_way(learning.sampler, exc)
+        if stopped < last:
+            steps(stopped + 1, last, None)
+    return accumulate_from is not None
 
 
 def _progress_line(iterations, learning, n_iter, cadence, score):
@@ -177,6 +214,17 @@ class _Averaging:
         self.active = averaged > 0
         self.optional = plan.schedule.averaging_is_default
 
+    def starts_at(self, n_iter):
+        """Whether sweep ``n_iter`` is the first averaged one: its accumulation makes the
+        running sum, and is the loop's own (a run of sweeps ends there)."""
+        return self.active and n_iter == self.first
+
+    def hand_over(self, first):
+        """What a run of sweeps from ``first`` is asked to accumulate
+        (:meth:`~sklearn_gpulda.backends.base.Sampler.sweeps`'s ``accumulate_from``): every
+        sweep of it once the running sum exists, else none (None)."""
+        return self.first if self.active and first > self.first else None
+
     def after(self, n_iter, sampler):
         """Add sweep ``n_iter``'s counts where it is one of the averaged sweeps. The default
         averaging gives way where its sum does not fit: the fit goes on with the last sample."""
@@ -188,10 +236,15 @@ class _Averaging:
         except MemoryError as exc:
             if not self.optional:
                 raise
-            self.active = False
-            sampler.discard_accumulated()
-            warn_caller(f"the fit goes on without averaging the last sweeps: {exc}",
-                        RuntimeWarning)
+            self.give_way(sampler, exc)
+
+    def give_way(self, sampler, exc):
+        """Stop averaging after ``exc`` (a MemoryError of the default averaging): the sum is
+        dropped and the fit goes on with the last sample."""
+        self.active = False
+        sampler.discard_accumulated()
+        warn_caller(f"the fit goes on without averaging the last sweeps: {exc}",
+                    RuntimeWarning)
 
 
 class _History:

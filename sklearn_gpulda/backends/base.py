@@ -12,6 +12,7 @@ Life cycle::
     sampler.load(corpus)                 # lay the tokens out (no topics yet)
     sampler.init_topics()                # or set_topics(z); both end with the M-step
     sampler.sweep(1); sampler.sweep(2)   # E-step then M-step, keyed by the iteration number
+    sampler.sweeps(3, 9)                 # or a run of sweeps the fit loop hands over at once
     sampler.word_topic_counts()          # read the state back (host arrays)
     sampler.release()                    # free what the backend holds on its device
 
@@ -24,6 +25,7 @@ import abc
 
 import numpy as np
 
+from .._runtime.stages import stage
 from . import priors as _priors
 from .random import STREAM_INIT, STREAM_SAMPLE
 
@@ -148,6 +150,34 @@ class Sampler(abc.ABC):
     def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
         """One E-step keyed by ``(seed, iteration)`` (counter words ``stream`` and ``sub``),
         then the M-step."""
+
+    def sweeps(self, first, last, accumulate_from=None):
+        """Sweeps ``first`` to ``last`` (both included) of a batch fit, as :meth:`sweep` runs
+        them, adding the word-topic counts of every sweep from ``accumulate_from`` on to the
+        averaging's running sum (:meth:`accumulate_word_topic`; None: none of them).
+
+        The fit loop hands over a run of sweeps after which it needs nothing of the chain in
+        between (no prior update, evaluation, progress or callback). Here the sweeps run one by
+        one, as the loop would run them, so the chain is the same; a sampler whose sweeps cost a
+        round trip each (a Dask fit whose shards sum B among themselves) runs the whole run in
+        one call instead.
+
+        Raises
+        ------
+        MemoryError
+            Where an accumulation does not fit; its ``sweep`` attribute is the sweep whose
+            counts were not added (the chain holds that sweep, and no later one).
+        """
+        for iteration in range(int(first), int(last) + 1):
+            with stage("sweeps: sampling"):
+                self.sweep(iteration)
+            if accumulate_from is not None and iteration >= accumulate_from:
+                try:
+                    with stage("sweeps: averaging"):
+                        self.accumulate_word_topic()
+                except MemoryError as exc:
+                    exc.sweep = iteration
+                    raise
 
     @abc.abstractmethod
     def fix_topic_word(self, components, row_sums=None):

@@ -48,7 +48,9 @@ _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-paral
     most one per token it holds) and receives those of the corpus's word-topic matrix. GPU
     workers of one host, one shard per GPU (dask-cuda's ``LocalCUDACluster`` with one block per
     worker), instead sum the matrix among themselves in place through NCCL, where their CuPy
-    has it: nothing of it crosses to the driver during the sweeps.
+    has it: nothing of it crosses to the driver during the sweeps, and the workers run the
+    sweeps between two prior updates (or evaluations, or the start of averaging) on their own,
+    one call from the driver per such run (one per sweep under ``verbose`` or a ``callback``).
     ``bound_``, the final training perplexity, is summed over shards and may differ from a
     single-process fit's in the last digits; the model does not.
 

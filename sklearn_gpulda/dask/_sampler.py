@@ -261,9 +261,19 @@ class NcclDaskSampler(DaskSampler):
     histogram learning beta and the averaging from the first shard's. The same chain as
     :class:`DaskSampler`'s, bit for bit (integer counts sum exactly in any order).
 
+    The sweep loop runs on the workers: the fit loop hands over a run of sweeps up to the next
+    point where it needs the chain (:meth:`sweeps`), and every shard runs the whole run in one
+    call, summing B with its peers after each sweep and, on the first shard, adding it to the
+    averaging's running sum. The driver is contacted once per run, not once per sweep.
+
     Every shard must be on its own GPU (NCCL takes one rank per GPU) and have been prepared
     with the whole corpus's word frequencies (the same rows of B everywhere).
     """
+
+    #: A list to count changed cells into, or None (the default: nothing counted). Where a
+    #: benchmark sets a list here, every run also has the first shard count how many cells of
+    #: the summed B each sweep changed, and appends the counts, one per sweep, in order.
+    change_log = None
 
     def join(self):
         """Make the communicator: one shard draws its unique id, every shard joins at once."""
@@ -285,6 +295,25 @@ class NcclDaskSampler(DaskSampler):
             raise NotImplementedError("a sharded chain runs batch sweeps only")
         self.call_all("sweep_summed", int(iteration))
         self._b = None
+
+    def sweeps(self, first, last, accumulate_from=None):
+        """Sweeps ``first`` to ``last`` on every shard in one call each
+        (:meth:`~._shard.Shard.sweeps_summed`); the first shard accumulates the averaged ones."""
+        first, last = int(first), int(last)
+        accumulate_from = None if accumulate_from is None else int(accumulate_from)
+        count = self.change_log is not None
+        rest = (first, last, None, False)
+        results = self.call_each("sweeps_summed", [(first, last, accumulate_from, count)]
+                                 + [rest] * (len(self.shards) - 1))
+        self._b = None
+        if accumulate_from is not None:
+            self.n_accumulated += max(0, last - max(first, accumulate_from) + 1)
+        if count:
+            self.change_log.extend(results[0])
+
+    def _discard_sum(self):
+        super()._discard_sum()
+        self._lead("discard_accumulated")
 
     def _word_major_counts(self):
         if self._b is None:

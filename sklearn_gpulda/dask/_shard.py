@@ -8,7 +8,8 @@ non-zero cells only; the driver sums the parts and sends the total back, its non
 again, from which every shard builds the same sampling tables (:mod:`sklearn_gpulda.dask.
 _sampler`). The chain is an engine's own, made for data-parallel training and driven through
 its public methods: the NumPy sampler on a CPU worker, the multi-GPU engine's device shard on a
-GPU worker.
+GPU worker. GPU shards of one host instead sum B among themselves over NCCL, and run whole runs
+of sweeps in one call (:meth:`Shard.sweeps_summed`).
 
 Nothing here imports Dask: the class is plain Python, and Dask makes it an actor.
 """
@@ -80,6 +81,7 @@ class Shard:
         # instead of a shard that has forgotten its topics.
         self.iteration = None
         self._rank = None  # the NCCL rank summing B among the GPU workers, if they do
+        self._previous = None  # B before the sweep, where sweeps_summed counts changed cells
 
     def summary(self):
         """``(n_tokens, total_weight, doc_lengths)`` of the shard."""
@@ -144,6 +146,65 @@ class Shard:
         self._summed()
         self.iteration = iteration
 
+    def sweeps_summed(self, first, last, accumulate_from=None, count_changes=False):
+        """Sweeps ``first`` to ``last`` as :meth:`sweep_summed` runs each (E-step, the shard's
+        M-step, B summed in place with the other shards), in one call: a run of the fit loop
+        (:meth:`~sklearn_gpulda.backends.base.Sampler.sweeps`). Every shard runs the same
+        sweeps, so each sweep's sum meets its peers' in the same order.
+
+        Parameters
+        ----------
+        first, last : int
+            The run's sweeps, both included; ``first`` follows the shard's last sweep.
+        accumulate_from : int, optional
+            From this sweep on, the summed B is added to the averaging's running sum here (the
+            driver asks the first shard only, whose sum it reads).
+        count_changes : bool, default=False
+            Also count, per sweep, the cells of the summed B that the sweep changed (a copy of
+            B and a comparison on the GPU each sweep: for measuring what a sweep would send as
+            changes rather than as the whole table).
+
+        Returns
+        -------
+        list of int or None
+            The changed cells of each sweep, with ``count_changes``.
+        """
+        first, last = int(first), int(last)
+        self._check_iteration(first)
+        changed = [] if count_changes else None
+        for iteration in range(first, last + 1):
+            if count_changes:
+                self._keep_previous()
+            self.chain.sweep(iteration)
+            self._summed()
+            self.iteration = iteration
+            if accumulate_from is not None and iteration >= accumulate_from:
+                try:
+                    self.chain.accumulate_word_topic()
+                except MemoryError as exc:
+                    # Not a MemoryError the loop may step over: the other shards have gone on
+                    # to the next sweep's sum and wait for this one, so the fit must stop.
+                    raise RuntimeError(f"averaging ran out of GPU memory at sweep {iteration}, "
+                                       f"inside a run of sweeps: {exc}") from None
+            if count_changes:
+                changed.append(self._changed_cells())
+        return changed
+
+    def _keep_previous(self):
+        """Copy the summed B aside (on the GPU) before a sweep, for :meth:`_changed_cells`."""
+        chain = self.chain
+        with chain.device_context():
+            b = chain.word_topic_buffer()
+            if self._previous is None or self._previous.shape != b.shape:
+                self._previous = chain.cp.empty_like(b)
+            self._previous[...] = b
+
+    def _changed_cells(self):
+        """Cells of the summed B that differ from the copy :meth:`_keep_previous` made."""
+        chain = self.chain
+        with chain.device_context():
+            return int(chain.cp.count_nonzero(chain.word_topic_buffer() != self._previous))
+
     def word_topic_cells(self):
         """The non-zero cells of the shard's B (the corpus's, once summed in place) as they
         travel: cell ``word * K + topic`` (:func:`~._wire.cell_dtype`), counts float32."""
@@ -157,6 +218,9 @@ class Shard:
 
     def accumulated(self, divisor):
         return self.chain.averaged_word_topic(divisor)
+
+    def discard_accumulated(self):
+        self.chain.discard_accumulated()
 
     def _check_iteration(self, iteration):
         if self.iteration != iteration - 1:
@@ -196,6 +260,7 @@ class Shard:
         return self.chain.doc_topic_counts()
 
     def release(self):
+        self._previous = None
         if self._rank is not None:
             self._rank.close()
             self._rank = None
