@@ -82,6 +82,7 @@ PUBMED_TOPICS=${PUBMED_TOPICS:-32768}
 STAGES=(
   "build|300|kernels for \$ARCH (tools/build_kernels.py), then each cuda/*.cu through NVRTC"
   "tests|300|every pytest test marked gpu (alias: gpu-tests)"
+  "tests-split|300|the same, in one pytest per GPU group of \$TEST_GPUS at once (multi-GPU files on the first group)"
   "sklearn-checks|300|scikit-learn's checks on the GPU default path (test_sklearn_compat.py; a long list of small fits, hence the box)"
   "demo|90|python -m sklearn_gpulda demo"
   "sanitizer|300|compute-sanitizer memcheck, then racecheck, over benchmarks/sanitizer_run.py"
@@ -193,6 +194,45 @@ PY
 stage_tests() {
   # shellcheck disable=SC2086  # TEST_PATHS is a list of paths
   boxed python3 -m pytest -q -m gpu -p no:cacheprovider --durations=8 ${TEST_PATHS:-tests/}
+}
+
+stage_tests_split() {
+  # One pytest per group of GPUs in TEST_GPUS (default: "0,1" and then each other GPU alone),
+  # all at once: the files that need several GPUs run on the first group, the others are dealt
+  # round-robin to the rest. Each group's log is <group>.log in the stage's folder; a failing
+  # test's name is on a FAILED line there (-rfE).
+  local groups=() n_gpus multi=() single=() f i rc=0 pids=()
+  n_gpus=$(nvidia-smi -L | grep -c '^GPU')
+  if [[ -n ${TEST_GPUS:-} ]]; then
+    read -r -a groups <<<"$TEST_GPUS"
+  elif ((n_gpus >= 3)); then
+    groups=("0,1")
+    for ((i = 2; i < n_gpus; i++)); do groups+=("$i"); done
+  else
+    stage_tests
+    return
+  fi
+  for f in tests/test_*.py; do
+    if grep -q "multi_gpu\|n_gpus\|gpu_count\|dask" "$f"; then multi+=("$f"); else single+=("$f"); fi
+  done
+  local lists=()
+  lists[0]="${multi[*]}"
+  for ((i = 0; i < ${#single[@]}; i++)); do
+    local g=$((1 + i % (${#groups[@]} - 1)))
+    lists[g]="${lists[g]:-} ${single[i]}"
+  done
+  for ((i = 0; i < ${#groups[@]}; i++)); do
+    # shellcheck disable=SC2086  # the list is of paths
+    CUDA_VISIBLE_DEVICES=${groups[i]} boxed python3 -m pytest -q -m gpu -p no:cacheprovider \
+      -rfE --durations=5 ${lists[i]} >"$DIR/gpus_${groups[i]//,/_}.log" 2>&1 &
+    pids+=($!)
+  done
+  for ((i = 0; i < ${#pids[@]}; i++)); do
+    wait "${pids[i]}" || rc=$?
+    echo "== GPUs ${groups[i]}: $(tail -1 "$DIR/gpus_${groups[i]//,/_}.log")"
+    grep -E "^(FAILED|ERROR)" "$DIR/gpus_${groups[i]//,/_}.log"
+  done
+  return "$rc"
 }
 
 stage_sklearn_checks() {
