@@ -110,8 +110,8 @@ class CudaDenseSampler(CudaChain, Sampler):
             steady += 4 * d * k + 4 * v * k + 8 * k
         # M-step: flat (row, topic) keys of every token (int64) and one bincount result of the
         # larger table (8 bytes an entry) plus its float64 copy for Bhat. The log-likelihood's
-        # chunk takes a few (tokens x K) float64 temporaries of _LOGLIK_ELEMENTS each.
-        peak = steady + max(8 * n + 16 * max(d, v) * k, 3 * 8 * _LOGLIK_ELEMENTS)
+        # chunk takes a few (tokens x K) float64 temporaries of at most _LOGLIK_ELEMENTS each.
+        peak = steady + max(8 * n + 16 * max(d, v) * k, 3 * 8 * min(_LOGLIK_ELEMENTS, n * k))
         return int(steady), int(peak)
 
     def _memory_message(self, corpus, steady, peak, free, total):
