@@ -33,6 +33,10 @@ constexpr int kInferBlock = 256;
 constexpr int kDenseMaxTopics = 1024;
 constexpr int kDenseBlock = 128;
 constexpr int kDenseBlockMax = 256;
+// Dense log-likelihood (dense_read.cu): threads of a block, and the tokens each scores (a block's
+// tile of the corpus gives one partial sum).
+constexpr int kDenseLoglikBlock = 256;
+constexpr int kDenseLoglikTokens = 4;
 // Mini-batched sweeps (sample_minibatch.cu): threads per block of its three kernels.
 constexpr int kBatchBlock = 256;
 

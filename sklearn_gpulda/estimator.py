@@ -414,11 +414,8 @@ class GPULatentDirichletAllocation(
     def _auto_algorithm(self, device, method, n_tokens=0.0, row_blocks=False):
         """'dense' where ``algorithm='auto'`` takes the dense engine for this fit
         (:mod:`~sklearn_gpulda.backends.auto_rule`), else 'auto' (the registry's order)."""
-        prior = self.topic_word_prior
         shape = FitShape(n_topics=self.n_components, device_kind=device.kind,
                          n_gpus=len(device.indices), method=method,
-                         scalar_topic_word_prior=(prior is None or isinstance(prior, str)
-                                                  or np.ndim(prior) == 0),
                          word_topic_storage=self.word_topic_storage, n_tokens=float(n_tokens),
                          memory_budget=self.max_device_memory is not None,
                          row_blocks=bool(row_blocks))

@@ -36,7 +36,6 @@ def test_the_bound_on_k_grows_with_the_corpus(n_tokens, bound):
     (dict(n_gpus=2), "one GPU"),
     (dict(method="online"), "batch learning"),
     (dict(method="partial"), "batch learning"),
-    (dict(scalar_topic_word_prior=False), "scalar topic_word_prior"),
     (dict(word_topic_storage="hybrid"), "dense word-topic storage"),
 ])
 def test_each_condition_alone_keeps_auto_off_dense(change, failed):
@@ -67,7 +66,8 @@ def test_estimator_asks_the_rule_with_its_parameters():
     assert _resolved(gpu, n_components=65) == "auto"
     assert _resolved(gpu, learning_method="online") == "auto"
     assert _resolved(gpu, word_topic_storage="hybrid") == "auto"
-    assert _resolved(gpu, topic_word_prior=np.full((16, 30), 0.1)) == "auto"
+    # A matrix prior (seeded topics) samples on the dense engine too.
+    assert _resolved(gpu, topic_word_prior=np.full((16, 30), 0.1)) == "dense"
     assert _resolved(Device("cuda", (0, 1))) == "auto"
     assert _resolved(Device("cpu")) == "auto"
 

@@ -239,3 +239,112 @@ def test_estimate_counts_the_fused_tables():
         return CudaDenseSampler.estimate_bytes(s, corpus)[0]
 
     assert steady("fused") - steady("bincount") == 4 * d * k + 4 * v * k + 8 * k
+
+
+# -- a matrix prior, A's histogram and the log-likelihood, with no kernel compiled -----------------
+@pytest.mark.gpu
+def test_fused_mstep_gives_the_bincount_model_with_a_matrix_prior():
+    from sklearn_gpulda.backends.priors import CellPrior
+
+    corpus = tokens(_kjv_matrix())
+    k = 24
+    rng = np.random.default_rng(3)
+    flat = rng.choice(k * corpus.n_words, size=200, replace=False)
+    cells = CellPrior(sp.coo_matrix((rng.uniform(0.05, 30.0, flat.size),
+                                     (flat // corpus.n_words, flat % corpus.n_words)),
+                                    shape=(k, corpus.n_words)))
+    fused, plain = _sampler(k), _sampler(k, mstep="bincount", long_document=None)
+    try:
+        for s in (fused, plain):
+            s.set_beta_cells(cells)
+            s.load(corpus)
+            s.init_topics()
+        _assert_same(_state(fused), _state(plain), "after init")
+        for it in range(1, 5):
+            if it == 3:
+                for s in (fused, plain):
+                    s.set_priors(beta=0.02)
+            for s in (fused, plain):
+                s.sweep(it)
+            _assert_same(_state(fused), _state(plain), f"after sweep {it}")
+        # The denominators hold the cells' topic sums.
+        st = fused._st
+        np.testing.assert_array_equal(
+            st.denom.get(), (st.B.get().astype(np.float64).sum(axis=0) + corpus.n_words * 0.02)
+            + cells.topic_sums)
+        np.testing.assert_array_equal(fused.seeded_counts(), plain.seeded_counts())
+    finally:
+        fused.release()
+        plain.release()
+
+
+def _expected_histogram(A):
+    """(topic, count, n_docs) of the non-zero cells of a host A, (topic, count) increasing."""
+    doc, topic = np.nonzero(A)
+    pairs = np.stack([topic.astype(np.float64), A[doc, topic]], axis=1)
+    unique, n = np.unique(pairs, axis=0, return_counts=True)
+    return unique[:, 0].astype(np.int64), unique[:, 1], n.astype(np.int64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_topics", [16, 200])  # alpha's table on the host, then the device
+def test_alpha_histogram_and_table_are_the_counts(n_topics):
+    from sklearn_gpulda.backends import priors
+
+    corpus = tokens(_corpora()["mixed"])  # long documents: counts of 64 and more overflow
+    eng = _sampler(n_topics)
+    try:
+        eng.load(corpus)
+        eng.init_topics()
+        for it in (1, 2):
+            eng.sweep(it)
+        A = eng.doc_topic_counts()
+        want = _expected_histogram(A)
+        got = eng.doc_topic_histogram()
+        assert (want[1] >= priors.TABLE_COUNTS).any()
+        for g, w, name in zip(got, want, ("topic", "count", "n_docs")):
+            assert g.dtype == w.dtype, name
+            np.testing.assert_array_equal(g, w, err_msg=name)
+        table, rest = eng.doc_topic_table()
+        ref_table, ref_rest = priors.alpha_table(*want, n_topics)
+        np.testing.assert_array_equal(table if isinstance(table, np.ndarray) else table.get(),
+                                      ref_table)
+        for g, w in zip(rest, ref_rest):
+            np.testing.assert_array_equal(g, w)
+        # The fixed point learns the same alpha wherever the table lies.
+        lengths = priors.length_histogram(corpus.doc_lengths())
+        alpha = eng.alpha
+        np.testing.assert_array_equal(
+            priors.update_alpha(alpha, table, rest, *lengths,
+                                numerator=eng.alpha_table_numerator),
+            priors.update_alpha(alpha, ref_table, ref_rest, *lengths))
+    finally:
+        eng.release()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("weighted", [False, True])
+def test_log_likelihood_is_the_formula_in_float64(weighted):
+    X = _kjv_matrix()[:600].astype(np.float64)
+    if weighted:
+        X.data *= 0.75
+    corpus = tokens(X)
+    eng = _sampler(33)
+    try:
+        eng.load(corpus)
+        eng.init_topics()
+        eng.sweep(1)
+        st = eng._st
+        A, bhat = st.A.get().astype(np.float64), st.bhat.get().astype(np.float64)
+        alpha32 = st.alpha.get()
+        q = (st.bhat.get() * alpha32).astype(np.float64).sum(axis=1)
+        d, v = corpus.doc, corpus.word
+        s = np.einsum("tk,tk->t", A[d], bhat[v])
+        terms = np.log(s + q[v]) - np.log(corpus.doc_lengths()[d] + eng.alpha.sum())
+        if weighted:
+            terms *= corpus.weight
+        got = eng.log_likelihood()
+        assert got == pytest.approx(terms.sum(), rel=1e-12)
+        assert eng.log_likelihood() == got  # the same order every time
+    finally:
+        eng.release()

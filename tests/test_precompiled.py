@@ -20,7 +20,8 @@ from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda.datasets import load_kjv_chapters
 
 X = load_kjv_chapters().data
-lda = GPULatentDirichletAllocation(n_components={k}, random_state=0, device="cuda").fit(X)
+lda = GPULatentDirichletAllocation(n_components={k}, random_state=0, device="cuda",
+                                   algorithm="{algorithm}").fit(X)
 json.dump({"device": str(lda.device_), "n_iter": int(lda.n_iter_)}, sys.stdout)
 """
 
@@ -43,14 +44,21 @@ def _compiled_kernels(cache):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("k", [20, 200])  # alpha's histogram table on the host, then the device
-def test_default_fit_compiles_no_kernel(tmp_path, k):
+@pytest.mark.parametrize("algorithm, k", [
+    ("sparse", 20), ("sparse", 200),  # alpha's histogram table on the host, then the device
+    # The dense engine (what 'auto' takes for large corpora at small K): below 32 topics its
+    # kernels draw from one remnant block, at 64 from two whole blocks of 32; at 200 alpha's
+    # table stays on the device.
+    ("dense", 20), ("dense", 64), ("dense", 200),
+])
+def test_default_fit_compiles_no_kernel(tmp_path, algorithm, k):
     cache = tmp_path / "cupy_cache"
     cache.mkdir()
     env = dict(os.environ, CUPY_CACHE_DIR=str(cache), CUPY_CACHE_SAVE_CUDA_SOURCE="1")
     env.pop("SKLEARN_GPULDA_NVRTC", None)  # the fatbins, as a user's install has them
-    done = subprocess.run([sys.executable, "-c", FIT.replace("{k}", str(k))], env=env, capture_output=True, text=True,
-                          timeout=600)
+    script = FIT.replace("{k}", str(k)).replace("{algorithm}", algorithm)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     info = json.loads(done.stdout.strip().splitlines()[-1])
     assert info["device"].startswith("cuda"), info

@@ -310,7 +310,7 @@ def test_a_seeded_model_pickles_as_plain_data_and_transforms():
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(learning_method="online"), "batch fits only"),
-    (dict(device="cuda", algorithm="dense"), "samples on the engines 'cuda-sparse'"),
+    (dict(device="cuda", algorithm="minibatch"), "samples on the engines 'cuda-dense'"),
     (dict(device="cuda", algorithm="minibatch"), "this fit would run 'cuda-minibatch'"),
 ])
 def test_engines_without_a_matrix_prior_refuse_it(kwargs, match):
@@ -349,10 +349,10 @@ def test_engines_that_take_a_matrix_prior_are_named_in_the_refusal():
     from sklearn_gpulda.backends import BACKENDS
 
     by_name = {b.name: b for b in BACKENDS}
-    assert set(matrix_prior_engines()) == {"cuda-sparse", "numpy-sparse", "numpy-dense",
-                                           "numpy-minibatch"}
+    assert set(matrix_prior_engines()) == {"cuda-dense", "cuda-sparse", "numpy-sparse",
+                                           "numpy-dense", "numpy-minibatch"}
     cells = CellPrior(sparse.coo_matrix(([1.0], ([0], [0])), shape=(2, 3)))
-    for name in ("cuda-dense", "cuda-minibatch"):
+    for name in ("cuda-minibatch",):
         with pytest.raises(ValueError, match=r"'cuda-sparse', .*this fit would run"):
             check_matrix_prior(by_name[name], "batch", cells)
         check_matrix_prior(by_name[name], "batch", None)
@@ -369,7 +369,8 @@ def test_engines_that_take_a_matrix_prior_are_named_in_the_refusal():
 
 @pytest.mark.parametrize("device", [(0,), (0, 0)])
 def test_a_gpu_plan_takes_a_matrix_prior(device):
-    # Planned without a GPU: the sparse engine, one GPU or several, carries the cells.
+    # Planned without a GPU: the sparse engine, one GPU or several, and the dense engine carry
+    # the cells; the mini-batched one refuses them.
     from sklearn_gpulda._runtime.device import Device
 
     prior = seeded_topic_prior(["a", "b", "c"], {1: ["c"]}, 2, strength=3.0)
@@ -377,8 +378,11 @@ def test_a_gpu_plan_takes_a_matrix_prior(device):
     plan = lda._plan(Device("cuda", device), "auto", 0)
     assert plan.backend.name == "cuda-sparse"
     np.testing.assert_array_equal(plan.beta_cells.as_matrix().toarray(), [[0, 0, 0], [0, 0, 3]])
+    dense = lda._plan(Device("cuda", (0,)), "dense", 0)
+    assert dense.backend.name == "cuda-dense"
+    np.testing.assert_array_equal(dense.beta_cells.as_matrix().toarray(), [[0, 0, 0], [0, 0, 3]])
     with pytest.raises(ValueError, match="samples on the engines"):
-        lda._plan(Device("cuda", (0,)), "dense", 0)
+        lda._plan(Device("cuda", (0,)), "minibatch", 0)
 
 
 def test_dask_refuses_a_matrix_prior_before_fitting():

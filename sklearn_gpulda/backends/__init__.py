@@ -111,7 +111,7 @@ _MINIBATCH_WHY = ("every token's draw walks all K topics (the rule of doc/algori
 
 BACKENDS = (
     Backend("cuda-dense", "dense", "cuda", ".cuda.dense.sampler:CudaDenseSampler", max_topics=1024,
-            auto_max_topics=0, why_max_topics=_DENSE_WHY, takes=_GPU),
+            auto_max_topics=0, why_max_topics=_DENSE_WHY, takes=_GPU, matrix_prior=True),
     # The storage of B and the room kept for averaging are the one-GPU chain's: the chain
     # spread over several GPUs sums a dense B every sweep.
     Backend("cuda-sparse", "sparse", "cuda", ".cuda.sparse.sampler:CudaSparseSampler",

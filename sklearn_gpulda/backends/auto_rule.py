@@ -40,8 +40,6 @@ class FitShape:
         GPUs the fit is spread over (0 on the CPU).
     method : {'batch', 'online', 'partial'}
         A batch fit, online learning's fit, or the first ``partial_fit``.
-    scalar_topic_word_prior : bool
-        False for a matrix ``topic_word_prior``.
     word_topic_storage : {'auto', 'dense', 'hybrid'}
     n_tokens : float
         The corpus's tokens (its counts' sum); 0 where unknown.
@@ -55,7 +53,6 @@ class FitShape:
     device_kind: str
     n_gpus: int = 1
     method: str = "batch"
-    scalar_topic_word_prior: bool = True
     word_topic_storage: str = "auto"
     n_tokens: float = 0.0
     memory_budget: bool = False
@@ -72,8 +69,6 @@ DENSE_CONDITIONS = (
     ("small K for the corpus", lambda f: 1 <= f.n_topics <= dense_topic_bound(f.n_tokens),
      "dense wins only where a token's K terms are few and the corpus fills the GPU "
      "(AUTO_DENSE_BOUNDS)"),
-    ("scalar topic_word_prior", lambda f: f.scalar_topic_word_prior,
-     "the dense engine takes a scalar topic-word prior only"),
     ("dense word-topic storage", lambda f: f.word_topic_storage in ("auto", "dense"),
      "'hybrid' storage is the sparse engine's"),
     ("no memory budget", lambda f: not f.memory_budget,

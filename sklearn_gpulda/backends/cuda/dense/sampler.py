@@ -16,25 +16,37 @@ totals and Bhat follow in two precompiled kernels (:mod:`.mstep`). Otherwise (we
 ``mstep='bincount'``) A and B are rebuilt from the topics and the weights with ``cupy.bincount``.
 Either way Bhat is Eq. (2) of SaberLDA in float64, cast to float32, as ``doc/algorithm.md``
 prescribes, and both give the same tables for integer counts (exact sums, see :mod:`.mstep`).
+
+A matrix topic-word prior (:meth:`CudaDenseSampler.set_beta_cells`): Bhat is the NumPy engine's
+``((B + beta) + extra) / ((n + V beta) + E)`` at every cell, and while the kernels draw, B holds
+the seeded cells' pseudo-counts (:mod:`..seeded`) for each token's own-topic term, as on the
+sparse engine (one rounding moved there, ``doc/algorithm.md``).
+
+For integer counts a fit launches only precompiled kernels (``cuda/dense_mstep.cu``,
+``cuda/dense_read.cu`` and the shared ones): nothing is compiled on a user's machine
+(``tests/test_precompiled.py``). A weighted corpus, and ``mstep='bincount'``, keep CuPy's
+bincounts and reductions.
 """
+
+import contextlib
 
 import numpy as np
 
 from ...base import Sampler
 from ...random import STREAM_INIT, STREAM_SAMPLE
 from .. import counts
-from ..chain import CudaChain, StageClock
-from ..sparse import sample_sparse
+from ..chain import CudaChain, StageClock, decode_keys
+from ..doc_topic import HOST_TABLE_CELLS, alpha_table_of_bins
+from ..seeded import DeviceCells
+from ..sparse import layout_kernels, sample_sparse
 from ..transfer import topic_major_to_host
 from . import mstep as _mstep
+from . import reading as _reading
 from .sample_dense import (BLOCK, MAX_TOPICS, VARIANTS, document_order, long_document_group,
                            sample_dense, sample_dense_long)
 
 #: Values of the ``mstep`` option.
 MSTEPS = ("fused", "bincount")
-
-#: Elements of one (tokens x K) float64 temporary of the log-likelihood (128 MB).
-_LOGLIK_ELEMENTS = 1 << 24
 
 
 class CudaDenseSampler(CudaChain, Sampler):
@@ -62,6 +74,11 @@ class CudaDenseSampler(CudaChain, Sampler):
         counts, no document or word of 2^24 tokens; other corpora take the bincount path, and
         ``fused_mstep`` says which ran). 'bincount': A and B rebuilt by ``cupy.bincount`` after
         each sweep. The two give the same model.
+
+    Notes
+    -----
+    A matrix topic-word prior (:meth:`set_beta_cells`) samples in batch fits: Bhat holds the
+    seeded cells' extras (``doc/algorithm.md``, "A matrix topic-word prior").
     long_document : int or None, default=256
         With the 'transpose' kernel, documents of at least this many tokens are drawn by one or
         more warps each instead of one thread (same draws); None: a thread for every document.
@@ -108,10 +125,15 @@ class CudaDenseSampler(CudaChain, Sampler):
         if self.mstep == "fused" and not weighted:
             # The fused M-step's next A and B, and its 64-bit topic totals.
             steady += 4 * d * k + 4 * v * k + 8 * k
+        cells = self.beta_cells
+        if cells is not None:
+            steady += DeviceCells.nbytes(cells.n_cells, k)
         # M-step: flat (row, topic) keys of every token (int64) and one bincount result of the
-        # larger table (8 bytes an entry) plus its float64 copy for Bhat. The log-likelihood's
-        # chunk takes a few (tokens x K) float64 temporaries of at most _LOGLIK_ELEMENTS each.
-        peak = steady + max(8 * n + 16 * max(d, v) * k, 3 * 8 * min(_LOGLIK_ELEMENTS, n * k))
+        # larger table (8 bytes an entry) plus its float64 copy for Bhat. The log-likelihood
+        # takes Q of each word and a partial sum per tile of tokens (reading.py); alpha's
+        # histogram its table and a key per large count.
+        peak = steady + max(8 * n + 16 * max(d, v) * k, _reading.loglik_bytes(n, v),
+                            8 * (k * counts.KEY_BINS + 1) + 8 * (n // counts.KEY_BINS + 1))
         return int(steady), int(peak)
 
     def _memory_message(self, corpus, steady, peak, free, total):
@@ -137,13 +159,18 @@ class CudaDenseSampler(CudaChain, Sampler):
             self._check_memory(corpus)
             st = _DenseState()
             st.n_docs, st.n_words, st.n_tokens = corpus.n_docs, corpus.n_words, corpus.n_tokens
-            st.doc_ptr = cp.asarray(corpus.doc_ptr, dtype=cp.int64)
+            # The pointers and the master index are made on the host: CuPy's diff, argsort and
+            # masks would compile kernels on a user's machine (the order is the same).
+            doc_ptr = np.asarray(corpus.doc_ptr, dtype=np.int64)
+            st.doc_ptr = cp.asarray(doc_ptr)
             st.doc = cp.asarray(corpus.doc, dtype=cp.int32)
             st.word = cp.asarray(corpus.word, dtype=cp.int32)
             st.weight = None if corpus.weight is None else cp.asarray(corpus.weight,
             dtype=cp.float32)
-            st.order = document_order(st.doc_ptr)
+            order = document_order(doc_ptr)
+            st.order = cp.asarray(order)
             st.doc_weight = cp.asarray(np.asarray(corpus.doc_lengths(), dtype=np.float64))
+            st.doc_norm = cp.empty_like(st.doc_weight)
             st.z = cp.zeros(st.n_tokens, dtype=cp.int32)
             st.A = cp.zeros((st.n_docs, self.n_topics), dtype=cp.float32)
             st.B = cp.zeros((st.n_words, self.n_topics), dtype=cp.float32)
@@ -154,19 +181,20 @@ class CudaDenseSampler(CudaChain, Sampler):
                 st.A_next = cp.zeros_like(st.A)
                 st.B_next = cp.zeros_like(st.B)
                 st.totals = cp.zeros(self.n_topics, dtype=cp.uint64)
-            self._split_long_documents(st)
+            st.seeded = self._device_cells()
+            self._split_long_documents(st, np.diff(doc_ptr)[order])
             st.fixed = False
             st.b_current = False
             self._st = st
             self.corpus = corpus
             self._priors_changed()
 
-    def _split_long_documents(self, st):
+    def _split_long_documents(self, st, lengths):
         """``st.order`` split into the documents drawn a warp (group) each, the first
-        ``n_long`` (documents are by decreasing length), and the rest, a thread each."""
+        ``n_long`` (documents are by decreasing length), and the rest, a thread each;
+        ``lengths`` (host) are the ordered documents' lengths."""
         st.n_long, st.group = 0, 1
         if self.variant == "transpose" and self.long_document is not None and st.order.size:
-            lengths = self.cp.diff(st.doc_ptr)[st.order].get()
             st.n_long = int(np.count_nonzero(lengths >= self.long_document))
             if st.n_long:
                 st.group = long_document_group(st.n_long, float(lengths[:st.n_long].mean()),
@@ -181,9 +209,37 @@ class CudaDenseSampler(CudaChain, Sampler):
         cp = self.cp
         with self.device_context():
             st.alpha = cp.asarray(self.alpha.astype(np.float32))
-            st.doc_norm = st.doc_weight + float(self.alpha.sum())
+            # N_d + sum(alpha): the same float64 addition as CuPy's, by a precompiled kernel.
+            layout_kernels.document_norms(st.doc_weight, float(self.alpha.sum()), st.doc_norm)
             if not st.fixed and st.b_current:
                 self._set_bhat()
+
+    # -- a matrix topic-word prior --------------------------------------------------------------
+    def set_beta_cells(self, cells):
+        super().set_beta_cells(cells)
+        if self._st is not None:
+            with self.device_context():
+                self._st.seeded = self._device_cells()
+                self._priors_changed()
+
+    def _device_cells(self):
+        """The seeded cells on the chain's GPU (rows are words: no relabelling), or None."""
+        if self.beta_cells is None:
+            return None
+        return DeviceCells(self.cp, self.beta_cells, None, self._sm_count())
+
+    def _seeded_b(self):
+        """A context in which B holds the seeded cells' pseudo-counts, for the kernels' own-topic
+        term (nothing for a scalar prior, or while the topic-word side is fixed)."""
+        st = self._st
+        if st.seeded is None or st.fixed:
+            return contextlib.nullcontext()
+        return st.seeded.seeded(st.B)
+
+    def seeded_counts(self):
+        self._require_state()
+        with self._reading():
+            return self._st.seeded.counts_at(self._word_major_device())
 
     def init_topics(self, iteration=0, stream=STREAM_INIT):
         st = self._require_state()
@@ -194,7 +250,7 @@ class CudaDenseSampler(CudaChain, Sampler):
     def set_topics(self, topics):
         topics = self._checked_topics(topics)
         with self.device_context():
-            self._st.z[...] = self.cp.asarray(topics)
+            self._st.z.set(np.ascontiguousarray(topics))  # a copy, no kernel
             self._mstep()
 
     def fix_topic_word(self, components, row_sums=None):
@@ -220,9 +276,10 @@ class CudaDenseSampler(CudaChain, Sampler):
                           counts_next=counts_next)
             args = (st.doc_ptr, st.word, st.weight, st.A, st.bhat, st.alpha, self.seed,
                     iteration, st.z)
-            if st.n_long:
-                sample_dense_long(st.order_long, *args, group=st.group, **common)
-            sample_dense(self.variant, st.order_short, *args, **common)
+            with self._seeded_b():
+                if st.n_long:
+                    sample_dense_long(st.order_long, *args, group=st.group, **common)
+                sample_dense(self.variant, st.order_short, *args, **common)
             clock.mark()
             if st.fused:
                 self._swap_counts()
@@ -248,7 +305,11 @@ class CudaDenseSampler(CudaChain, Sampler):
 
     def _count_b(self):
         st = self._st
-        st.B[...] = self._count(st.word, st.n_words).astype(self.cp.float32)
+        if st.fused:
+            counts.clear(st.B)
+            _mstep.count_tokens(st.doc, st.word, st.z, None, st.B, self._sm_count())
+        else:
+            st.B[...] = self._count(st.word, st.n_words).astype(self.cp.float32)
         st.b_current = True
 
     def _swap_counts(self):
@@ -269,19 +330,36 @@ class CudaDenseSampler(CudaChain, Sampler):
         st = self._st
         if st.fused:
             _mstep.set_bhat(st.B, st.totals, self.beta, st.n_words * self.beta, st.bhat,
-                            st.denom, self._sm_count())
+                            st.denom, self._sm_count(), st.seeded)
             return
         b = st.B.astype(cp.float64)
-        st.denom = b.sum(axis=0) + st.n_words * self.beta
+        denom = b.sum(axis=0) + st.n_words * self.beta
+        if st.seeded is not None:
+            denom = denom + st.seeded.topic_sums
+        st.denom = denom
         st.bhat[...] = ((b + self.beta) / st.denom).astype(cp.float32)
+        if st.seeded is not None:
+            _mstep.seed_bhat(st.B, st.seeded, self.beta, st.denom, st.bhat, self._sm_count())
 
     def _mstep(self):
         st = self._st
-        st.A[...] = self._count(st.doc, st.n_docs).astype(self.cp.float32)
+        if st.fused:
+            # The first topics' counts by precompiled atomics (the fused sweep's exact tables).
+            counts.clear(st.A)
+            count_b = not st.fixed
+            if count_b:
+                counts.clear(st.B)
+            _mstep.count_tokens(st.doc, st.word, st.z, st.A, st.B if count_b else None,
+                                self._sm_count())
+        else:
+            st.A[...] = self._count(st.doc, st.n_docs).astype(self.cp.float32)
         if st.fixed:
             st.b_current = False
             return
-        self._count_b()
+        if st.fused:
+            st.b_current = True
+        else:
+            self._count_b()
         self._set_bhat()
 
     def _word_major_device(self):
@@ -312,38 +390,91 @@ class CudaDenseSampler(CudaChain, Sampler):
         with self.device_context():
             return st.A.get().astype(np.float64)
 
+    def _host_topic_totals(self, B):
+        # Integer counts: their column sums exactly, by a precompiled kernel (CuPy's float64
+        # reduction would compile), the same numbers.
+        st = self._st
+        if not st.fused:
+            return super()._host_topic_totals(B)
+        _mstep.topic_totals(B, st.totals, self._sm_count())
+        return st.totals.get().astype(np.float64)
+
+    # -- A's histogram, for learning alpha ------------------------------------------------------
+    def _doc_topic_bins(self):
+        """A's integer counts below ``KEY_BINS`` binned per topic, on the host, and the other
+        entries' keys sorted with their numbers of documents; None where the keys do not fit
+        (weighted counts; see :meth:`~..doc_topic.DocTopicReading.doc_topic_bins`, the
+        sparse chain's, which this mirrors)."""
+        st, cp = self._st, self.cp
+        if not self.corpus.integral:
+            return None
+        n_bins, k = counts.KEY_BINS, self.n_topics
+        cells = k * n_bins
+        # The table and the overflow's count in one buffer, read back in one copy.
+        buffer = cp.zeros(cells + 1, dtype=cp.uint64)
+        # A count of n_bins or more takes that many tokens: there are at most n_tokens / n_bins.
+        overflow = cp.empty(st.n_tokens // n_bins + 1, dtype=cp.uint64)
+        _reading.topic_bins(st.A, buffer[:cells].reshape(k, n_bins), overflow, buffer[cells:],
+                            self._sm_count())
+        host = buffer.get()
+        n_over = int(host[cells])
+        if n_over > overflow.size:
+            return None
+        # Few, and sorted on the host: CuPy's unique would compile its kernels.
+        big_keys, n_big = np.unique(overflow[:n_over].get(), return_counts=True)
+        return host[:cells].reshape(k, n_bins), big_keys, n_big.astype(np.uint64)
+
     def doc_topic_histogram(self):
         st = self._require_state()
         cp = self.cp
         with self.device_context():
-            doc, topic = cp.nonzero(st.A)
-            keys = (topic.astype(cp.uint64) << 32) | st.A[doc,
-            topic].view(cp.uint32).astype(cp.uint64)
-            return self._topic_count_pairs(keys)
+            bins = self._doc_topic_bins()
+            if bins is None:
+                doc, topic = cp.nonzero(st.A)
+                keys = (topic.astype(cp.uint64) << 32) | st.A[doc,
+                topic].view(cp.uint32).astype(cp.uint64)
+                return self._topic_count_pairs(keys)
+        table, big_keys, n_big = bins
+        topic, count = np.nonzero(table)
+        small_keys = ((topic.astype(np.uint64) << np.uint64(32))
+                      | count.astype(np.float32).view(np.uint32).astype(np.uint64))
+        keys = np.concatenate([small_keys, big_keys])
+        n = np.concatenate([table[topic, count], n_big]).astype(np.int64)
+        # (topic, count) increasing, the order of the sorted keys CuPy's unique gave.
+        order = np.argsort(keys, kind="stable")
+        return decode_keys(keys[order]) + (n[order],)
+
+    def doc_topic_table(self):
+        self._require_state()
+        with self.device_context():
+            bins = self._doc_topic_bins()
+            if bins is None:
+                return super().doc_topic_table()
+            table, rest = alpha_table_of_bins(np, *bins)
+            if self.n_topics * counts.KEY_BINS <= HOST_TABLE_CELLS:
+                return table, rest
+            # A large table stays on the device, where alpha_table_numerator runs its part
+            # (the same bits as the host's; see ..doc_topic).
+            return self.cp.asarray(table), rest
+
+    def alpha_table_numerator(self, alpha, table):
+        if not isinstance(table, self.cp.ndarray):
+            return super().alpha_table_numerator(alpha, table)
+        with self.device_context():
+            return counts.alpha_table_numerator(self.cp.asarray(alpha, dtype=np.float64),
+                                                table).get()
 
     def log_likelihood(self):
-        """Training log-likelihood of ``doc/algorithm.md``, evaluated in float64 chunk by chunk.
+        """Training log-likelihood of ``doc/algorithm.md`` (``cuda/dense_read.cu``).
 
         ``S_t = sum_k A[d,k] Bhat[v,k]`` and ``Q[v] = sum_k alpha_k Bhat[v,k]`` are summed in
-        float64
-        from the float32 tables (the NumPy backend sums them in float32, so the two agree to about
-        1e-7 relative).
+        float64, in topic order, from the float32 tables (the NumPy backend sums them in
+        float32, so the two agree to about 1e-7 relative).
         """
         st = self._require_state()
-        cp = self.cp
-        total = 0.0
         with self.device_context():
-            q_row = (st.bhat * st.alpha).sum(axis=1, dtype=cp.float64)
-            step = max(1, _LOGLIK_ELEMENTS // self.n_topics)
-            for t0 in range(0, st.n_tokens, step):
-                t1 = min(st.n_tokens, t0 + step)
-                d, v = st.doc[t0:t1], st.word[t0:t1]
-                s = cp.sum(st.A[d].astype(cp.float64) * st.bhat[v], axis=1)
-                terms = cp.log(s + q_row[v]) - cp.log(st.doc_norm[d])
-                if st.weight is not None:
-                    terms *= st.weight[t0:t1]
-                total += float(terms.sum())
-        return total
+            return _reading.log_likelihood(st.doc, st.word, st.weight, st.A, st.bhat, st.alpha,
+                                           st.doc_norm, self._sm_count())
 
     def _release_state(self):
         if self._st is not None:
