@@ -379,19 +379,3 @@ def test_a_gpu_plan_takes_a_matrix_prior(device):
     np.testing.assert_array_equal(plan.beta_cells.as_matrix().toarray(), [[0, 0, 0], [0, 0, 3]])
     with pytest.raises(ValueError, match="samples on the engines"):
         lda._plan(Device("cuda", (0,)), "dense", 0)
-
-
-def test_dask_refuses_a_matrix_prior_before_fitting():
-    distributed = pytest.importorskip("distributed")
-    from sklearn_gpulda.dask import LatentDirichletAllocation
-
-    prior = seeded_topic_prior(_corpus().feature_names, {0: [_corpus().feature_names[0]]}, K,
-                               strength=5.0)
-    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                       dashboard_address=None)
-    with cluster, distributed.Client(cluster) as client:
-        lda = LatentDirichletAllocation(client=client, n_components=K, topic_word_prior=prior,
-                                        max_iter=2, device="cpu")
-        with pytest.raises(ValueError, match="not on Dask"):
-            lda.fit(_corpus().data)
-        assert not hasattr(lda, "components_")
