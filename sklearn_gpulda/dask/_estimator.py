@@ -35,7 +35,8 @@ _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-paral
         ``LocalCUDACluster`` or ``dask cuda worker``, each worker's own GPU; workers of a plain
         cluster share GPU 0 of their host); 'auto' means 'cuda' when every worker sees a GPU,
         else 'cpu'. ``learning_method`` must be 'batch'; ``algorithm`` 'sparse' or 'auto' on
-        GPU workers.
+        GPU workers. A matrix ``topic_word_prior`` (seeded topics) runs on both: every shard
+        samples with the seeded cells, and the model is still the single process's.
 
     Notes
     -----
