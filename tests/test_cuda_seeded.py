@@ -172,6 +172,51 @@ def test_a_matrix_of_beta_is_the_scalar_prior_bit_for_bit_on_the_gpu():
     assert learned_cells.topic_word_prior_ == learned.topic_word_prior_
 
 
+# -- online learning and partial_fit on the GPU ---------------------------------------------------
+def test_online_seeded_topics_keep_their_seed_words_on_the_gpu():
+    # The CPU test's (tests/test_seeded_topics.py): the first mini-batch's chain samples with
+    # the seeded cells on the GPU, and every blend targets eta + (D / n) S there.
+    seeds = _seeds()
+    prior = seeded_topic_prior(_corpus().feature_names, seeds, K, strength=50.0)
+    params = dict(n_components=K, learning_method="online", max_iter=20, batch_size=50,
+                  random_state=0, device="cuda", algorithm="sparse")
+    seeded = GPULatentDirichletAllocation(topic_word_prior=prior, **params).fit(_corpus().data)
+    plain = GPULatentDirichletAllocation(topic_word_prior="auto", **params).fit(_corpus().data)
+    top_seeded, top_plain = _top_words(seeded), _top_words(plain)
+    for k in range(K):
+        assert set(seeds[k]) <= top_seeded[k], (k, seeds[k])
+    assert sum(set(seeds[k]) <= top_plain[k] for k in range(K)) < K
+    assert seeded.topic_word_prior_cells_.nnz == 3 * K
+
+
+def test_online_and_partial_fit_matrix_of_beta_is_the_scalar_model_on_the_gpu():
+    X = _corpus().data
+    v = X.shape[1]
+    absent = np.flatnonzero(np.asarray(X[:50].sum(axis=0)).ravel() == 0)
+    zeros = sparse.coo_matrix((np.zeros(4), ([0, 1, 4, 2], [0, 7, v - 1, absent[0]])),
+                              shape=(K, v))
+    params = dict(n_components=K, batch_size=50, random_state=0, device="cuda",
+                  algorithm="sparse")
+
+    def online(prior):
+        return GPULatentDirichletAllocation(topic_word_prior=prior, learning_method="online",
+                                            max_iter=3, evaluate_every=1, **params).fit(X)
+
+    def partial(prior):
+        lda = GPULatentDirichletAllocation(topic_word_prior=prior, total_samples=X.shape[0],
+                                           **params)
+        for start in range(0, X.shape[0], 150):
+            lda.partial_fit(X[start:start + 150])
+        return lda
+
+    for fit in (online, partial):
+        scalar = fit(0.05)
+        for prior in (np.full((K, v), 0.05), (0.05, zeros)):
+            model = fit(prior)
+            np.testing.assert_array_equal(model.components_, scalar.components_)
+            assert model.bound_ == scalar.bound_
+
+
 # -- several GPUs (shards on one GPU) --------------------------------------------------------------
 def _multi(k, cells, gpus=(0, 0, 0)):
     from sklearn_gpulda.backends.cuda.multi_gpu.sampler import MultiGpuSampler

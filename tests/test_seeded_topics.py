@@ -309,7 +309,6 @@ def test_a_seeded_model_pickles_as_plain_data_and_transforms():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(learning_method="online"), "batch fits only"),
     (dict(device="cuda", algorithm="dense"), "samples on the engines 'cuda-sparse'"),
     (dict(device="cuda", algorithm="minibatch"), "this fit would run 'cuda-minibatch'"),
 ])
@@ -326,15 +325,6 @@ def test_engines_without_a_matrix_prior_refuse_it(kwargs, match):
             raise
         pytest.skip(f"no CUDA device: {exc}")
     assert not hasattr(lda, "components_")
-
-
-def test_partial_fit_refuses_a_matrix_prior():
-    prior = seeded_topic_prior(_corpus().feature_names, {0: [_corpus().feature_names[0]]}, K,
-                               strength=5.0)
-    lda = GPULatentDirichletAllocation(n_components=K, topic_word_prior=prior, device="cpu",
-                                       random_state=0)
-    with pytest.raises(ValueError, match="partial_fit"):
-        lda.partial_fit(_corpus().data)
 
 
 def test_fit_checks_the_matrix_shape_against_the_data():
@@ -357,10 +347,8 @@ def test_engines_that_take_a_matrix_prior_are_named_in_the_refusal():
             check_matrix_prior(by_name[name], "batch", cells)
         check_matrix_prior(by_name[name], "batch", None)
     for name in matrix_prior_engines():
-        check_matrix_prior(by_name[name], "batch", cells)
-        for method in ("online", "partial"):
-            with pytest.raises(ValueError, match="batch fits only"):
-                check_matrix_prior(by_name[name], method, cells)
+        for method in ("batch", "online", "partial"):
+            check_matrix_prior(by_name[name], method, cells)
     # Hash rows of B hold integer counts: no room for the seeded cells' pseudo-counts.
     with pytest.raises(ValueError, match="stored dense"):
         check_matrix_prior(by_name["cuda-sparse"], "batch", cells, "hybrid")
@@ -379,3 +367,89 @@ def test_a_gpu_plan_takes_a_matrix_prior(device):
     np.testing.assert_array_equal(plan.beta_cells.as_matrix().toarray(), [[0, 0, 0], [0, 0, 3]])
     with pytest.raises(ValueError, match="samples on the engines"):
         lda._plan(Device("cuda", (0,)), "dense", 0)
+
+
+# -- online learning and partial_fit ---------------------------------------------------------------
+def _online(topic_word_prior, max_iter=20, algorithm="sparse", **kw):
+    return GPULatentDirichletAllocation(
+        n_components=K, topic_word_prior=topic_word_prior, learning_method="online",
+        max_iter=max_iter, batch_size=50, random_state=0, device="cpu", algorithm=algorithm,
+        **kw).fit(_corpus().data)
+
+
+def test_online_seeded_topics_keep_their_seed_words():
+    # The mini-batch chains blend towards eta + (D / n) S: after 20 passes every seeded topic
+    # still has its seed words on top; unseeded, none does.
+    seeds = _seeds()
+    prior = seeded_topic_prior(_corpus().feature_names, seeds, K, strength=50.0)
+    seeded, plain = _online(prior), _online("auto")
+    top_seeded, top_plain = _top_words(seeded), _top_words(plain)
+    for k in range(K):
+        assert set(seeds[k]) <= top_seeded[k], (k, seeds[k])
+    assert sum(set(seeds[k]) <= top_plain[k] for k in range(K)) < K
+    # Online learning learns no prior: the base stays where 'auto' starts it.
+    assert seeded.topic_word_prior_ == 1 / K
+    cells = seeded.topic_word_prior_cells_
+    assert sparse.isspmatrix_csr(cells) and cells.nnz == 3 * K
+    assert not hasattr(plain, "topic_word_prior_cells_")
+
+
+def test_partial_fit_with_seeded_topics_keeps_their_seed_words():
+    seeds = _seeds()
+    prior = seeded_topic_prior(_corpus().feature_names, seeds, K, strength=50.0)
+    X = _corpus().data
+    lda = GPULatentDirichletAllocation(n_components=K, topic_word_prior=prior, batch_size=50,
+                                       total_samples=X.shape[0], random_state=0, device="cpu")
+    for _ in range(10):
+        for start in range(0, X.shape[0], 100):
+            lda.partial_fit(X[start:start + 100])
+    top = _top_words(lda)
+    for k in range(K):
+        assert set(seeds[k]) <= top[k], (k, seeds[k])
+    assert lda.topic_word_prior_cells_.nnz == 3 * K
+
+
+def _zero_cells(v):
+    """Cells seeded with 0.0, some at words a mini-batch of 50 documents does not hold."""
+    X = _corpus().data
+    absent = np.flatnonzero(np.asarray(X[:50].sum(axis=0)).ravel() == 0)
+    assert absent.size  # a later batch's blend of a cell outside its columns is tested too
+    return sparse.coo_matrix((np.zeros(4), ([0, 1, 4, 2], [0, 7, v - 1, absent[0]])),
+                             shape=(K, v))
+
+
+@pytest.mark.parametrize("algorithm", ["sparse", "minibatch"])
+def test_online_matrix_of_beta_is_the_scalar_model_bit_for_bit(algorithm):
+    v = _corpus().data.shape[1]
+    scalar = _online(0.05, max_iter=3, algorithm=algorithm, evaluate_every=1)
+    for prior in (np.full((K, v), 0.05), (0.05, _zero_cells(v))):
+        model = _online(prior, max_iter=3, algorithm=algorithm, evaluate_every=1)
+        np.testing.assert_array_equal(model.components_, scalar.components_)
+        assert model.bound_ == scalar.bound_
+
+
+def test_partial_fit_matrix_of_beta_is_the_scalar_model_bit_for_bit():
+    X = _corpus().data
+    v = X.shape[1]
+
+    def run(prior, max_iter=None):
+        lda = GPULatentDirichletAllocation(n_components=K, topic_word_prior=prior,
+                                           batch_size=50, total_samples=X.shape[0],
+                                           random_state=0, device="cpu")
+        for start in range(0, X.shape[0], 150):
+            lda.partial_fit(X[start:start + 150])
+        return lda
+
+    scalar = run(0.05)
+    model = run((0.05, _zero_cells(v)))
+    np.testing.assert_array_equal(model.components_, scalar.components_)
+    assert model.bound_ == scalar.bound_
+
+
+def test_online_target_adds_the_seeded_cells_to_the_base():
+    # No pass at all: the model is the prior, eta itself.
+    v = _corpus().data.shape[1]
+    eta = np.full((K, v), 0.05)
+    eta[2, 10] = 3.0
+    model = _online(eta, max_iter=0)
+    np.testing.assert_array_equal(model.components_, eta)
