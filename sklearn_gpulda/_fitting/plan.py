@@ -154,8 +154,8 @@ def check_matrix_prior(backend, method, cells, word_topic_storage="auto"):
     if not getattr(backend, "matrix_prior", False):
         names = ", ".join(repr(n) for n in matrix_prior_engines())
         raise ValueError(f"a matrix topic_word_prior samples on the engines {names} so far "
-                         f"(algorithm='sparse' on device='cuda', or any algorithm on "
-                         f"device='cpu'); this fit would run {backend.name!r}")
+                         f"(algorithm='sparse' or 'minibatch' on device='cuda', or any "
+                         f"algorithm on device='cpu'); this fit would run {backend.name!r}")
     if word_topic_storage == "hybrid":
         raise ValueError("a matrix topic_word_prior needs the word-topic counts stored dense: "
                          "use word_topic_storage='auto' or 'dense', not 'hybrid'")
