@@ -315,8 +315,8 @@ def _minibatch_reference(n_topics, cells, batch_tokens):
 
 @pytest.mark.parametrize("n_topics, extra, batch_tokens", [(16, 5.0, 3000), (16, None, 3000),
                                                            (40, 50.0, 20000)])
-def test_minibatched_sweeps_with_a_matrix_prior_agree_with_numpy_engine(kjv, n_topics, extra,
-                                                                         batch_tokens):
+def test_minibatched_sweeps_with_a_matrix_prior_agree_with_numpy_engine(
+        kjv, n_topics, extra, batch_tokens):
     # The GPU holds the seeded cells as pseudo-counts of B and the totals for a sweep's
     # batches: the oracle's conditional with roundings moved (doc/algorithm.md), so the draws
     # agree except within rounding of an interval end; the counts after a sweep are the recount.
