@@ -9,8 +9,9 @@ a seeded topic keeps its words at convergence, and the topic lands at the index 
 
 The corpus is drawn from the LDA model with 5 known topics. We seed model topic ``k`` with three
 distinctive words of true topic ``(k + 3) % 5``, fit with and without the seeds, and show where
-the seed words end up. (A matrix prior runs in batch fits on the CPU engines and the default
-GPU engine; this example runs on the CPU so that it runs anywhere.)
+the seed words end up. (A matrix prior runs on the CPU engines and the sparse and mini-batched
+GPU engines, in batch fits, online learning and on Dask; this example runs on the CPU so that it
+runs anywhere.)
 """
 
 import matplotlib

@@ -75,10 +75,11 @@ class GPULatentDirichletAllocation(
         non-negative amounts to it. Only the cells above the least value are kept, so a prior
         with few seeded cells costs memory for those cells only. With a base of 'auto' the base
         is learned (Minka's fixed point) while the seeded additions stay fixed
-        (``doc/algorithm.md``). A matrix prior runs in batch fits on the CPU engines and on
-        the sparse GPU engine (``algorithm='sparse'`` or 'auto', one GPU or several, B stored
-        dense); the dense and mini-batched GPU engines, ``word_topic_storage='hybrid'``,
-        online learning and ``partial_fit`` raise.
+        (``doc/algorithm.md``). A matrix prior runs on the CPU engines and on the sparse and
+        mini-batched GPU engines (``algorithm='sparse'``, 'auto' or 'minibatch'; the sparse one
+        on one GPU or several; B stored dense), in batch fits, online learning (each
+        mini-batch blended towards ``eta`` plus its statistics) and ``partial_fit``, and on a
+        Dask cluster; the dense GPU engine and ``word_topic_storage='hybrid'`` raise.
     learning_method : {'batch', 'online'}, default='batch'
         'batch' samples every token in each iteration; 'online' learns from mini-batches of
         ``batch_size`` documents, blending each batch's statistics into the model.

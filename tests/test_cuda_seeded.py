@@ -285,6 +285,51 @@ def test_dense_fit_with_a_seeded_prior_runs_the_dense_engine():
     assert np.all(lda.components_[cells.nonzero()] >= 20.0)
 
 
+# -- online learning and partial_fit on the GPU ---------------------------------------------------
+def test_online_seeded_topics_keep_their_seed_words_on_the_gpu():
+    # The CPU test's (tests/test_seeded_topics.py): the first mini-batch's chain samples with
+    # the seeded cells on the GPU, and every blend targets eta + (D / n) S there.
+    seeds = _seeds()
+    prior = seeded_topic_prior(_corpus().feature_names, seeds, K, strength=50.0)
+    params = dict(n_components=K, learning_method="online", max_iter=20, batch_size=50,
+                  random_state=0, device="cuda", algorithm="sparse")
+    seeded = GPULatentDirichletAllocation(topic_word_prior=prior, **params).fit(_corpus().data)
+    plain = GPULatentDirichletAllocation(topic_word_prior="auto", **params).fit(_corpus().data)
+    top_seeded, top_plain = _top_words(seeded), _top_words(plain)
+    for k in range(K):
+        assert set(seeds[k]) <= top_seeded[k], (k, seeds[k])
+    assert sum(set(seeds[k]) <= top_plain[k] for k in range(K)) < K
+    assert seeded.topic_word_prior_cells_.nnz == 3 * K
+
+
+def test_online_and_partial_fit_matrix_of_beta_is_the_scalar_model_on_the_gpu():
+    X = _corpus().data
+    v = X.shape[1]
+    absent = np.flatnonzero(np.asarray(X[:50].sum(axis=0)).ravel() == 0)
+    zeros = sparse.coo_matrix((np.zeros(4), ([0, 1, 4, 2], [0, 7, v - 1, absent[0]])),
+                              shape=(K, v))
+    params = dict(n_components=K, batch_size=50, random_state=0, device="cuda",
+                  algorithm="sparse")
+
+    def online(prior):
+        return GPULatentDirichletAllocation(topic_word_prior=prior, learning_method="online",
+                                            max_iter=3, evaluate_every=1, **params).fit(X)
+
+    def partial(prior):
+        lda = GPULatentDirichletAllocation(topic_word_prior=prior, total_samples=X.shape[0],
+                                           **params)
+        for start in range(0, X.shape[0], 150):
+            lda.partial_fit(X[start:start + 150])
+        return lda
+
+    for fit in (online, partial):
+        scalar = fit(0.05)
+        for prior in (np.full((K, v), 0.05), (0.05, zeros)):
+            model = fit(prior)
+            np.testing.assert_array_equal(model.components_, scalar.components_)
+            assert model.bound_ == scalar.bound_
+
+
 # -- several GPUs (shards on one GPU) --------------------------------------------------------------
 def _multi(k, cells, gpus=(0, 0, 0)):
     from sklearn_gpulda.backends.cuda.multi_gpu.sampler import MultiGpuSampler
@@ -353,22 +398,84 @@ def test_hybrid_storage_refuses_a_matrix_prior():
         eng.set_beta_cells(_cells(16, 100, 1.0))
 
 
-@pytest.mark.parametrize("algorithm", ["minibatch"])
-def test_other_cuda_engines_refuse_a_matrix_prior(algorithm):
-    prior = seeded_topic_prior(_corpus().feature_names, {0: [_corpus().feature_names[0]]}, K,
-                               strength=5.0)
-    lda = GPULatentDirichletAllocation(n_components=K, topic_word_prior=prior, max_iter=2,
-                                       device="cuda", algorithm=algorithm)
-    with pytest.raises(ValueError, match="samples on the engines"):
-        lda.fit(_corpus().data)
-    assert not hasattr(lda, "components_")
-
-
-def test_the_minibatched_sampler_refuses_a_matrix_prior():
-    # It derives from the sparse sampler but forms its word side in its own kernel.
+# -- the mini-batched engine -------------------------------------------------------------------
+def _minibatch(n_topics, cells, batch_tokens):
     from sklearn_gpulda.backends.cuda.minibatch.sampler import CudaMinibatchSampler
 
-    eng = CudaMinibatchSampler(16, ALPHA, BETA, SEED, GPU)
-    with pytest.raises(NotImplementedError, match="does not sample with a matrix"):
-        eng.set_beta_cells(_cells(16, 100, 1.0))
-    assert eng.beta_cells is None
+    eng = CudaMinibatchSampler(n_topics, ALPHA, BETA, SEED, GPU, batch_tokens=batch_tokens)
+    eng.set_beta_cells(cells)
+    return eng
+
+
+def _minibatch_reference(n_topics, cells, batch_tokens):
+    from sklearn_gpulda.backends.numpy.minibatch import NumpyMinibatchSampler
+
+    ref = NumpyMinibatchSampler(n_topics, ALPHA, BETA, SEED, CPU, batch_tokens=batch_tokens)
+    ref.set_beta_cells(cells)
+    return ref
+
+
+@pytest.mark.parametrize("n_topics, extra, batch_tokens", [(16, 5.0, 3000), (16, None, 3000),
+                                                           (40, 50.0, 20000)])
+def test_minibatched_sweeps_with_a_matrix_prior_agree_with_numpy_engine(
+        kjv, n_topics, extra, batch_tokens):
+    # The GPU holds the seeded cells as pseudo-counts of B and the totals for a sweep's
+    # batches: the oracle's conditional with roundings moved (doc/algorithm.md), so the draws
+    # agree except within rounding of an interval end; the counts after a sweep are the recount.
+    corpus = tokens(kjv[:300])
+    cells = _cells(n_topics, corpus.n_words, extra, n_cells=200)
+    eng = initialised(_minibatch(n_topics, cells, batch_tokens), corpus)
+    ref = initialised(_minibatch_reference(n_topics, cells, batch_tokens), corpus)
+    for it in (1, 2, 3):
+        eng.sweep(it)
+        ref.sweep(it)
+        agree = np.mean(eng.topics() == ref.topics())
+        print(f"K={n_topics}, extra={extra}, sweep {it}: GPU-oracle {agree:.5f}")
+        assert agree >= 0.999, (it, agree)
+        np.testing.assert_array_equal(
+            eng.word_topic_counts(),
+            np.bincount(corpus.word.astype(np.int64) * n_topics + eng.topics(),
+                        minlength=corpus.n_words * n_topics).reshape(corpus.n_words,
+                                                                     n_topics).T)
+        eng.set_topics(ref.topics())  # re-aligned: one rounding does not compound
+        np.testing.assert_array_equal(eng.seeded_counts(), ref.seeded_counts())
+    np.testing.assert_array_equal(eng.topic_word_components(), ref.topic_word_components())
+    assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-6)
+    # The seeds moved the chain: the test above can fail.
+    plain = initialised(_minibatch(n_topics, None, batch_tokens), corpus)
+    plain.set_topics(ref.topics())
+    eng.set_topics(ref.topics())
+    for s in (eng, plain):
+        s.sweep(4)
+    assert np.mean(eng.topics() == plain.topics()) < 0.999
+    for s in (eng, ref, plain):
+        s.release()
+
+
+def test_minibatched_matrix_of_beta_is_the_scalar_prior_bit_for_bit():
+    X = _corpus().data
+    v = X.shape[1]
+    params = dict(n_components=K, max_iter=20, random_state=0, device="cuda",
+                  algorithm="minibatch", minibatch_tokens=3000, prior_update_every=5)
+
+    def fit(prior):
+        return GPULatentDirichletAllocation(topic_word_prior=prior, **params).fit(X)
+
+    scalar = fit(0.05)
+    zeros = sparse.coo_matrix((np.zeros(4), ([0, 1, 4, 4], [0, 7, 3, v - 1])), shape=(K, v))
+    for model in (fit(np.full((K, v), 0.05)), fit((0.05, zeros))):
+        np.testing.assert_array_equal(model.components_, scalar.components_)
+        assert model.bound_ == scalar.bound_
+    learned, learned_cells = fit("auto"), fit(("auto", zeros))
+    np.testing.assert_array_equal(learned_cells.components_, learned.components_)
+    assert learned_cells.topic_word_prior_ == learned.topic_word_prior_
+
+
+def test_minibatched_seeded_topics_keep_their_seed_words():
+    prior = seeded_topic_prior(_corpus().feature_names, _seeds(), K, strength=50.0)
+    params = dict(n_components=K, max_iter=300, random_state=0, device="cuda",
+                  algorithm="minibatch", minibatch_tokens=3000)
+    seeded = GPULatentDirichletAllocation(topic_word_prior=prior, **params).fit(_corpus().data)
+    seeds, top = _seeds(), _top_words(seeded)
+    for k in range(K):
+        assert set(seeds[k]) <= top[k], (k, seeds[k])

@@ -436,3 +436,68 @@ def test_a_worker_lost_inside_a_run_fails_the_fit_and_the_model_stays(kjv, monke
         assert killed == [pid]
         assert model.max_iter == 100_000 and model.n_iter_ == 3
         np.testing.assert_array_equal(model.components_, before)
+
+
+# -- a matrix topic-word prior (seeded topics) ----------------------------------------------------
+def _seeded_prior(X, n_topics, strength=20.0):
+    """A learned base plus three seeded words per topic, chosen at random from X's words."""
+    from scipy import sparse
+
+    rng = np.random.default_rng(1)
+    words = rng.choice(X.shape[1], size=(n_topics, 3), replace=False)
+    topics = np.repeat(np.arange(n_topics), 3)
+    additions = sparse.csr_matrix((np.full(3 * n_topics, strength), (topics, words.ravel())),
+                                  shape=(n_topics, X.shape[1]))
+    return "auto", additions
+
+
+def _same_seeded_model(a, b):
+    _same_model(a, b)
+    np.testing.assert_array_equal(a.topic_word_prior_cells_.toarray(),
+                                  b.topic_word_prior_cells_.toarray())
+
+
+def test_seeded_fit_equals_one_process(kjv, reference):
+    # The defaults learn the base beta (reading B at the seeded cells from the summed B on the
+    # driver) and average: the one-process model, bit for bit, on uneven shards.
+    params = dict(PARAMS, topic_word_prior=_seeded_prior(kjv, PARAMS["n_components"]))
+    one = GPULatentDirichletAllocation(**params).fit(kjv)
+    # The seeds change the model: this test would catch a cluster that dropped them.
+    assert not np.array_equal(one.components_, reference.components_)
+    cluster, client = _cluster(2)
+    with cluster, client:
+        X = da.from_array(kjv, chunks=((400, 1, 300, kjv.shape[0] - 701), kjv.shape[1]),
+                          asarray=False)
+        model = LatentDirichletAllocation(client=client, **params).fit(X)
+    _same_seeded_model(model, one)
+    # The plain model pickles as NumPy and SciPy data and transforms without Dask.
+    local = pickle.loads(pickle.dumps(model.to_local()))
+    assert isinstance(local.topic_word_prior_, float)
+    assert type(local.topic_word_prior_cells_).__module__.startswith("scipy.sparse")
+    np.testing.assert_array_equal(local.transform(kjv[:5]), one.transform(kjv[:5]))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("cluster_kind", ["shared-gpu", "gpu-per-worker"])
+def test_seeded_gpu_workers_equal_one_gpu_fit(kjv, cluster_kind, monkeypatch):
+    # Two plain workers sharing GPU 0 (B summed on the driver, which reads the seeded cells'
+    # counts there), and one worker per GPU (B summed over NCCL, the cells' counts read from
+    # the first shard's GPU): both the one-GPU model.
+    from sklearn_gpulda.backends.cuda.multi_gpu.all_reduce import nccl_module
+    from sklearn_gpulda.dask._cluster import local_gpu_cluster
+
+    params = dict(GPU_PARAMS, topic_word_prior=_seeded_prior(kjv, GPU_PARAMS["n_components"]))
+    one = GPULatentDirichletAllocation(**params).fit(kjv)
+    joined = _spy_on_nccl(monkeypatch)
+    if cluster_kind == "shared-gpu":
+        cluster, client = _cluster(2)
+    else:
+        if nccl_module() is None:
+            pytest.skip("CuPy has no NCCL here")
+        cluster = local_gpu_cluster(2)
+        client = distributed.Client(cluster)
+    with cluster, client:
+        model = LatentDirichletAllocation(client=client, **params).fit(kjv)
+    assert joined == ([] if cluster_kind == "shared-gpu" else [2])
+    _same_seeded_model(model, one)

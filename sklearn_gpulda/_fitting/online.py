@@ -43,20 +43,63 @@ def _batch_statistics(plan, sampler, components, iteration, want_loglik, columns
 
 def _blend(plan, components, stats, columns, n_docs, n_batch_iter, total_samples):
     """The model after a mini-batch of ``n_docs`` documents whose statistics over ``columns``
-    of it (all where None) are ``stats``; the target itself after the very first batch."""
+    of it (all where None) are ``stats``; the target itself after the very first batch.
+
+    The target is ``eta + total_samples / n_docs * stats``: with a matrix prior, a seeded
+    cell's is ``(beta + scale * S) + extra`` (:func:`_blend_cells`), so a cell seeded with 0.0
+    is the scalar prior's bit for bit."""
     beta = plan.beta.value
+    cells = plan.beta_cells
     rho = (plan.online.learning_offset + n_batch_iter) ** (-plan.online.learning_decay)
-    target = beta + (total_samples / max(n_docs, 1)) * stats
-    if components is None:
-        return target
+    scale = total_samples / max(n_docs, 1)
+    target = beta + scale * stats
     xp = array_module(stats)
+    if components is None:
+        if cells is not None:
+            topic, word, extra = _cells_on(xp, cells)
+            target[topic, word] += extra
+        return target
     components = xp.asarray(components)
     # A word the batch does not hold has no statistics: its target is beta alone. Each cell is
     # the same IEEE expression as blending the whole (K, V) target.
     new = (1.0 - rho) * components + rho * beta
-    columns = slice(None) if columns is None else xp.asarray(columns)
-    new[:, columns] = (1.0 - rho) * components[:, columns] + rho * target
+    columns = None if columns is None else xp.asarray(columns)
+    every = slice(None) if columns is None else columns
+    new[:, every] = (1.0 - rho) * components[:, every] + rho * target
+    if cells is not None:
+        _blend_cells(xp, new, components, stats, columns, cells, beta, scale, rho)
     return new
+
+
+def _cells_on(xp, cells):
+    """A matrix prior's seeded cells as ``(topic, word, extra)`` arrays of ``xp``."""
+    return xp.asarray(cells.topic), xp.asarray(cells.word), xp.asarray(cells.value)
+
+
+def _blend_cells(xp, new, components, stats, columns, cells, beta, scale, rho):
+    """Blend the seeded cells of ``new`` again, towards their own target ``(beta + scale *
+    S) + extra`` (``S`` 0.0 where the batch does not hold the word, whose target is then
+    ``eta`` alone): O(seeded cells), besides a map of the vocabulary to the batch's columns."""
+    topic, word, extra = _cells_on(xp, cells)
+    if columns is None:
+        s = stats[topic, word]
+    else:
+        position = xp.full(components.shape[1], -1, dtype=xp.int64)
+        position[columns] = xp.arange(columns.shape[0], dtype=xp.int64)
+        at = position[word]
+        s = xp.where(at >= 0, stats[topic, xp.maximum(at, 0)], 0.0)
+    new[topic, word] = (1.0 - rho) * components[topic, word] + rho * ((beta + scale * s)
+                                                                      + extra)
+
+
+def _chain_cells(sampler, cells):
+    """Give ``sampler``'s chain the seeded ``cells`` (or None), where it holds others.
+
+    Only a chain that learns B (the very first mini-batch's) samples with a matrix prior; a
+    later batch's holds Bhat fixed from the model, which carries the prior already, and runs
+    over the batch's own words, in which the cells' word ids mean nothing."""
+    if sampler.beta_cells is not cells:
+        sampler.set_beta_cells(cells)
 
 
 class OnlineBatches:
@@ -118,6 +161,7 @@ def online_steps(plan, X, ranges, components, alpha, n_batch_iter, total_samples
     for i, (d0, d1) in enumerate(ranges):
         want = want_loglik and i == len(ranges) - 1
         columns = None
+        _chain_cells(sampler, plan.beta_cells if components is None else None)
         if components is None:
             # The first batch learns B, whose denominators count the whole vocabulary: its
             # chain runs over every column.

@@ -40,6 +40,11 @@ class _Passes:
         self.components, self.alpha, self.n_batch_iter = components, plan.alpha.value, n_batch_iter
         self.held = None
 
+    def _cells_matrix(self):
+        """The seeded cells the fitted model keeps (``topic_word_prior_cells_``), or None."""
+        cells = self.plan.beta_cells
+        return None if cells is None else cells.as_matrix()
+
     def start(self):
         """Nothing: the first pass lays its mini-batches out."""
 
@@ -73,8 +78,11 @@ class OnlineLearning(_Passes):
     def state(self, n_iter, fit_time, history):
         components = self.components
         if components is None:
-            # max_iter=0: no batch was seen; topics stay at the prior.
+            # max_iter=0: no batch was seen; topics stay at the prior (a matrix prior's cells
+            # added to its base, as everywhere).
             components = np.full((self.plan.n_topics, self.X.shape[1]), self.plan.beta.value)
+            if self.plan.beta_cells is not None:
+                self.plan.beta_cells.add_to_components(components)
         bound = self.bound
         if bound is None:
             # The last pass's evaluation, when it had one, is the model's: not computed twice.
@@ -84,7 +92,7 @@ class OnlineLearning(_Passes):
             doc_topic_prior=public_prior(self.alpha, self.plan.alpha),
             topic_word_prior=float(self.plan.beta.value), n_iter=n_iter,
             n_batch_iter=self.n_batch_iter, bound=bound, n_tokens=self.n_tokens,
-            fit_time=fit_time, history=history)
+            fit_time=fit_time, history=history, topic_word_prior_cells=self._cells_matrix())
 
 
 class PartialFit(_Passes):
@@ -118,4 +126,5 @@ class PartialFit(_Passes):
             topic_word_prior=float(self.plan.beta.value),
             n_iter=0 if previous is None else previous.n_iter, n_batch_iter=self.n_batch_iter,
             bound=self.bound, n_tokens=self.n_tokens, fit_time=fit_time,
-            history={} if previous is None else previous.history)
+            history={} if previous is None else previous.history,
+            topic_word_prior_cells=self._cells_matrix())

@@ -146,20 +146,16 @@ def matrix_prior_engines():
 def check_matrix_prior(backend, method, cells, word_topic_storage="auto"):
     """Raise where a fit with a matrix ``topic_word_prior`` would not sample with it (never
     silently with the base value alone): an engine whose entry does not take it
-    (:attr:`~sklearn_gpulda.backends.Backend.matrix_prior`), a fit other than a batch fit, or
-    B stored hybrid (its hashed rows hold integer counts, where the GPU adds the seeded cells'
-    pseudo-counts)."""
+    (:attr:`~sklearn_gpulda.backends.Backend.matrix_prior`), or B stored hybrid (its hashed
+    rows hold integer counts, where the GPU adds the seeded cells' pseudo-counts). Batch
+    fits, online learning and ``partial_fit`` (``method``) all take it on those engines."""
     if cells is None:
         return
     if not getattr(backend, "matrix_prior", False):
         names = ", ".join(repr(n) for n in matrix_prior_engines())
         raise ValueError(f"a matrix topic_word_prior samples on the engines {names} so far "
-                         f"(algorithm='sparse' or 'dense' on device='cuda', or any algorithm "
-                         f"on device='cpu'); this fit would run {backend.name!r}")
-    if method != "batch":
-        raise ValueError("a matrix topic_word_prior runs in batch fits only so far "
-                         "(learning_method='batch', fit): online learning and partial_fit do "
-                         "not take it")
+                         f"(algorithm='sparse', 'dense' or 'minibatch' on device='cuda', or "
+                         f"any algorithm on device='cpu'); this fit would run {backend.name!r}")
     if word_topic_storage == "hybrid":
         raise ValueError("a matrix topic_word_prior needs the word-topic counts stored dense: "
                          "use word_topic_storage='auto' or 'dense', not 'hybrid'")

@@ -47,7 +47,8 @@ class Backend:
         Those its multi-GPU sampler takes.
     matrix_prior : bool
         Whether its samplers (one GPU and several) sample with a matrix topic-word prior
-        (:meth:`~.base.Sampler.set_beta_cells`) in batch fits.
+        (:meth:`~.base.Sampler.set_beta_cells`): in batch fits, online learning and
+        ``partial_fit``, and on Dask workers where its engine runs there.
     """
 
     name: str
@@ -123,7 +124,7 @@ BACKENDS = (
             matrix_prior=True),
     Backend("cuda-minibatch", "minibatch", "cuda", ".cuda.minibatch.sampler:CudaMinibatchSampler",
             max_topics=4096, auto_max_topics=0, why_max_topics=_MINIBATCH_WHY,
-            takes=_GPU + ("batch_tokens",)),
+            takes=_GPU + ("batch_tokens",), matrix_prior=True),
     Backend("numpy-dense", "dense", "cpu", ".numpy.sampler:NumpySampler",
             options={"rule": "dense"}, max_topics=1024, auto_max_topics=0,
             why_max_topics=_DENSE_WHY, takes=_CPU, matrix_prior=True),

@@ -35,7 +35,8 @@ _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-paral
         ``LocalCUDACluster`` or ``dask cuda worker``, each worker's own GPU; workers of a plain
         cluster share GPU 0 of their host); 'auto' means 'cuda' when every worker sees a GPU,
         else 'cpu'. ``learning_method`` must be 'batch'; ``algorithm`` 'sparse' or 'auto' on
-        GPU workers.
+        GPU workers. A matrix ``topic_word_prior`` (seeded topics) runs on both: every shard
+        samples with the seeded cells, and the model is still the single process's.
 
     Notes
     -----
@@ -222,15 +223,13 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
             # The driver validates on its CPU whatever the workers run on.
             blocks, dtype = self._place(client, X, CPU)
             plan = self._plan(device, self.algorithm, self._new_seed(), callback=callback)
-            if plan.beta_cells is not None:
-                raise ValueError("a matrix topic_word_prior runs in batch fits of "
-                                 "GPULatentDirichletAllocation (CPU engines, sparse GPU "
-                                 "engine) so far, not on Dask")
             rule = plan.backend.options.get("rule", "sparse")
+            # A matrix prior's seeded cells (plain NumPy) travel to every shard, which samples
+            # with them against the summed B, as one process's chain does.
             actor_futures = [
                 client.submit(Shard, block, plan.n_topics, plan.alpha.value, plan.beta.value,
-                              plan.seed, self.n_jobs, rule, device.kind, actor=True,
-                              pure=False)
+                              plan.seed, self.n_jobs, rule, device.kind, plan.beta_cells,
+                              actor=True, pure=False)
                 for block in blocks
             ]
             try:
@@ -248,6 +247,7 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
 
                 sampler = DaskSampler(shards, plan.n_topics, plan.alpha.value, plan.beta.value,
                                       plan.seed, device, check_alive)
+                sampler.set_beta_cells(plan.beta_cells)
                 summaries = sampler.call_all("summary")
                 offsets = np.cumsum([0] + [n_tokens for n_tokens, _, _ in summaries])[:-1]
                 in_place = device.kind == "cuda" and _sum_in_place(
@@ -256,6 +256,7 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
                 if in_place:
                     sampler = NcclDaskSampler(shards, plan.n_topics, plan.alpha.value,
                                               plan.beta.value, plan.seed, device, check_alive)
+                    sampler.set_beta_cells(plan.beta_cells)
                     frequencies = np.sum(sampler.call_all("word_frequencies"), axis=0)
                 sampler.call_each("prepare", [(int(o), frequencies) for o in offsets])
                 if in_place:

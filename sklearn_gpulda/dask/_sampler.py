@@ -225,6 +225,21 @@ class DaskSampler(Sampler):
         values, n_cells = nonzero_histogram(self.team, b)
         return values, n_cells, b.sum(axis=0, dtype=np.float64)
 
+    def seeded_counts(self):
+        """B at a matrix prior's seeded cells, read here from the summed B the driver holds
+        (the one beta's histogram was just read from): the one process's counts, bit for
+        bit."""
+        cells = self.beta_cells
+        return self._word_major_counts()[cells.word, cells.topic].astype(np.float64)
+
+    def topic_word_components(self, dtype=np.float64):
+        if self.beta_cells is None:
+            return super().topic_word_components(dtype)
+        # ``(B + beta) + extra`` in float64, then the model's dtype, as one process adds the
+        # seeded cells.
+        components = super().topic_word_components(np.float64)
+        return self.beta_cells.add_to_components(components).astype(dtype, copy=False)
+
     def word_topic_counts(self):
         return transposed(self.team, self._word_major_counts())
 
@@ -324,6 +339,10 @@ class NcclDaskSampler(DaskSampler):
 
     def word_topic_histogram(self):
         return self._lead("word_topic_histogram")
+
+    def seeded_counts(self):
+        # The first shard's GPU holds the summed B: only the seeded cells cross.
+        return self._lead("seeded_counts")
 
     def _accumulate(self):
         self._lead("accumulate_word_topic")

@@ -68,13 +68,20 @@ class Shard:
         As :class:`~sklearn_gpulda.backends.numpy.sampler.NumpySampler`.
     engine : {'cpu', 'cuda'}
         Where the shard samples (:func:`shard_chain`).
+    beta_cells : CellPrior or None, default=None
+        The seeded cells of a matrix topic-word prior
+        (:class:`~sklearn_gpulda.backends.priors.CellPrior`): the chain samples with them
+        against the summed B, which holds the counts alone.
     """
 
     def __init__(self, block, n_topics, alpha, beta, seed, n_jobs=None, rule="sparse",
-                 engine="cpu"):
+                 engine="cpu", beta_cells=None):
         self.corpus = tokens(sp.csr_matrix(block))
         self.engine = engine
         self.chain = shard_chain(engine, n_topics, alpha, beta, seed, n_jobs, rule)
+        if beta_cells is not None:
+            # Before the layout: a GPU chain places the cells in its rows when it loads.
+            self.chain.set_beta_cells(beta_cells)
         self._cell_dtype = cell_dtype(self.corpus.n_words, n_topics)
         # Iterations done; None until init_topics. Dask may quietly make an actor anew on
         # another worker when its worker dies: the check in sweep turns that into an error
@@ -246,6 +253,10 @@ class Shard:
 
     def set_priors(self, alpha, beta):
         self.chain.set_priors(alpha=alpha, beta=beta)
+
+    def seeded_counts(self):
+        """B at a matrix prior's seeded cells (the corpus's, once summed), float64."""
+        return self.chain.seeded_counts()
 
     def doc_topic_histogram(self):
         return self.chain.doc_topic_histogram()

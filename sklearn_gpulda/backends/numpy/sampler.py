@@ -349,12 +349,6 @@ class NumpySampler(Sampler):
         self._require()
         return self._b if self._fixed_bhat is None else self._word_topic(self._z)
 
-    def set_beta_cells(self, cells):
-        if cells is not None and self.data_parallel:
-            raise NotImplementedError("a matrix topic_word_prior does not run data-parallel "
-                                      "(Dask) so far")
-        super().set_beta_cells(cells)
-
     def seeded_counts(self):
         self._ensure_tables()
         cells = self.beta_cells

@@ -15,7 +15,6 @@ from ...._input.corpus import expand_counts
 from ...._input.layouts import DEFAULT_BATCH_TOKENS, batch_bounds, segmented_csr
 from ...._runtime.device import to_host
 from ...._runtime.stages import stage
-from ...base import Sampler
 from ...random import STREAM_SAMPLE
 from .. import counts
 from ..chain import StageClock
@@ -131,11 +130,6 @@ class CudaMinibatchSampler(CudaSparseSampler):
         self.alpha64 = None
         self._scratch = None
 
-    # Its kernel forms the word side from B itself (doc/algorithm.md, mini-batched sweeps), and
-    # B changes batch by batch: the sparse chain's pseudo-counts do not apply, so
-    # set_beta_cells refuses a matrix prior (the base class's check reads this).
-    seeded_counts = Sampler.seeded_counts
-
     def _widest_batch(self, corpus):
         """The batches' document bounds and the most documents one of them holds."""
         bounds = batch_bounds(corpus.doc_ptr, self.batch_tokens)
@@ -146,7 +140,7 @@ class CudaMinibatchSampler(CudaSparseSampler):
         topic_bytes = np.dtype(topic_dtype(self.n_topics)).itemsize
         extra = BatchLayout.nbytes(corpus.n_tokens, topic_bytes)
         extra += 2 * 4 * self._widest_batch(corpus)[1] * self.n_topics  # A rows and dnt
-        return extra
+        return extra + super()._extra_bytes(corpus)  # and a matrix prior's seeded cells
 
     def _load_plan(self, corpus, frequencies):
         # Refused before anything is allocated: the batches read one resident chunk.
@@ -185,13 +179,19 @@ class CudaMinibatchSampler(CudaSparseSampler):
         layout, (a_batch, dnt), n_sm = self.layout, self._scratch, self._n_sm
         with self.device_context():
             clock = StageClock(cp, ("batches", "mstep"), self.profile)
-            for b in range(layout.n_batches):
-                sample_minibatch.doc_side(layout, self, b, a_batch, dnt)
-                sample_minibatch.draw(layout, self, b, a_batch, dnt, self.seed, iteration,
-                                      stream, sub, n_sm)
-                sample_minibatch.apply(layout, self, b, n_sm)
-                if self.batch_hook is not None:
-                    self.batch_hook(b)
+            # A matrix prior's seeded cells are pseudo-counts for the whole run of batches: in
+            # B (the sparse chain's seed_cells) and in the totals, from which the kernels form
+            # every denominator as totals + V beta. The batches move counts on top of them; the
+            # M-step below recounts B and the totals from the topics alone.
+            with self._seeded_b():
+                self._seed_totals()
+                for b in range(layout.n_batches):
+                    sample_minibatch.doc_side(layout, self, b, a_batch, dnt)
+                    sample_minibatch.draw(layout, self, b, a_batch, dnt, self.seed, iteration,
+                                          stream, sub, n_sm)
+                    sample_minibatch.apply(layout, self, b, n_sm)
+                    if self.batch_hook is not None:
+                        self.batch_hook(b)
             clock.mark()
             # The M-step: A's sparse rows, and B and the totals recounted from the topics (the
             # same numbers for integer counts; for weights, the sums in the sparse chain's order).
@@ -201,6 +201,13 @@ class CudaMinibatchSampler(CudaSparseSampler):
             self._count_words()
             clock.mark()
             self.stage_ms = clock.stage_ms(self.stage_ms)
+
+    def _seed_totals(self):
+        """``totals[k] += E[k]`` (a matrix prior's seeded cells' topic sums) for the batches of
+        a sweep; nothing for a scalar prior."""
+        seeded = self.words.seeded
+        if seeded is not None:
+            self.words.totals += seeded.topic_sums
 
     def _release_state(self):
         super()._release_state()
