@@ -436,3 +436,37 @@ def test_a_worker_lost_inside_a_run_fails_the_fit_and_the_model_stays(kjv, monke
         assert killed == [pid]
         assert model.max_iter == 100_000 and model.n_iter_ == 3
         np.testing.assert_array_equal(model.components_, before)
+
+
+# -- max_iter=None: the stopping rule and its averaging windows on shards ----------------------
+def _stopping_fits(kjv, client, params):
+    """The local and the Dask fit under a small rule whose averaging window restarts at the
+    anchors 4 and 8 and ends at the ceiling 16 (its sum dropped where the shards keep it)."""
+    import math
+
+    from sklearn_gpulda._fitting import stopping
+
+    params = dict(params, max_iter=None)
+    with stopping.using(stopping.StoppingRule(tol=-math.inf, floor=4, ceiling=16)):
+        local = GPULatentDirichletAllocation(**params).fit(kjv)
+        sharded = LatentDirichletAllocation(client=client, **params).fit(kjv)
+    assert local.n_iter_ == sharded.n_iter_ == 16
+    assert sharded.history_["stopped_by"] == "ceiling"
+    return local, sharded
+
+
+def test_the_stopping_rule_on_workers_gives_the_one_process_model(kjv):
+    cluster, client = _cluster(2)
+    with cluster, client:
+        local, sharded = _stopping_fits(kjv, client, PARAMS)
+    _same_model(sharded, local)
+
+
+@pytest.mark.gpu
+def test_the_stopping_rule_on_a_gpu_worker_gives_the_one_gpu_model(kjv):
+    # One worker sums B in place where CuPy has NCCL: the averaging sum then lives on that
+    # shard, and each restarted window must drop it there.
+    cluster, client = _cluster(1)
+    with cluster, client:
+        local, sharded = _stopping_fits(kjv, client, GPU_PARAMS)
+    _same_model(sharded, local)
