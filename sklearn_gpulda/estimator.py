@@ -120,10 +120,10 @@ class GPULatentDirichletAllocation(
     verbose : int, default=0
         When positive, print a line per iteration with the mean throughput so far, and at the
         end why the fit stopped and the final training log-likelihood; with ``max_iter=None``
-        the lines of the stopping rule's evaluations also give the gain per doubling. The likelihood of
-        intermediate iterations is printed only where computing it costs at most 3% of the fit's
-        time (on the CPU engine it costs about one sweep, so about one sweep in 33), and at
-        every ``evaluate_every`` iterations.
+        the lines of the stopping rule's evaluations also give the gain per doubling. The
+        likelihood of other iterations is printed only where computing it keeps evaluations
+        within 3% of the fit's time (on the CPU engine it costs about a third of a sweep), and
+        at every ``evaluate_every`` iterations.
     random_state : int, RandomState instance or None, default=None
         Seeds the counter-based generator; an int gives the same model on the same hardware.
     device : {'auto', 'cpu', 'cuda'}, 'cuda:N', 'cuda:N,M,...' or list, default='auto'
