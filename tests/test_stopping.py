@@ -164,6 +164,43 @@ def test_a_fit_stopped_at_the_ceiling_averages_its_last_half(corpus):
     np.testing.assert_allclose(lda.components_, expected, rtol=1e-13, atol=0)
 
 
+def _ceiling_fit_is_the_fixed_fit(X, **params):
+    """max_iter=None stopped at the ceiling 16 (windows restarted at the anchors 4 and 8)
+    gives the model of max_iter=16, whose 'auto' averaging takes the same last 8 sweeps."""
+    fixed = _lda(max_iter=16, **params).fit(X)
+    with stopping.using(StoppingRule(tol=-math.inf, floor=4, ceiling=16)):
+        ruled = _lda(**params).fit(X)
+    assert ruled.n_iter_ == 16 and ruled.history_["stopped_by"] == "ceiling"
+    np.testing.assert_array_equal(ruled.components_, fixed.components_)
+    np.testing.assert_array_equal(ruled.doc_topic_prior_, fixed.doc_topic_prior_)
+    assert ruled.topic_word_prior_ == fixed.topic_word_prior_
+    assert ruled.bound_ == pytest.approx(fixed.bound_, rel=1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ["sparse", "dense", "minibatch"])
+def test_a_ceiling_stop_is_the_fixed_fit_of_as_many_sweeps(corpus, algorithm):
+    _ceiling_fit_is_the_fixed_fit(corpus, algorithm=algorithm)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm, storage", [("sparse", "dense"), ("sparse", "hybrid"),
+                                                ("dense", "auto"), ("minibatch", "auto")])
+def test_on_a_gpu_a_ceiling_stop_is_the_fixed_fit_of_as_many_sweeps(corpus, algorithm, storage):
+    _ceiling_fit_is_the_fixed_fit(corpus, algorithm=algorithm, word_topic_storage=storage,
+                                  device="cuda", n_components=40)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_fit_stops_by_the_tolerance(corpus):
+    rule = StoppingRule(tol=0.005, floor=8, ceiling=1024)
+    with stopping.using(rule):
+        lda = _lda(device="cuda").fit(corpus)
+    assert lda.history_["stopped_by"] == "tolerance" and lda.n_iter_ < rule.ceiling
+    gains = _gains(lda.history_, rule, lda.n_iter_)
+    assert gains[lda.n_iter_] < rule.tol
+    assert all(gains[n] >= rule.tol for n in gains if rule.floor <= n < lda.n_iter_)
+
+
 def test_a_stop_between_anchors_averages_the_sweeps_since_the_last_one(corpus):
     # Scripted likelihoods (an evaluation only reads the chain) make the rule stop at check
     # point 6, between the anchors 4 and 8: the window is sweeps 5 and 6.
