@@ -61,6 +61,9 @@ def _parse_args(argv):
     p.add_argument("--floor", type=int, default=stopping.FLOOR)
     p.add_argument("--ceiling", type=int, default=stopping.CEILING,
                    help="sweeps of the long fit (floor times a power of two)")
+    p.add_argument("--rule-ceiling", type=int, default=stopping.CEILING,
+                   help="the ceiling of the rules replayed (floor times a power of two): a "
+                        "rule that would stop past the long fit's end shows '-'")
     p.add_argument("--device", default="auto")
     p.add_argument("--max-test-docs", type=int, default=1000)
     p.add_argument("--nytimes-scale", type=float, default=0.05)
@@ -171,7 +174,8 @@ def _print_stops(rows):
 
 def main(argv=None):
     args = _parse_args(argv)
-    stopping.StoppingRule(floor=args.floor, ceiling=args.ceiling)  # checks them
+    for ceiling in (args.ceiling, args.rule_ceiling):
+        stopping.StoppingRule(floor=args.floor, ceiling=ceiling)  # checks them
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     jobs = [(c, k) for c in args.corpora for k in args.topics]
@@ -205,7 +209,7 @@ def main(argv=None):
                   f"{int(X_train.sum()):,} tokens; {X_test.shape[0]} held out", flush=True)
             points = long_fit(X_train, X_test, k, args, deadline)
             _print_curve(points)
-            rows = stops(points, args.tols, args.floor, args.ceiling)
+            rows = stops(points, args.tols, args.floor, args.rule_ceiling)
             _print_stops(rows)
             for p in points:
                 points_csv.writerow([corpus, k, p["sweep"], f"{p['seconds']:.4f}",
