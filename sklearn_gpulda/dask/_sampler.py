@@ -330,8 +330,3 @@ class NcclDaskSampler(DaskSampler):
 
     def averaged_word_topic(self, divisor):
         return self._lead("accumulated", divisor)
-
-    def _discard_sum(self):
-        # The sum lives on the first shard: an averaging window that restarts
-        # (max_iter=None) or gives way must drop it there.
-        self._lead("discard_accumulated")
