@@ -151,14 +151,18 @@ def stops(points, tols, floor, ceiling):
     return out
 
 
-def _print_curve(points):
-    print(f"  {'sweep':>6s} {'seconds':>9s} {'train LL':>10s} {'gain/2x':>9s} {'held-out':>10s}")
+def _print_curve(points, rule):
+    """The long fit's check points: training LL, its gain and spread over the doubling ending
+    there (the spread is what the rule reads), and held-out LL."""
+    print(f"  {'sweep':>6s} {'seconds':>9s} {'train LL':>10s} {'gain/2x':>9s} {'spread':>9s} "
+          f"{'held-out':>10s}")
     train = {p["sweep"]: p["train_ll"] for p in points}
     grid = [p["sweep"] for p in points]
     for i, p in enumerate(points):
         gain = p["train_ll"] - train[grid[i - 2]] if i >= 2 else math.nan
+        spread = rule.spread(p["sweep"], train)
         print(f"  {p['sweep']:>6d} {p['seconds']:>9.2f} {p['train_ll']:>10.4f} {gain:>9.4f} "
-              f"{p['heldout_ll']:>10.4f}")
+              f"{math.nan if spread is None else spread:>9.4f} {p['heldout_ll']:>10.4f}")
 
 
 def _print_stops(rows):
@@ -208,7 +212,8 @@ def main(argv=None):
             print(f"\n{corpus}, K = {k}: {X_train.shape[0]} documents, "
                   f"{int(X_train.sum()):,} tokens; {X_test.shape[0]} held out", flush=True)
             points = long_fit(X_train, X_test, k, args, deadline)
-            _print_curve(points)
+            _print_curve(points, stopping.StoppingRule(floor=args.floor,
+                                                       ceiling=args.rule_ceiling))
             rows = stops(points, args.tols, args.floor, args.rule_ceiling)
             _print_stops(rows)
             for p in points:

@@ -162,7 +162,7 @@ def _iterate(plan, learning, history, start):
             verdict = stopping.judge(n_iter, score.loglik_per_token)
         if iterations.verbose:
             print(_progress_line(iterations, learning, n_iter, cadence, score,
-                                 stopping.gain if check else None))
+                                 stopping.spread if check else None))
         if iterations.callback is not None:
             info = dict(max_iter=iterations.max_iter, n_tokens=learning.n_tokens,
                         seconds=time.perf_counter() - start,
@@ -206,11 +206,11 @@ def _run(learning, averaging, first, last):
     return accumulate_from is not None
 
 
-def _progress_line(iterations, learning, n_iter, cadence, score, gain=None):
+def _progress_line(iterations, learning, n_iter, cadence, score, spread=None):
     """verbose's line for one iteration: the mean sampling rate so far where the method says
     what an iteration samples, and the score when this iteration was evaluated
-    (:class:`~sklearn_gpulda._fitting.cadence.Cadence` says how often), with the gain per
-    doubling at the stopping rule's check points."""
+    (:class:`~sklearn_gpulda._fitting.cadence.Cadence` says how often), with the spread of
+    the likelihood over the last doubling at the stopping rule's check points."""
     if iterations.stopping is None:
         line = f"iteration: {n_iter} of max_iter: {iterations.max_iter}"
     else:
@@ -220,8 +220,8 @@ def _progress_line(iterations, learning, n_iter, cadence, score, gain=None):
         line += f", {learning.tokens_per_step * n_iter / sampling / 1e6:.2f} Mtoken/s"
     if score is not None:
         line += f", {score.text()}"
-    if gain is not None:
-        line += f", gain per doubling: {gain:.4f}"
+    if spread is not None:
+        line += f", spread over the last doubling: {spread:.4f}"
     return line
 
 

@@ -4,8 +4,13 @@ The rule (``doc/algorithm.md``, "When a fit stops"): the chain's training log-li
 token is evaluated at **check points** on a geometric grid, two per doubling of the sweeps
 (``floor / 2``, ``floor / 2 * sqrt 2``, ``floor``, ``floor * sqrt 2``, ``2 floor``, ...,
 rounded to whole sweeps). From ``floor`` on, the fit stops at the first check point ``n`` where
-the likelihood gained less than ``tol`` since the check point one doubling earlier (about
-``n / 2``), and at ``ceiling`` whatever it gained. Comparing across a doubling, not between
+the likelihoods of the last doubling (the check points from the one a doubling earlier, about
+``n / 2``, to ``n``: three of them) lie within ``tol`` of each other, and at ``ceiling``
+whatever they do. For a likelihood that rises steadily this is its gain over the doubling; the
+spread also sees movement that a comparison of the two ends misses: with learned priors the
+training likelihood can rise and then fall for hundreds of sweeps while the held-out likelihood
+still rises (a growing learned beta smooths the topics), and ends that happen to match would
+stop a model that is still improving. Comparing across a doubling, not between
 neighbouring sweeps, measures progress on the scale a sampler's progress has (roughly linear
 in log sweeps) and is far above the sweep-to-sweep noise.
 
@@ -32,8 +37,8 @@ import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-#: Nats per token the training log-likelihood must gain per doubling of the sweeps for the fit
-#: to go on. Provisional (see the module's docstring).
+#: Nats per token over which the training log-likelihoods of the last doubling of the sweeps
+#: must spread for the fit to go on. Provisional (see the module's docstring).
 TOLERANCE = 0.005
 #: Fewest sweeps of a fit that stops by the rule: its first stop can come here. Even, so that
 #: the grid's first point ``FLOOR / 2`` is a whole sweep.
@@ -53,10 +58,9 @@ class StoppingRule:
     Parameters
     ----------
     tol : float, default=TOLERANCE
-        Least gain of the training log-likelihood per token per doubling of the sweeps that
-        keeps the fit going. 0 lets only a falling likelihood stop it before the ceiling;
-        ``-inf`` never does (benchmarks record the whole grid that way); ``inf`` stops at the
-        floor.
+        Least spread (``max - min``) of the training log-likelihoods per token over the last
+        doubling of the sweeps that keeps the fit going. 0 (or less) never stops it before the
+        ceiling (benchmarks record the whole grid with ``-inf``); ``inf`` stops at the floor.
     floor : int, default=FLOOR
         First check point at which the fit may stop; an even number of at least 2.
     ceiling : int, default=CEILING
@@ -68,6 +72,8 @@ class StoppingRule:
     >>> rule.check_points()
     [2, 3, 4, 6, 8, 11, 16, 23, 32]
     >>> rule.replay({2: -9.0, 3: -8.5, 4: -8.2, 6: -8.1, 8: -8.195})
+    (None, None)
+    >>> rule.replay({2: -9.0, 3: -8.5, 4: -8.2, 6: -8.195, 8: -8.199})
     (8, 'tolerance')
     """
 
@@ -106,15 +112,30 @@ class StoppingRule:
 
     def previous_doubling(self):
         """``{n: m}``: for each check point ``n``, the check point ``m`` one doubling earlier
-        (two grid steps back), against which the gain at ``n`` is measured."""
+        (two grid steps back), where the doubling judged at ``n`` starts."""
         points = self.check_points()
         return {n: points[i - 2] for i, n in enumerate(points) if i >= 2}
 
-    def verdict(self, n, loglik, earlier):
-        """Why a fit stops at check point ``n`` where its likelihood per token is ``loglik``
-        and was ``earlier`` one doubling before (None when unknown): 'tolerance', 'ceiling', or
-        None to go on."""
-        if n >= self.floor and earlier is not None and loglik - earlier < self.tol:
+    def doubling(self, n):
+        """The check points of the doubling that ends at check point ``n``, from the one a
+        doubling earlier to ``n`` (empty before there is one)."""
+        points = self.check_points()
+        i = points.index(n)
+        return points[i - 2:i + 1] if i >= 2 else []
+
+    def spread(self, n, loglik_at):
+        """``max - min`` of the likelihoods per token ``loglik_at`` (``{sweep: loglik}``) over
+        the doubling that ends at ``n``; None where one of them is missing."""
+        values = [loglik_at.get(m) for m in self.doubling(n)]
+        if not values or any(v is None for v in values):
+            return None
+        return max(values) - min(values)
+
+    def verdict(self, n, spread):
+        """Why a fit stops at check point ``n`` where the likelihoods of the last doubling
+        spread over ``spread`` (None when unknown): 'tolerance', 'ceiling', or None to go
+        on."""
+        if n >= self.floor and spread is not None and spread < self.tol:
             return "tolerance"
         if n >= self.ceiling:
             return "ceiling"
@@ -125,11 +146,10 @@ class StoppingRule:
         (``{sweep: loglik}``; other sweeps are ignored) would stop, and why: ``(n, reason)``,
         or ``(None, None)`` where the points given end before it would. For benchmarks that
         choose the rule's numbers from one long fit."""
-        back = self.previous_doubling()
         for n in self.check_points():
             if n not in loglik_at:
                 return None, None
-            reason = self.verdict(n, loglik_at[n], loglik_at.get(back.get(n)))
+            reason = self.verdict(n, self.spread(n, loglik_at))
             if reason is not None:
                 return n, reason
         return None, None
@@ -173,7 +193,9 @@ class Stopping:
         self.back = rule.previous_doubling()
         self.anchors = set(rule.anchors())
         self.loglik = {}
-        self.gain = None
+        #: The last check point's spread (:meth:`StoppingRule.spread`) and gain over its
+        #: doubling (last minus first), for verbose and the stop sentence.
+        self.spread = self.gain = None
 
     def due(self, n_iter):
         """Whether sweep ``n_iter`` is a check point: the likelihood is evaluated after it."""
@@ -185,7 +207,8 @@ class Stopping:
         self.loglik[n_iter] = loglik_per_token
         earlier = self.loglik.get(self.back.get(n_iter))
         self.gain = None if earlier is None else loglik_per_token - earlier
-        return self.rule.verdict(n_iter, loglik_per_token, earlier)
+        self.spread = self.rule.spread(n_iter, self.loglik)
+        return self.rule.verdict(n_iter, self.spread)
 
     def opens_window(self, n_iter):
         """Whether an averaging window opens after sweep ``n_iter`` (an anchor), for a fit that
@@ -199,10 +222,10 @@ class Stopping:
     def sentence(self, reason, n_iter):
         """``history_['stop_reason']`` for a stop by this rule."""
         earlier = self.back.get(n_iter)
-        gained = ("" if self.gain is None else
-                  f"log-likelihood/token gained {self.gain:.4g} from {self.unit[:-1]} {earlier} "
-                  f"to {n_iter}")
+        gained = ("" if self.spread is None else
+                  f"log-likelihood/token within {self.spread:.4g} from {self.unit[:-1]} "
+                  f"{earlier} to {n_iter} (gain {self.gain:+.4g})")
         if reason == "tolerance":
-            return f"converged: {gained} < tol={self.rule.tol:g} per doubling"
+            return f"converged: {gained}, less than tol={self.rule.tol:g} per doubling"
         return (f"ceiling of {self.rule.ceiling} {self.unit} reached"
                 + (f" ({gained}, tol={self.rule.tol:g} per doubling)" if gained else ""))
