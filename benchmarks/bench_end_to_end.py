@@ -58,7 +58,6 @@ from _bench_common import (  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda._runtime.device import describe_device, resolve_device  # noqa: E402
-from sklearn_gpulda._fitting.plan import resolve_max_iter  # noqa: E402
 from sklearn_gpulda._runtime.stages import recording  # noqa: E402
 from sklearn_gpulda.datasets import make_lda_corpus  # noqa: E402
 
@@ -88,13 +87,14 @@ def make_estimator(n_topics, n_sweeps, device, options):
 
 
 def timed_fit(X, n_topics, n_sweeps, device, options, track_peak):
-    """Wall seconds of one fit from the outside, its ``fit_time_``, and the device peak in bytes."""
+    """Wall seconds of one fit from the outside, its ``fit_time_``, the device peak in bytes and
+    the sweeps it ran."""
     lda = make_estimator(n_topics, n_sweeps, device, options)
     with DevicePeak(track_peak) as peak:
         tic = time.perf_counter()
         lda.fit(X)
         wall = time.perf_counter() - tic
-    return wall, lda.fit_time_, peak.peak
+    return wall, lda.fit_time_, peak.peak, int(lda.n_iter_)
 
 
 def stage_log(X, n_topics, n_sweeps, device, options):
@@ -137,17 +137,20 @@ def measure_point(X, n_tokens, n_topics, sweeps, device, alpha_spec, warmup_docs
     timed_fit(X[:warmup_docs], n_topics, warmup_sweeps, str(device), options, False)
     warmup = time.perf_counter() - tic
     n1, n2 = sweeps
-    wall1, _, _ = timed_fit(X, n_topics, n1, str(device), options, False)
-    wall2, inside2, peak = timed_fit(X, n_topics, n2, str(device), options, on_gpu)
-    # What a user who sets nothing but K waits for: the default number of sweeps.
-    wall_default = (timed_fit(X, n_topics, None, str(device), options, False)[0]
-                    if default_fit else None)
+    wall1, _, _, _ = timed_fit(X, n_topics, n1, str(device), options, False)
+    wall2, inside2, peak, _ = timed_fit(X, n_topics, n2, str(device), options, on_gpu)
+    # What a user who sets nothing but K waits for: max_iter=None, which stops when converged
+    # (the sweeps it ran are kept, not a fixed count).
+    wall_default = default_sweeps = None
+    if default_fit:
+        wall_default, _, _, default_sweeps = timed_fit(X, n_topics, None, str(device), options,
+                                                       False)
     per_sweep = (wall2 - wall1) / (n2 - n1)
     stages, in_use = stage_log(X, n_topics, n2, device, options)
     return dict(
         K=n_topics, n_tokens=n_tokens, alpha=alpha_spec or "default", warmup_s=warmup, sweeps=[n1, n2],
         wall_s=[wall1, wall2], default_fit_s=wall_default,
-        default_sweeps=resolve_max_iter(None, device.kind), fixed_s=wall1 - n1 * per_sweep,
+        default_sweeps=default_sweeps, fixed_s=wall1 - n1 * per_sweep,
         per_sweep_ms=per_sweep * 1e3,
         mtok_s=n_tokens / per_sweep / 1e6 if per_sweep > 0 else float("nan"),
         outside_fit_time_s=wall2 - inside2,

@@ -89,10 +89,15 @@ class GPULatentDirichletAllocation(
     learning_offset : float, default=10.0
         Down-weights early mini-batches in online learning.
     max_iter : int or None, default=None
-        Passes over the training data (sweeps in batch learning). None means 1,000 sweeps for a
-        batch fit on a GPU, where they take seconds, and 100 otherwise (a batch fit on the CPU
-        engine, online learning). Differs from scikit-learn's 10: a sampler needs more passes
-        than variational Bayes to settle.
+        Passes over the training data (sweeps in batch learning). None lets a batch fit run
+        until the model has converged: the training log-likelihood per token is evaluated
+        twice per doubling of the sweeps, and the fit stops, from 100 sweeps on, once its
+        values over the last doubling lie within 0.005 nats per token of each other, or
+        at 6,400 sweeps (``doc/algorithm.md``, "When a batch fit stops"; the numbers are
+        provisional until measured on a GPU). The evaluations cost at most about 3% of the
+        fit. An integer runs exactly that many iterations. Online learning takes None as
+        100 passes. Differs from scikit-learn's 10: a sampler needs more passes than
+        variational Bayes to settle.
     batch_size : int, default=128
         Documents per mini-batch in online learning and ``partial_fit``.
     evaluate_every : int, default=-1
@@ -115,10 +120,11 @@ class GPULatentDirichletAllocation(
         model, bit for bit, whatever the number of workers. A GPU ignores it.
     verbose : int, default=0
         When positive, print a line per iteration with the mean throughput so far, and at the
-        end why the fit stopped and the final training log-likelihood. The likelihood of
-        intermediate iterations is printed only where computing it costs at most 3% of the fit's
-        time (on the CPU engine it costs about one sweep, so about one sweep in 33), and at
-        every ``evaluate_every`` iterations.
+        end why the fit stopped and the final training log-likelihood; with ``max_iter=None``
+        the lines of the stopping rule's evaluations also give the gain per doubling. The
+        likelihood of other iterations is printed only where computing it keeps evaluations
+        within 3% of the fit's time (on the CPU engine it costs about a third of a sweep), and
+        at every ``evaluate_every`` iterations.
     random_state : int, RandomState instance or None, default=None
         Seeds the counter-based generator; an int gives the same model on the same hardware.
     device : {'auto', 'cpu', 'cuda'}, 'cuda:N', 'cuda:N,M,...' or list, default='auto'
@@ -161,7 +167,10 @@ class GPULatentDirichletAllocation(
         them: with learned priors, averaging the second half of 1,600 sweeps raised the held-out
         log-likelihood by 0.01 to 0.07 nats per token (``doc/performance.md``). When
         ``evaluate_every`` stops the fit before the averaged sweeps, the sweeps already counted
-        are used, or the last sample if none were.
+        are used, or the last sample if none were. With ``max_iter=None`` the end is not known
+        in advance: 'auto' averages the sweeps since the last doubling point of the stopping
+        rule (100, 200, 400, ...), which is the last half of the run or, for a fit that stops
+        between two of them, about the last 29%; an integer needs an integer ``max_iter``.
     prior_burn_in : int, default=0
         Sweeps before the first update of a learned prior ('auto').
     prior_update_every : int, default=10
@@ -241,8 +250,11 @@ class GPULatentDirichletAllocation(
         Figures of every evaluation of the last ``fit`` (at ``evaluate_every``, and those
         ``verbose`` could afford):
         arrays ``iteration``, ``seconds`` and ``train_perplexity`` (batch learning adds
-        ``train_loglik``, the training log-likelihood per token, ``alpha_sum`` and ``beta``),
-        and ``stop_reason``, a sentence saying why the fit stopped.
+        ``train_loglik``, the training log-likelihood per token, ``alpha_sum`` and ``beta``;
+        with ``max_iter=None`` every evaluation of the stopping rule is among them),
+        ``stop_reason``, a sentence saying why the fit stopped, and ``stopped_by``, which
+        rule stopped it: 'tolerance' (``max_iter=None``, converged), 'ceiling'
+        (``max_iter=None``, at its most sweeps), 'perp_tol' (``evaluate_every``) or 'max_iter'.
 
     See Also
     --------
@@ -460,10 +472,11 @@ class GPULatentDirichletAllocation(
             Not used, present for API consistency.
         callback : callable, default=None
             Called as ``callback(iteration, info)`` after every sweep (batch learning) or pass
-            (online learning), for progress displays; ``info`` is a dict with ``max_iter``,
-            ``n_tokens`` (tokens per sweep), ``seconds`` (since sampling began) and
-            ``log_likelihood`` (training log-likelihood per token, None when this sweep was not
-            evaluated) and, in batch learning, ``snapshot``: a function returning
+            (online learning), for progress displays; ``info`` is a dict with ``max_iter``
+            (with ``max_iter=None``, the most sweeps the fit may run), ``n_tokens`` (tokens
+            per sweep), ``seconds`` (since sampling began) and ``log_likelihood`` (training
+            log-likelihood per token, None when this sweep was not evaluated) and, in batch
+            learning, ``snapshot``: a function returning
             ``(components, doc_topic_prior)`` as a fit stopped after this sweep would set them
             (a copy to the host: call it only where you need it, e.g. to score held-out
             documents along the way). Not stored on the model, so a fitted model stays

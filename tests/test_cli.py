@@ -294,14 +294,19 @@ def test_fit_text_saves_a_pipeline_for_raw_text(tmp_path, capsys, kjv):
 
 
 def test_fit_without_max_iter_runs_the_estimators_default(tmp_path, text_file, capsys):
-    # No --max-iter: the command leaves max_iter=None to the estimator, which on the CPU engine
-    # means 100 sweeps (1,000 on a GPU); the summary line and the saved model say so.
+    # No --max-iter: the command leaves max_iter=None to the estimator, which sweeps until the
+    # training likelihood stops rising (at most the rule's ceiling); the summary line and the
+    # saved model say so.
+    from sklearn_gpulda._fitting import stopping
+
+    rule = stopping.default_rule()
     assert cli.main(["fit", str(text_file), "-k", "2", "--device", "cpu",
                      "-o", str(tmp_path / "m.joblib"), "--top-words", "0"]) == 0
     out = capsys.readouterr().out
-    assert "2 topics, 100 sweeps, device='cpu'" in out
+    assert f"2 topics, up to {rule.ceiling} sweeps (stops when converged), device='cpu'" in out
     model = joblib.load(tmp_path / "m.joblib")[-1]
-    assert model.max_iter is None and model.n_iter_ == 100
+    assert model.max_iter is None and model.n_iter_ in rule.check_points()
+    assert model.history_["stopped_by"] in ("tolerance", "ceiling")
 
 
 def test_fit_text_drops_words_of_most_documents_by_default(tmp_path, text_file):

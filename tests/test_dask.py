@@ -501,3 +501,37 @@ def test_seeded_gpu_workers_equal_one_gpu_fit(kjv, cluster_kind, monkeypatch):
         model = LatentDirichletAllocation(client=client, **params).fit(kjv)
     assert joined == ([] if cluster_kind == "shared-gpu" else [2])
     _same_seeded_model(model, one)
+
+
+# -- max_iter=None: the stopping rule and its averaging windows on shards ----------------------
+def _stopping_fits(kjv, client, params):
+    """The local and the Dask fit under a small rule whose averaging window restarts at the
+    anchors 4 and 8 and ends at the ceiling 16 (its sum dropped where the shards keep it)."""
+    import math
+
+    from sklearn_gpulda._fitting import stopping
+
+    params = dict(params, max_iter=None)
+    with stopping.using(stopping.StoppingRule(tol=-math.inf, floor=4, ceiling=16)):
+        local = GPULatentDirichletAllocation(**params).fit(kjv)
+        sharded = LatentDirichletAllocation(client=client, **params).fit(kjv)
+    assert local.n_iter_ == sharded.n_iter_ == 16
+    assert sharded.history_["stopped_by"] == "ceiling"
+    return local, sharded
+
+
+def test_the_stopping_rule_on_workers_gives_the_one_process_model(kjv):
+    cluster, client = _cluster(2)
+    with cluster, client:
+        local, sharded = _stopping_fits(kjv, client, PARAMS)
+    _same_model(sharded, local)
+
+
+@pytest.mark.gpu
+def test_the_stopping_rule_on_a_gpu_worker_gives_the_one_gpu_model(kjv):
+    # One worker sums B in place where CuPy has NCCL: the averaging sum then lives on that
+    # shard, and each restarted window must drop it there.
+    cluster, client = _cluster(1)
+    with cluster, client:
+        local, sharded = _stopping_fits(kjv, client, GPU_PARAMS)
+    _same_model(sharded, local)

@@ -340,7 +340,9 @@ def test_online_verbose_prints_every_pass_and_why_it_stopped(kjv):
     assert lines == ["iteration: 1 of max_iter: 2",
                      f"iteration: 2 of max_iter: 2, perplexity: {model.bound_:.4f}",
                      "stopped: max_iter=2 passes done"]
-    assert list(model.history_) == ["iteration", "seconds", "train_perplexity", "stop_reason"]
+    assert list(model.history_) == ["iteration", "seconds", "train_perplexity", "stop_reason",
+                                    "stopped_by"]
+    assert model.history_["stopped_by"] == "max_iter"
 
 
 def test_partial_fit_is_one_silent_pass_that_keeps_the_fit_history(kjv):

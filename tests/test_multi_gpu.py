@@ -196,6 +196,24 @@ def test_fit_loop_on_shards_is_the_one_gpu_fit(kjv):
     assert multi.bound == pytest.approx(single.bound, rel=1e-12)
 
 
+def test_stopping_rule_windows_on_shards_are_the_one_gpu_fit(kjv):
+    # max_iter=None under a rule that reaches its ceiling 16: the averaging sum (on the first
+    # GPU) restarts at the anchors 4 and 8, so the model is the one of max_iter=16 averaging
+    # its last 8 sweeps, bit for bit, on one GPU and on shards.
+    import math
+
+    from sklearn_gpulda._fitting import stopping
+
+    corpus = tokens(kjv)
+    fixed = _fit.fit_corpus(_plan(30, ONE, max_iter=16), corpus)
+    with stopping.using(stopping.StoppingRule(tol=-math.inf, floor=4, ceiling=16)):
+        plan = _plan(30, Device("cuda", (0, 0)), max_iter=None)
+    multi = _fit.fit_corpus(plan, corpus, sampler=plan.sampler())
+    assert multi.n_iter == 16 and multi.history["stopped_by"] == "ceiling"
+    np.testing.assert_array_equal(multi.components, fixed.components)
+    np.testing.assert_array_equal(multi.doc_topic_prior, fixed.doc_topic_prior)
+
+
 def test_nccl_on_one_rank(kjv):
     from sklearn_gpulda.backends.cuda.multi_gpu.all_reduce import nccl_module
 

@@ -46,6 +46,8 @@
 #   USER_FLAGS    more options of bench-users (default --count; e.g. "--count --grid --first-fit")
 #   CHOOSE_K_TREE checkout whose package bench-choose-k's plain loop imports (default: this one;
 #                 e.g. .carry/old to time the old tree on the same machine)
+#   STOP_CORPORA  corpora of bench-stopping (default "kjv kos nips 20news nytimes"; carry .carry/data)
+#   STOP_TOPICS   K of bench-stopping (default "20 100 1000")
 #   MB_CORPORA    corpora of bench-minibatch (default "nips kos 20news"; carry .carry/data)
 #   MB_TOPICS     K of bench-minibatch (default "20 100 1000")
 #   MB_BATCHES    batch sizes in tokens of bench-minibatch (default "16384 65536 262144")
@@ -77,6 +79,8 @@ USER_FLAGS=${USER_FLAGS:---count}
 PUBMED_SCALE=${PUBMED_SCALE:-0.25}
 PUBMED_PARTS=${PUBMED_PARTS:-1}
 PUBMED_TOPICS=${PUBMED_TOPICS:-32768}
+STOP_CORPORA=${STOP_CORPORA:-kjv kos nips 20news nytimes}
+STOP_TOPICS=${STOP_TOPICS:-20 100 1000}
 
 # name|box in seconds|what it does
 STAGES=(
@@ -105,6 +109,7 @@ STAGES=(
   "host-profile|90|benchmarks/probes/host_profile.py: cProfile of fits of KJV and its first 40 chapters at K = 20, defaults"
   "bench-dask-gpu|400|bench_dask.py --gpu-compare: one GPU, cuda:0,..,n-1 and n Dask GPU workers (sweeps on the workers, NCCL), K = 1000, NYTimes shape stacked \$DASK_STACK"
   "bench-choose-k|240|bench_choose_k.py: choosing K in {10, 20, 50, 100, 200} on 20 Newsgroups, plain loop of default fits (of \$CHOOSE_K_TREE) against choose_n_components sequential and concurrent, and GridSearchCV 10 x 5"
+  "bench-stopping|400|bench_stopping.py: where max_iter=None stops against 4x as long, \$STOP_CORPORA at K = \$STOP_TOPICS (carry .carry/data)"
 )
 
 stage_field() {  # stage_field NAME FIELD(1 box, 2 description); empty for an unknown stage
@@ -383,6 +388,12 @@ stage_bench_minibatch() {
   # shellcheck disable=SC2086
   boxed python3 benchmarks/bench_minibatch.py --corpora $MB_CORPORA --topics $MB_TOPICS \
     --batch-tokens $MB_BATCHES --budget-s "$(budget 30)" --out "$DIR"
+}
+
+stage_bench_stopping() {
+  if [[ -d .carry/data ]]; then export SKLEARN_GPULDA_DATA=$ROOT/.carry/data; fi
+  boxed python3 benchmarks/bench_stopping.py --corpora $STOP_CORPORA --topics $STOP_TOPICS \
+    --budget-s "$(budget 30)" --out "$DIR"
 }
 
 stage_bench_end_to_end() {

@@ -81,11 +81,16 @@ def fit_and_report(args, X, device, progress):
                                          device=args.device, random_state=args.random_state,
                                          n_jobs=args.n_jobs)
     sweeps = _plan.resolve_max_iter(args.max_iter, _device.parse_device(device)[0])
+    rule = _plan.stopping_rule(args.max_iter)
     every = getattr(args, "curve_every", None)
-    every = curve_every(sweeps) if every is None else every
+    # A fit that stops by the rule is sized for a typical stop (four times the floor), not
+    # for its ceiling, which few fits reach.
+    every = curve_every(sweeps if rule is None else 4 * rule.floor) if every is None else every
     if every > 0:
         model.set_params(evaluate_every=every, perp_tol=0.0)
-    print(f"fitting:     {args.n_components} topics, {sweeps} sweeps, "
+    planned = (f"{sweeps} sweeps" if rule is None
+               else f"up to {sweeps} sweeps (stops when converged)")
+    print(f"fitting:     {args.n_components} topics, {planned}, "
           f"device={args.device!r} ({device})", flush=True)
     fit_model(model, X, progress, sweeps)
     print_fit_report(model)

@@ -25,12 +25,13 @@ from .batch import BatchLearning
 from .cadence import Cadence
 from .passes import OnlineLearning, PartialFit
 from .runs import run_end
+from .stopping import Stopping
 
 
 def fit_corpus(plan, corpus, sampler=None, release_counts=False):
     """Batch learning: every token of ``corpus`` is sampled in each of up to ``max_iter``
-    sweeps, on ``sampler`` (the plan's backend's when None; a sampler spread over several
-    processes brings its own).
+    sweeps (or until the plan's stopping rule says the chain has converged), on ``sampler``
+    (the plan's backend's when None; a sampler spread over several processes brings its own).
 
     Parameters
     ----------
@@ -123,13 +124,17 @@ def _iterate(plan, learning, history, start):
     stopping between them; returns the iterations done and the last one's
     :class:`~sklearn_gpulda._fitting.score.Score` (None when it was not evaluated)."""
     iterations, sampler = plan.iterations, learning.sampler
-    averaging = _Averaging(plan)
+    stopping = (None if iterations.stopping is None
+                else Stopping(iterations.stopping, learning.unit))
+    averaging = _Averaging(plan, stopping)
     updates = learning.prior_updates
     cadence = Cadence()
     # Where the loop needs the chain after a sweep: a run of sweeps ends there (runs.py).
     stops = [iterations.evaluates, averaging.starts_at]
     if updates is not None:
         stops.append(updates.due)
+    if stopping is not None:
+        stops.append(stopping.due)
     per_sweep = (iterations.verbose or iterations.callback is not None
                  or not hasattr(learning, "steps"))
     n_iter, score = 0, None
@@ -143,16 +148,21 @@ def _iterate(plan, learning, history, start):
         if not accumulated:
             averaging.after(n_iter, sampler)
         evaluate = iterations.evaluates(n_iter)
-        score = None
-        if evaluate or (iterations.verbose and cadence.due(n_iter)):
-            # Queued work finishes first, so that the evaluation's time is its own.
+        check = stopping is not None and stopping.due(n_iter)
+        score = verdict = None
+        if evaluate or check or (iterations.verbose and cadence.due(n_iter)):
+            # Queued work finishes first, so that the evaluation's time is its own. The
+            # stopping rule's evaluations count towards verbose's share too.
             sampler.synchronize()
             with stage("sweeps: evaluation"), cadence.timing():
                 score = learning.evaluate()
             history.add(iteration=n_iter, seconds=time.perf_counter() - start,
                         **score.figures())
+        if check:
+            verdict = stopping.judge(n_iter, score.loglik_per_token)
         if iterations.verbose:
-            print(_progress_line(iterations, learning, n_iter, cadence, score))
+            print(_progress_line(iterations, learning, n_iter, cadence, score,
+                                 stopping.spread if check else None))
         if iterations.callback is not None:
             info = dict(max_iter=iterations.max_iter, n_tokens=learning.n_tokens,
                         seconds=time.perf_counter() - start,
@@ -160,8 +170,13 @@ def _iterate(plan, learning, history, start):
             if learning.snapshot is not None:
                 info["snapshot"] = learning.snapshot
             iterations.callback(n_iter, info)
+        if verdict is not None:
+            history.stopped(verdict, stopping.sentence(verdict, n_iter))
+            break
         if evaluate and history.settled(score.perplexity, n_iter):
             break
+        if check and stopping.opens_window(n_iter):
+            averaging.restart(sampler, n_iter)
     return n_iter, score
 
 
@@ -191,26 +206,38 @@ def _run(learning, averaging, first, last):
     return accumulate_from is not None
 
 
-def _progress_line(iterations, learning, n_iter, cadence, score):
+def _progress_line(iterations, learning, n_iter, cadence, score, spread=None):
     """verbose's line for one iteration: the mean sampling rate so far where the method says
     what an iteration samples, and the score when this iteration was evaluated
-    (:class:`~sklearn_gpulda._fitting.cadence.Cadence` says how often)."""
-    line = f"iteration: {n_iter} of max_iter: {iterations.max_iter}"
+    (:class:`~sklearn_gpulda._fitting.cadence.Cadence` says how often), with the spread of
+    the likelihood over the last doubling at the stopping rule's check points."""
+    if iterations.stopping is None:
+        line = f"iteration: {n_iter} of max_iter: {iterations.max_iter}"
+    else:
+        line = f"iteration: {n_iter} of at most {iterations.max_iter}"
     if learning.tokens_per_step is not None:
         sampling = max(cadence.working(), 1e-12)
         line += f", {learning.tokens_per_step * n_iter / sampling / 1e6:.2f} Mtoken/s"
     if score is not None:
         line += f", {score.text()}"
+    if spread is not None:
+        line += f", spread over the last doubling: {spread:.4f}"
     return line
 
 
 class _Averaging:
-    """The running sum of the last ``n_averaged_sweeps`` sweeps' word-topic counts."""
+    """The running sum of the averaged sweeps' word-topic counts: the last
+    ``n_averaged_sweeps`` of a fit of ``max_iter`` sweeps, or with a stopping rule those since
+    its last anchor (:meth:`restart` opens a new window). ``first`` is the first sweep of the
+    window being summed."""
 
-    def __init__(self, plan):
+    def __init__(self, plan, stopping=None):
         max_iter = plan.iterations.max_iter
         averaged = plan.schedule.n_averaged_sweeps
-        self.first = max_iter - min(averaged, max_iter) + 1
+        if stopping is None:
+            self.first = max_iter - min(averaged, max_iter) + 1
+        else:
+            self.first = stopping.first_averaged()
         self.active = averaged > 0
         self.optional = plan.schedule.averaging_is_default
 
@@ -246,17 +273,34 @@ class _Averaging:
         warn_caller(f"the fit goes on without averaging the last sweeps: {exc}",
                     RuntimeWarning)
 
+    def restart(self, sampler, n_iter):
+        """Drop the sum so far after sweep ``n_iter``: a new window opens with the next sweep,
+        whose accumulation makes the new sum (so a run of sweeps ends there, as at the first
+        window's start)."""
+        if not self.active:
+            return
+        if sampler.n_accumulated:
+            with stage("sweeps: averaging"):
+                sampler.discard_accumulated()
+        self.first = n_iter + 1
+
 
 class _History:
     """The figures of every evaluation, as arrays at the end (``history_``), and why the fit
-    stopped."""
+    stopped: ``stop_reason``, a sentence, and ``stopped_by``, one of
+    :data:`~sklearn_gpulda._fitting.stopping.STOPPED_BY`."""
 
     def __init__(self, iterations, unit):
         self.rows = []
         self.perp_tol = iterations.perp_tol
         self.unit = unit
         self.stop_reason = f"max_iter={iterations.max_iter} {unit} done"
+        self.stopped_by = "max_iter"
         self._last_bound = None
+
+    def stopped(self, stopped_by, sentence):
+        """The fit stops by the stopping rule: ``stopped_by`` 'tolerance' or 'ceiling'."""
+        self.stopped_by, self.stop_reason = stopped_by, sentence
 
     def settled(self, bound, n_iter):
         """``evaluate_every``'s stopping rule: True, with ``stop_reason`` set, when the
@@ -264,6 +308,7 @@ class _History:
         last, self._last_bound = self._last_bound, bound
         if last is None or abs(last - bound) >= self.perp_tol:
             return False
+        self.stopped_by = "perp_tol"
         self.stop_reason = (f"perplexity changed by {abs(last - bound):.4g} < perp_tol="
                             f"{self.perp_tol:g} after {n_iter} {self.unit}")
         return True
@@ -275,4 +320,5 @@ class _History:
         keys = list(self.rows[0]) if self.rows else ["iteration", "seconds"]
         out = {k: np.array([r[k] for r in self.rows]) for k in keys}
         out["stop_reason"] = self.stop_reason
+        out["stopped_by"] = self.stopped_by
         return out

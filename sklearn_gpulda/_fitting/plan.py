@@ -12,6 +12,7 @@ import numpy as np
 
 from .._runtime.device import parse_bytes
 from ..backends import priors as _priors
+from . import stopping as _stopping
 
 #: The learning methods a plan is made for: a batch fit, online learning's fit, and one call of
 #: ``partial_fit``.
@@ -23,7 +24,11 @@ class Iterations:
     """The fit loop's iterations (sweeps or passes): how many, which are evaluated, when the fit
     stops early, and who hears of each."""
 
+    #: The most iterations (with ``stopping``, its ceiling).
     max_iter: int = 100
+    #: ``max_iter=None``'s rule (:class:`~sklearn_gpulda._fitting.stopping.StoppingRule`): the
+    #: fit stops once its likelihood stops rising; None runs ``max_iter`` iterations.
+    stopping: object = None
     evaluate_every: int = -1
     perp_tol: float = 0.1
     verbose: int = 0
@@ -103,18 +108,37 @@ class Plan:
         return sampler
 
 
-#: ``max_iter=None``: sweeps of a batch fit on a GPU, where they take seconds (held-out
-#: likelihood still rose from 800 to 1,600 sweeps at K = 1,000 on the corpora of
-#: doc/performance.md), and passes everywhere else (a batch fit on the CPU engine, online learning).
+#: What ``max_iter=None`` means for a batch fit: True, sweep until the training likelihood stops
+#: rising (:mod:`~sklearn_gpulda._fitting.stopping`); False, the fixed counts below. The one line
+#: to change to go back to fixed defaults.
+NONE_STOPS_WHEN_CONVERGED = True
+
+#: ``max_iter=None`` without the rule: sweeps of a batch fit on a GPU, where they take seconds
+#: (held-out likelihood still rose from 800 to 1,600 sweeps at K = 1,000 on the corpora of
+#: doc/performance.md), and passes everywhere else (a batch fit on the CPU engine, online
+#: learning, which never stops by the rule).
 DEFAULT_SWEEPS_GPU = 1000
 DEFAULT_ITERATIONS = 100
 
 
+def stopping_rule(max_iter, learning_method="batch"):
+    """The :class:`~sklearn_gpulda._fitting.stopping.StoppingRule` a fit with ``max_iter``
+    stops by, or None for a fixed number of iterations (an integer ``max_iter``, online
+    learning, whose passes are scored by a fold-in far dearer than a sweep's likelihood)."""
+    if max_iter is None and learning_method == "batch" and NONE_STOPS_WHEN_CONVERGED:
+        return _stopping.default_rule()
+    return None
+
+
 def resolve_max_iter(max_iter, device_kind, learning_method="batch"):
-    """``max_iter`` as a number of sweeps: itself, or for ``None`` the default of a fit on a
-    device of ``device_kind`` ('cpu' or 'cuda', resolved) with ``learning_method``."""
+    """``max_iter`` as a number of sweeps: itself, or for ``None`` the most a fit on a device of
+    ``device_kind`` ('cpu' or 'cuda', resolved) with ``learning_method`` runs (the stopping
+    rule's ceiling where it stops by the rule)."""
     if max_iter is not None:
         return max_iter
+    rule = stopping_rule(max_iter, learning_method)
+    if rule is not None:
+        return rule.ceiling
     on_gpu = device_kind == "cuda" and learning_method == "batch"
     return DEFAULT_SWEEPS_GPU if on_gpu else DEFAULT_ITERATIONS
 
@@ -207,15 +231,24 @@ def plan_for(params, backend, device, seed, method="batch", alpha_start=None, be
     check_matrix_prior(backend, method, cells, params.word_topic_storage)
     learning_method = "batch" if method == "batch" else "online"
     max_iter = resolve_max_iter(params.max_iter, device.kind, learning_method)
+    rule = stopping_rule(params.max_iter, method)
     averaged = params.n_averaged_sweeps
     if method != "batch":
         averaged = 0
     elif averaged == "auto":
+        # With the stopping rule: what a fit that reaches the ceiling averages; the windows
+        # of the rule decide which sweeps (stopping.py).
         averaged = max_iter // 2
+    elif rule is not None and averaged > 0:
+        raise ValueError(
+            f"n_averaged_sweeps={averaged} needs an integer max_iter: with max_iter=None the "
+            "last sweep is not known in advance; use n_averaged_sweeps='auto' (the sweeps "
+            "since the last doubling, doc/algorithm.md) or 0, or give max_iter")
     if method == "partial":
         iterations = Iterations(max_iter=1)
     else:
-        iterations = Iterations(max_iter=max_iter, evaluate_every=params.evaluate_every,
+        iterations = Iterations(max_iter=max_iter, stopping=rule,
+                                evaluate_every=params.evaluate_every,
                                 perp_tol=params.perp_tol, verbose=params.verbose,
                                 callback=callback)
     engine = backend.sampler_options(_engine_settings(params, method, averaged), device)
