@@ -29,9 +29,9 @@ has just judged converged. One running sum does it (no engine keeps two): at an 
 the fit goes on, the sum is dropped and a new window opens.
 
 The numbers (:data:`TOLERANCE`, :data:`FLOOR`, :data:`CEILING`) come from
-``benchmarks/bench_stopping.py`` on the CPU engine (bundled KJV) and on an H200 (KOS, NIPS and 20
-Newsgroups at K = 20 and 100; ``doc/performance.md``, "The stopping rule of max_iter=None"). K = 1,000 and
-the NYTimes shape are not measured yet.
+``benchmarks/bench_stopping.py`` on the CPU engine (bundled KJV) and on an H200 (KOS, NIPS and
+20 Newsgroups at K = 20 and 100; ``doc/performance.md``, "The stopping rule of max_iter=None").
+K = 1,000 and the NYTimes shape are not measured yet.
 """
 
 import math
