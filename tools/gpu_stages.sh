@@ -46,6 +46,10 @@
 #   USER_FLAGS    more options of bench-users (default --count; e.g. "--count --grid --first-fit")
 #   CHOOSE_K_TREE checkout whose package bench-choose-k's plain loop imports (default: this one;
 #                 e.g. .carry/old to time the old tree on the same machine)
+#   TEST_GPUS     GPU groups of tests-split, e.g. "0,1 1 2 3" (default: "0,1" then each GPU but
+#                 GPU 0 alone); the first group runs the files that need several GPUs or Dask
+#   HEAVY_TESTS   files tests-split runs on a GPU of their own where there are four groups
+#                 (default tests/test_cuda_sparse.py)
 #   STOP_CORPORA  corpora of bench-stopping (default "kjv kos nips 20news nytimes"; carry .carry/data)
 #   STOP_TOPICS   K of bench-stopping (default "20 100 1000")
 #   MB_CORPORA    corpora of bench-minibatch (default "nips kos 20news"; carry .carry/data)
