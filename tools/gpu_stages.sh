@@ -337,7 +337,8 @@ stage_bench_dask_gpu() {
   # Needs dask[distributed] (carry its wheels in .whl and install them first); dask-cuda is used
   # where it imports, else one nanny-supervised worker per GPU (sklearn_gpulda/dask/_cluster.py).
   if ! python3 -c "import distributed, dask.array" 2>/dev/null; then
-    echo "distributed does not import: carry the wheels in .whl and install them first"
+    echo "distributed does not import: carry the wheels in .whl and install them with"
+    echo "  python3 -m pip install --no-index --find-links .whl distributed dask (not pip: another Python)"
     return 2
   fi
   local n_gpus workers
