@@ -39,7 +39,7 @@ fit with the first shard counting them (the chain is the same whatever the worke
 of B each sweep changed, as a share of ``V * K``, with what sending only them would take
 (8 bytes a cell: its id and its change), for the last sweeps. ``--json`` keeps every figure.
 
-    python benchmarks/bench_dask.py --gpu-compare --workers 2 4 --stack 4 --sweeps2 5 15
+    python benchmarks/bench_dask.py --gpu-compare --workers 2 4 --stack 4 --sweeps2 10 30
 """
 
 import argparse
@@ -97,9 +97,11 @@ def _wall(make, X, n_sweeps):
 
 def _per_sweep(make, X, sweeps):
     """A warm-up fit, then fits of n1 and n2 sweeps: ms per sweep by differencing, the fixed
-    cost, and the n2 fit's components."""
+    cost, and the n2 fit's components. The warm-up runs n2 sweeps, so that everything the timed
+    fits run (a prior update and its first-use costs in a fresh worker included) has run once;
+    n1 and n2 a multiple of the prior updates' 10 sweeps apart keep their share per sweep."""
     n1, n2 = sweeps
-    _wall(make, X, 2)
+    _wall(make, X, n2)
     wall1, _ = _wall(make, X, n1)
     wall2, lda = _wall(make, X, n2)
     per_sweep = (wall2 - wall1) / (n2 - n1)
@@ -230,7 +232,7 @@ def main(argv=None):
                         "defaults (see the module's docstring)")
     p.add_argument("--stack", type=int, default=4,
                    help="--gpu-compare: copies of the NYTimes shape stacked (default 4)")
-    p.add_argument("--sweeps2", dest="sweep_pair", type=int, nargs=2, default=[5, 15],
+    p.add_argument("--sweeps2", dest="sweep_pair", type=int, nargs=2, default=[10, 30],
                    metavar=("N1", "N2"), help="--gpu-compare: the two fits' sweeps")
     p.add_argument("--json", help="--gpu-compare: write the figures here")
     args = p.parse_args(argv)

@@ -350,7 +350,7 @@ stage_bench_dask_gpu() {
   fi
   # shellcheck disable=SC2086  # workers is a list
   boxed python3 benchmarks/bench_dask.py --gpu-compare --topics 1000 --stack "$DASK_STACK" \
-    --workers $workers --sweeps2 5 15 --json "$DIR/bench_dask.json"
+    --workers $workers --sweeps2 10 30 --json "$DIR/bench_dask.json"
 }
 
 stage_cpu_threads() {

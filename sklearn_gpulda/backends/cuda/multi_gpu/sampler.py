@@ -224,22 +224,25 @@ class MultiGpuSampler(Sampler):
                     bins.append(shard.doc_topic_bins(shard.corpus))
         if not bins or any(b is None for b in bins) or bins[0][0].shape[1] != TABLE_COUNTS:
             return super().doc_topic_table()
-        cp = lead.cp
-        with lead.device_context():
-            table = bins[0][0]
-            for other, _, _ in bins[1:]:
-                copy = cp.empty_like(table)
-                copy.data.copy_from_device(other.data, other.nbytes)
-                table += copy
+        # The K x 64 tables are summed on the host (integers: exact in any order) and a large
+        # one goes back to the first GPU as float64, as one GPU's does (doc_topic.py): CuPy's
+        # uint64 addition and cast are kernels it would compile on a user's machine.
+        tables = []
+        for shard, (table, _, _) in zip(self._active, bins):
+            with shard.device_context():
+                tables.append(table.get())
+        table = tables[0]
+        for other in tables[1:]:
+            table += other
         keys = np.concatenate([k.get() for _, k, _ in bins])
         n = np.concatenate([m.get() for _, _, m in bins])
         keys, where = np.unique(keys, return_inverse=True)
         n = np.bincount(where.ravel(), weights=n, minlength=keys.size).astype(np.uint64)
+        host = alpha_table_of_bins(np, table, keys, n)
+        if self.n_topics * KEY_BINS <= HOST_TABLE_CELLS:
+            return host
         with lead.device_context():
-            if self.n_topics * KEY_BINS <= HOST_TABLE_CELLS:
-                # Small tables come to the host, as one GPU's do (doc_topic.py).
-                return alpha_table_of_bins(np, table.get(), keys, n)
-            return alpha_table_of_bins(cp, table, keys, n)
+            return (lead.cp.asarray(host[0]),) + host[1:]
 
     def alpha_table_numerator(self, alpha, table):
         if not is_device_array(table):
