@@ -62,6 +62,36 @@ def _streamed(monkeypatch, n_topics, cells, max_chunk_tokens):
     return _sparse_engine(n_topics, cells, max_chunk_tokens=max_chunk_tokens)
 
 
+def _engine(rule, n_topics, cells):
+    return (_sparse_engine if rule == "sparse" else _dense_engine)(n_topics, cells)
+
+
+def _from_oracle_state(rule, n_topics, cells, corpus, sweeps=2):
+    """The NumPy oracle of ``rule`` after ``sweeps`` sweeps, and the GPU engine of ``rule``
+    loaded with the oracle's topics."""
+    ref = initialised(_reference(n_topics, cells, rule=rule), corpus)
+    for it in range(1, sweeps + 1):
+        ref.sweep(it)
+    eng = _engine(rule, n_topics, cells)
+    eng.load(corpus)
+    eng.set_topics(ref.topics())
+    return ref, eng
+
+
+def _next_sweep_agrees(eng, ref, corpus, n_topics, label):
+    """One more sweep on both: at least 99.9% of the topics agree, and B holds the recount of
+    the engine's new topics (the pseudo-counts never stay in it)."""
+    ref.sweep(3)
+    eng.sweep(3)
+    agree = np.mean(eng.topics() == ref.topics())
+    print(f"{label}: GPU-oracle {agree:.5f}")
+    assert agree >= 0.999, agree
+    np.testing.assert_array_equal(
+        eng.word_topic_counts(),
+        np.bincount(corpus.word.astype(np.int64) * n_topics + eng.topics(),
+                    minlength=corpus.n_words * n_topics).reshape(corpus.n_words, n_topics).T)
+
+
 @pytest.mark.parametrize("n_topics, extra", [(16, 5.0), (16, None), (300, 50.0), (300, None)])
 def test_sweep_with_a_matrix_prior_agrees_with_numpy_engine(kjv, n_topics, extra):
     # From the oracle's state: the same counts (B without the pseudo-counts), seeded counts,
@@ -69,36 +99,23 @@ def test_sweep_with_a_matrix_prior_agrees_with_numpy_engine(kjv, n_topics, extra
     # lies within float32 rounding of an interval end (doc/algorithm.md).
     corpus = tokens(kjv)
     cells = _cells(n_topics, corpus.n_words, extra)
-    ref = initialised(_reference(n_topics, cells), corpus)
-    for it in (1, 2):
-        ref.sweep(it)
-    eng = _sparse_engine(n_topics, cells)
-    eng.load(corpus)
-    eng.set_topics(ref.topics())
+    ref, eng = _from_oracle_state("sparse", n_topics, cells, corpus)
     np.testing.assert_array_equal(eng.word_topic_counts(), ref.word_topic_counts())
     np.testing.assert_array_equal(eng.seeded_counts(), ref.seeded_counts())
     np.testing.assert_array_equal(eng.topic_word_components(), ref.topic_word_components())
     assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-6)
-    ref.sweep(3)
-    eng.sweep(3)
-    agree = np.mean(eng.topics() == ref.topics())
-    print(f"K={n_topics}, extra={extra}: GPU-oracle {agree:.5f}")
-    assert agree >= 0.999, agree
-    # The pseudo-counts never stay in B: it is the recount of the new topics.
-    np.testing.assert_array_equal(
-        eng.word_topic_counts(),
-        np.bincount(corpus.word.astype(np.int64) * n_topics + eng.topics(),
-                    minlength=corpus.n_words * n_topics).reshape(corpus.n_words, n_topics).T)
+    _next_sweep_agrees(eng, ref, corpus, n_topics, f"K={n_topics}, extra={extra}")
     eng.release()
 
 
-def test_the_seeds_change_the_draws(kjv):
-    # The test above can fail: with strong seeds the GPU chain moves away from the scalar one.
+@pytest.mark.parametrize("rule", ["sparse", "dense"])
+def test_the_seeds_change_the_draws(kjv, rule):
+    # The agreement tests can fail: with strong seeds the GPU chain moves away from the scalar
+    # one.
     corpus = tokens(kjv)
     k = 16
-    seeded = initialised(_sparse_engine(k, _cells(k, corpus.n_words, 500.0, n_cells=400)),
-                         corpus)
-    plain = initialised(_sparse_engine(k, None), corpus)
+    seeded = initialised(_engine(rule, k, _cells(k, corpus.n_words, 500.0, n_cells=400)), corpus)
+    plain = initialised(_engine(rule, k, None), corpus)
     for eng in (seeded, plain):
         eng.sweep(1)
     assert np.mean(seeded.topics() == plain.topics()) < 0.99
@@ -124,22 +141,21 @@ def test_streamed_chain_with_a_matrix_prior_is_the_resident_chain(kjv, monkeypat
     ref.release()
 
 
-def test_learned_base_reads_the_seeded_counts(kjv):
+@pytest.mark.parametrize("rule", ["sparse", "dense"])
+def test_learned_base_reads_the_seeded_counts(kjv, rule):
     # The fixed point of the GPU's histogram and seeded counts is the NumPy engine's on the
     # same state, and a new beta reaches the denominators with the cells' sums.
     corpus = tokens(kjv)
     k = 20
     cells = _cells(k, corpus.n_words, None)
-    ref = initialised(_reference(k, cells), corpus)
-    ref.sweep(1)
-    eng = _sparse_engine(k, cells)
-    eng.load(corpus)
-    eng.set_topics(ref.topics())
+    ref, eng = _from_oracle_state(rule, k, cells, corpus, sweeps=1)
     found = [update_beta(s.beta, *s.word_topic_histogram(), corpus.n_words, cells,
                          s.seeded_counts()) for s in (eng, ref)]
     assert found[0] == found[1]
     for s in (eng, ref):
         s.set_priors(beta=found[0])
+    if rule == "dense":  # the dense engine's Bhat is the oracle's table, bit for bit
+        np.testing.assert_array_equal(eng._st.bhat.get(), ref._tables.bhat)
     np.testing.assert_array_equal(eng.topic_word_components(), ref.topic_word_components())
     assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-6)
     eng.release()
@@ -184,7 +200,7 @@ def test_a_matrix_of_beta_is_the_scalar_prior_bit_for_bit_on_the_gpu(algorithm):
     assert learned_cells.topic_word_prior_ == learned.topic_word_prior_
 
 
-# -- the dense engine -------------------------------------------------------------------------------
+# -- the dense engine ---------------------------------------------------------------------------
 @pytest.mark.parametrize("n_topics, extra", [(16, 5.0), (16, None), (100, 50.0), (100, None)])
 def test_dense_sweep_with_a_matrix_prior_agrees_with_numpy_engine(kjv, n_topics, extra):
     # From the dense oracle's state: the same counts, and Bhat and its denominators bit for bit
@@ -193,12 +209,7 @@ def test_dense_sweep_with_a_matrix_prior_agrees_with_numpy_engine(kjv, n_topics,
     # rounding (float32(B + extra) while the kernels draw) or float32 rounding moves a draw.
     corpus = tokens(kjv)
     cells = _cells(n_topics, corpus.n_words, extra)
-    ref = initialised(_reference(n_topics, cells, rule="dense"), corpus)
-    for it in (1, 2):
-        ref.sweep(it)
-    eng = _dense_engine(n_topics, cells)
-    eng.load(corpus)
-    eng.set_topics(ref.topics())
+    ref, eng = _from_oracle_state("dense", n_topics, cells, corpus)
     assert eng.fused_mstep
     np.testing.assert_array_equal(eng.word_topic_counts(), ref.word_topic_counts())
     np.testing.assert_array_equal(eng.seeded_counts(), ref.seeded_counts())
@@ -206,31 +217,8 @@ def test_dense_sweep_with_a_matrix_prior_agrees_with_numpy_engine(kjv, n_topics,
     np.testing.assert_array_equal(eng._st.denom.get(), ref._tables.word_side[1])
     np.testing.assert_array_equal(eng.topic_word_components(), ref.topic_word_components())
     assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-6)
-    ref.sweep(3)
-    eng.sweep(3)
-    agree = np.mean(eng.topics() == ref.topics())
-    print(f"dense K={n_topics}, extra={extra}: GPU-oracle {agree:.5f}")
-    assert agree >= 0.999, agree
-    # The pseudo-counts never stay in B: it is the recount of the new topics.
-    np.testing.assert_array_equal(
-        eng.word_topic_counts(),
-        np.bincount(corpus.word.astype(np.int64) * n_topics + eng.topics(),
-                    minlength=corpus.n_words * n_topics).reshape(corpus.n_words, n_topics).T)
+    _next_sweep_agrees(eng, ref, corpus, n_topics, f"dense K={n_topics}, extra={extra}")
     eng.release()
-
-
-def test_dense_seeds_change_the_draws(kjv):
-    # The test above can fail: with strong seeds the dense chain moves away from the scalar one.
-    corpus = tokens(kjv)
-    k = 16
-    seeded = initialised(_dense_engine(k, _cells(k, corpus.n_words, 500.0, n_cells=400)),
-                         corpus)
-    plain = initialised(_dense_engine(k, None), corpus)
-    for eng in (seeded, plain):
-        eng.sweep(1)
-    assert np.mean(seeded.topics() == plain.topics()) < 0.99
-    seeded.release()
-    plain.release()
 
 
 def test_dense_cells_seeded_with_zero_are_the_scalar_chain(kjv):
@@ -248,26 +236,6 @@ def test_dense_cells_seeded_with_zero_are_the_scalar_chain(kjv):
     assert zero.log_likelihood() == plain.log_likelihood()
     zero.release()
     plain.release()
-
-
-def test_dense_learned_base_reads_the_seeded_counts(kjv):
-    corpus = tokens(kjv)
-    k = 20
-    cells = _cells(k, corpus.n_words, None)
-    ref = initialised(_reference(k, cells, rule="dense"), corpus)
-    ref.sweep(1)
-    eng = _dense_engine(k, cells)
-    eng.load(corpus)
-    eng.set_topics(ref.topics())
-    found = [update_beta(s.beta, *s.word_topic_histogram(), corpus.n_words, cells,
-                         s.seeded_counts()) for s in (eng, ref)]
-    assert found[0] == found[1]
-    for s in (eng, ref):
-        s.set_priors(beta=found[0])
-    np.testing.assert_array_equal(eng._st.bhat.get(), ref._tables.bhat)
-    np.testing.assert_array_equal(eng.topic_word_components(), ref.topic_word_components())
-    assert eng.log_likelihood() == pytest.approx(ref.log_likelihood(), rel=1e-6)
-    eng.release()
 
 
 def test_dense_fit_with_a_seeded_prior_runs_the_dense_engine():
