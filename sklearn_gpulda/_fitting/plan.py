@@ -167,12 +167,12 @@ def matrix_prior_engines():
     return tuple(b.name for b in BACKENDS if b.matrix_prior)
 
 
-def check_matrix_prior(backend, method, cells, word_topic_storage="auto"):
+def check_matrix_prior(backend, cells, word_topic_storage="auto"):
     """Raise where a fit with a matrix ``topic_word_prior`` would not sample with it (never
     silently with the base value alone): an engine whose entry does not take it
     (:attr:`~sklearn_gpulda.backends.Backend.matrix_prior`), or B stored hybrid (its hashed
     rows hold integer counts, where the GPU adds the seeded cells' pseudo-counts). Batch
-    fits, online learning and ``partial_fit`` (``method``) all take it on those engines."""
+    fits, online learning and ``partial_fit`` all take it on those engines."""
     if cells is None:
         return
     if not getattr(backend, "matrix_prior", False):
@@ -228,7 +228,7 @@ def plan_for(params, backend, device, seed, method="batch", alpha_start=None, be
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     alpha, beta, cells = _priors_of(params, method, alpha_start, beta_start)
-    check_matrix_prior(backend, method, cells, params.word_topic_storage)
+    check_matrix_prior(backend, cells, params.word_topic_storage)
     learning_method = "batch" if method == "batch" else "online"
     max_iter = resolve_max_iter(params.max_iter, device.kind, learning_method)
     rule = stopping_rule(params.max_iter, method)

@@ -30,6 +30,16 @@ def alpha_table_of_bins(xp, table, keys, n):
     return table[:, 1:].astype(xp.float64), (topic, count, n.astype(np.float64))
 
 
+def table_on_device(cp, table_rest):
+    """:func:`alpha_table_of_bins`' pair made on the host, its table copied to the current GPU
+    (where ``update_alpha`` runs its part at large K). The counts become float64 on the host:
+    CuPy's uint64 -> float64 cast is a kernel it would compile on a user's machine, and an
+    update every few sweeps can afford the copy of a K x 63 table (the cast is exact below
+    2**53)."""
+    table, rest = table_rest
+    return cp.asarray(table), rest
+
+
 class DocTopicReading:
     """What the sparse CUDA chain reads of A (see the module's docstring)."""
 
@@ -93,11 +103,8 @@ class DocTopicReading:
             table, big_keys, n_big = bins
             if on_host:
                 return alpha_table_of_bins(np, table, big_keys, n_big)
-            # The counts become float64 on the host and go back: CuPy's uint64 -> float64 cast
-            # is a kernel it would compile on a user's machine, and an update every few sweeps
-            # can afford two copies of a K x 63 table (both casts are exact below 2**53).
-            host = alpha_table_of_bins(np, table.get(), big_keys.get(), n_big.get())
-            return (self.cp.asarray(host[0]),) + host[1:]
+            return table_on_device(self.cp, alpha_table_of_bins(
+                np, table.get(), big_keys.get(), n_big.get()))
 
     def alpha_table_numerator(self, alpha, table):
         if not is_device_array(table):

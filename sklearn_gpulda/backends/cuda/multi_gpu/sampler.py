@@ -32,7 +32,7 @@ from ...base import Sampler
 from ...priors import TABLE_COUNTS, merge_histograms
 from ...random import STREAM_INIT, STREAM_SAMPLE
 from ..counts import KEY_BINS
-from ..doc_topic import HOST_TABLE_CELLS, alpha_table_of_bins
+from ..doc_topic import HOST_TABLE_CELLS, alpha_table_of_bins, table_on_device
 from .all_reduce import make_all_reduce
 from .shard import DeviceShard
 
@@ -225,8 +225,8 @@ class MultiGpuSampler(Sampler):
         if not bins or any(b is None for b in bins) or bins[0][0].shape[1] != TABLE_COUNTS:
             return super().doc_topic_table()
         # The K x 64 tables are summed on the host (integers: exact in any order) and a large
-        # one goes back to the first GPU as float64, as one GPU's does (doc_topic.py): CuPy's
-        # uint64 addition and cast are kernels it would compile on a user's machine.
+        # one goes back to the first GPU, as one GPU's does: CuPy's uint64 addition would be a
+        # kernel it compiles on a user's machine.
         tables = []
         for shard, (table, _, _) in zip(self._active, bins):
             with shard.device_context():
@@ -242,7 +242,7 @@ class MultiGpuSampler(Sampler):
         if self.n_topics * KEY_BINS <= HOST_TABLE_CELLS:
             return host
         with lead.device_context():
-            return (lead.cp.asarray(host[0]),) + host[1:]
+            return table_on_device(lead.cp, host)
 
     def alpha_table_numerator(self, alpha, table):
         if not is_device_array(table):
