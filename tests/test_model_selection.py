@@ -112,6 +112,49 @@ def test_concurrent_fits_on_one_gpu_give_the_sequential_models(corpus):
                                       one.models[k].doc_topic_prior_)
 
 
+@pytest.mark.parametrize("device, expected", [("cpu", "cpu"), ("auto", "auto"),
+                                              ("cuda", "cuda"), ("cuda:1,2", "cuda:1"),
+                                              ([3, 0], "cuda:3")])
+def test_completion_runs_on_the_fits_device_by_default(device, expected):
+    from sklearn_gpulda.model_selection._choose_k import _first_device
+
+    assert _first_device(device) == expected
+
+
+def test_completion_device_reaches_document_completion(corpus, monkeypatch):
+    from sklearn_gpulda.model_selection import _choose_k
+
+    seen = []
+    real = _choose_k.document_completion
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["device"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_choose_k, "document_completion", recording)
+    choose_n_components(corpus.data, [2, 3], estimator=_base(max_iter=5), test_size=0.2)
+    choose_n_components(corpus.data, [2], estimator=_base(max_iter=5), test_size=0.2,
+                        completion_device="cpu")
+    assert seen == ["cpu", "cpu", "cpu"]
+
+
+@pytest.mark.gpu
+def test_gpu_fits_are_scored_on_the_gpu_like_the_host(corpus):
+    # By default a GPU estimator's models are scored by the GPU's fold-in: the same iteration
+    # as the host's, so the table agrees with host scoring of the same models to rounding.
+    base = _base(device="cuda", max_iter=40)
+    on_gpu = choose_n_components(corpus.data, [2, 6, 12], estimator=base, test_size=0.2,
+                                 random_state=1)
+    on_host = choose_n_components(corpus.data, [2, 6, 12], estimator=base, test_size=0.2,
+                                  random_state=1, completion_device="cpu")
+    gpu_rows, host_rows = _without_times(on_gpu.table), _without_times(on_host.table)
+    for got, want in zip(gpu_rows, host_rows):
+        assert got["held_out_per_token"] == pytest.approx(want["held_out_per_token"], abs=1e-4)
+        for column in ("umass", "npmi", "n_iter", "doc_topic_prior", "topic_word_prior"):
+            assert got[column] == want[column]
+    assert on_gpu.best_n_components == on_host.best_n_components
+
+
 @pytest.mark.gpu
 def test_a_fit_on_its_own_stream_is_the_plain_fit(corpus):
     import cupy

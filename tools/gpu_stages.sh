@@ -46,6 +46,7 @@
 #   USER_FLAGS    more options of bench-users (default --count; e.g. "--count --grid --first-fit")
 #   CHOOSE_K_TREE checkout whose package bench-choose-k's plain loop imports (default: this one;
 #                 e.g. .carry/old to time the old tree on the same machine)
+#   CHOOSE_K_FLAGS more options of bench-choose-k, e.g. "--no-grid"
 #   TEST_GPUS     GPU groups of tests-split, e.g. "0,1 1 2 3" (default: "0,1" then each GPU but
 #                 GPU 0 alone); the first group runs the files that need several GPUs or Dask
 #   HEAVY_TESTS   files tests-split runs on a GPU of their own where there are four groups
@@ -377,7 +378,7 @@ stage_bench_users() {
 stage_bench_choose_k() {
   if [[ -d .carry/data ]]; then export SKLEARN_GPULDA_DATA=$ROOT/.carry/data; fi
   boxed python3 benchmarks/bench_choose_k.py --tree "${CHOOSE_K_TREE:-$ROOT}" \
-    --json "$DIR/bench_choose_k.json"
+    --json "$DIR/bench_choose_k.json" ${CHOOSE_K_FLAGS:-}
 }
 
 stage_host_profile() {

@@ -9,6 +9,7 @@ from sklearn.base import clone
 from sklearn.utils import Bunch, check_random_state
 
 from ..metrics import document_completion, npmi_coherence, umass_coherence
+from .._runtime.device import parse_device
 from ..metrics._checks import as_counts
 from ._concurrent import n_workers, run_fits, shared_counts, single_gpu
 
@@ -64,7 +65,7 @@ def _table(rows):
 
 
 def choose_n_components(X, n_components=(10, 20, 50, 100), *, estimator=None, test_size=0.1,
-                        top_n=10, completion_iter=100, completion_device="cpu",
+                        top_n=10, completion_iter=100, completion_device=None,
                         random_state=0, keep_models=False, n_jobs=None):
     """Fit a topic model for each number of topics and score each on held-out documents.
 
@@ -102,9 +103,12 @@ def choose_n_components(X, n_components=(10, 20, 50, 100), *, estimator=None, te
         Top words per topic for coherence.
     completion_iter : int, default=100
         Fold-in iterations of document completion.
-    completion_device : str, default="cpu"
+    completion_device : str or None, default=None
         Where document completion's fold-in runs (see
-        :func:`~sklearn_gpulda.metrics.document_completion`).
+        :func:`~sklearn_gpulda.metrics.document_completion`). None means where the fits run:
+        the estimator's ``device`` (its first GPU when it names several). The GPU's fold-in is
+        the host's iteration, equal to it to about 1e-5 per token, and takes a small part of
+        the time the host's takes at large K.
     random_state : int, RandomState instance or None, default=0
         Seeds the split and document completion's halves (and the default estimator).
     keep_models : bool, default=False
@@ -161,6 +165,8 @@ def choose_n_components(X, n_components=(10, 20, 50, 100), *, estimator=None, te
     gpu = single_gpu(estimator) if workers > 1 else None
     X_fit = shared_counts(X_train, estimator, gpu) if workers > 1 else X_train
     n_top = min(top_n, X.shape[1])
+    if completion_device is None:
+        completion_device = _first_device(estimator.get_params()["device"])
 
     def fit_and_score(k):
         model = clone(estimator).set_params(n_components=k)
@@ -188,6 +194,12 @@ def choose_n_components(X, n_components=(10, 20, 50, 100), *, estimator=None, te
     if keep_models:
         result.models = models
     return result
+
+
+def _first_device(device):
+    """``device`` of a fit as one device: the first GPU of a list of several."""
+    kind, indices = parse_device(device)
+    return f"cuda:{indices[0]}" if indices else kind
 
 
 def best_n_components(rows):
