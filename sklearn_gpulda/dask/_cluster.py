@@ -67,6 +67,11 @@ def local_gpu_cluster(n_workers, threads_per_worker=1, use_dask_cuda=True, gpus=
     workers = {
         f"gpu-{i}": {"cls": Nanny,
                      "options": {"nthreads": threads_per_worker, "dashboard": False,
+                                 # Nanny's default is the host's memory times this worker's
+                                 # share of its cores (1/64 of 512 GiB on a 64-core host), far
+                                 # below a GPU shard's host copy; a worker per GPU gets an equal
+                                 # share of the host's memory instead, as LocalCUDACluster does.
+                                 "memory_limit": 1.0 / n_workers,
                                  "env": dict(env, CUDA_VISIBLE_DEVICES=rotated(gpus, i))}}
         for i in range(n_workers)
     }

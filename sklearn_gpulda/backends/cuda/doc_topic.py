@@ -30,6 +30,19 @@ def alpha_table_of_bins(xp, table, keys, n):
     return table[:, 1:].astype(xp.float64), (topic, count, n.astype(np.float64))
 
 
+def histogram_of_bins(table, big_keys, n_big):
+    """The ``(topic, count, n_docs)`` pairs of a host copy of ``doc_topic_bins``' arrays, in
+    increasing (topic, count) order, as every engine gives them. The table (K x KEY_BINS cells)
+    is listed on the host: CuPy's ``nonzero`` would compile a kernel on a user's machine."""
+    topic, count = np.nonzero(table)
+    small_keys = ((topic.astype(np.uint64) << np.uint64(32))
+                  | count.astype(np.float32).view(np.uint32).astype(np.uint64))
+    keys = np.concatenate([small_keys, np.asarray(big_keys, dtype=np.uint64)])
+    n = np.concatenate([table[topic, count], n_big]).astype(np.int64)
+    order = np.argsort(keys, kind="stable")
+    return decode_keys(keys[order]) + (n[order],)
+
+
 def table_on_device(cp, table_rest):
     """:func:`alpha_table_of_bins`' pair made on the host, its table copied to the current GPU
     (where ``update_alpha`` runs its part at large K). The counts become float64 on the host:
@@ -79,19 +92,12 @@ class DocTopicReading:
         corpus = self._require()
         cp = self.cp
         with self.device_context():
-            bins = self.doc_topic_bins(corpus)
+            bins = self.doc_topic_bins(corpus, on_host=True)
             if bins is None:
                 keys = [self._chunk_keys(ch) for ch in self._chunks_with_a()]
                 keys = cp.concatenate(keys) if keys else cp.zeros(0, dtype=cp.uint64)
                 return self._topic_count_pairs(keys)
-            table, big_keys, n_big = bins
-            topic, count = cp.nonzero(table)
-            small_keys = (topic.astype(cp.uint64) << 32) | count.astype(cp.float32).view(cp.uint32)
-            keys = cp.concatenate([small_keys, big_keys]).get()
-            n = cp.concatenate([table[topic, count], n_big]).get().astype(np.int64)
-        # The sort's order, (topic, count) increasing, as the other engines give the pairs.
-        order = np.argsort(keys, kind="stable")
-        return decode_keys(keys[order]) + (n[order],)
+        return histogram_of_bins(*bins)
 
     def doc_topic_table(self):
         corpus = self._require()

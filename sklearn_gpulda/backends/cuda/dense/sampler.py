@@ -36,7 +36,7 @@ from ...base import Sampler
 from ...random import STREAM_INIT, STREAM_SAMPLE
 from .. import counts
 from ..chain import CudaChain, StageClock, decode_keys
-from ..doc_topic import HOST_TABLE_CELLS, alpha_table_of_bins
+from ..doc_topic import HOST_TABLE_CELLS, alpha_table_of_bins, histogram_of_bins
 from ..seeded import DeviceCells
 from ..sparse import layout_kernels, sample_sparse
 from ..transfer import topic_major_to_host
@@ -434,15 +434,7 @@ class CudaDenseSampler(CudaChain, Sampler):
                 keys = (topic.astype(cp.uint64) << 32) | st.A[doc,
                 topic].view(cp.uint32).astype(cp.uint64)
                 return self._topic_count_pairs(keys)
-        table, big_keys, n_big = bins
-        topic, count = np.nonzero(table)
-        small_keys = ((topic.astype(np.uint64) << np.uint64(32))
-                      | count.astype(np.float32).view(np.uint32).astype(np.uint64))
-        keys = np.concatenate([small_keys, big_keys])
-        n = np.concatenate([table[topic, count], n_big]).astype(np.int64)
-        # (topic, count) increasing, the order of the sorted keys CuPy's unique gave.
-        order = np.argsort(keys, kind="stable")
-        return decode_keys(keys[order]) + (n[order],)
+        return histogram_of_bins(*bins)
 
     def doc_topic_table(self):
         self._require_state()
