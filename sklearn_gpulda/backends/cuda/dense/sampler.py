@@ -35,7 +35,7 @@ import numpy as np
 from ...base import Sampler
 from ...random import STREAM_INIT, STREAM_SAMPLE
 from .. import counts
-from ..chain import CudaChain, StageClock, decode_keys
+from ..chain import CudaChain, StageClock
 from ..doc_topic import HOST_TABLE_CELLS, alpha_table_of_bins, histogram_of_bins
 from ..seeded import DeviceCells
 from ..sparse import layout_kernels, sample_sparse
@@ -165,8 +165,8 @@ class CudaDenseSampler(CudaChain, Sampler):
             st.doc_ptr = cp.asarray(doc_ptr)
             st.doc = cp.asarray(corpus.doc, dtype=cp.int32)
             st.word = cp.asarray(corpus.word, dtype=cp.int32)
-            st.weight = None if corpus.weight is None else cp.asarray(corpus.weight,
-            dtype=cp.float32)
+            st.weight = (None if corpus.weight is None
+                         else cp.asarray(corpus.weight, dtype=cp.float32))
             order = document_order(doc_ptr)
             st.order = cp.asarray(order)
             st.doc_weight = cp.asarray(np.asarray(corpus.doc_lengths(), dtype=np.float64))
@@ -431,8 +431,8 @@ class CudaDenseSampler(CudaChain, Sampler):
             bins = self._doc_topic_bins()
             if bins is None:
                 doc, topic = cp.nonzero(st.A)
-                keys = (topic.astype(cp.uint64) << 32) | st.A[doc,
-                topic].view(cp.uint32).astype(cp.uint64)
+                bits = st.A[doc, topic].view(cp.uint32).astype(cp.uint64)
+                keys = (topic.astype(cp.uint64) << 32) | bits
                 return self._topic_count_pairs(keys)
         return histogram_of_bins(*bins)
 
