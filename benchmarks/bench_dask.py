@@ -192,9 +192,18 @@ def gpu_compare(args):
                 return LatentDirichletAllocation(client=client, **params, max_iter=n_sweeps,
                                                  device="cuda")
 
-            point, comp = _per_sweep(dask_fit, Xd, args.sweeps)
-            report(f"Dask, {n} GPU workers", n, point, bool(np.array_equal(comp, reference)),
-                   sends=2 * (n - 1) / n * b_bytes)
+            for exchange in args.exchange:
+                NcclDaskSampler.exchange = exchange
+                try:
+                    point, comp = _per_sweep(dask_fit, Xd, args.sweeps)
+                    sends = (2 * (n - 1) / n * b_bytes if exchange == "ring"
+                             else _sent_per_sweep(NcclDaskSampler, dask_fit, Xd, args.sweeps[1]))
+                finally:
+                    NcclDaskSampler.exchange = None
+                report(f"Dask, {n} GPU workers, {exchange}", n, point,
+                       bool(np.array_equal(comp, reference)), sends=sends)
+            if args.profile:
+                _profiled(f"Dask, {n} GPU workers", lambda: dask_fit(args.sweeps[1]).fit(Xd))
             if not measured:  # the same chain whatever the workers: once is enough
                 log = NcclDaskSampler.change_log = []
                 try:
@@ -211,7 +220,51 @@ def gpu_compare(args):
                       f"{8 * share * v * k / 1e6:.0f} MB against the ring's {ring / 1e6:.0f} MB "
                       f"for {n} workers ({ring / max(8 * share * v * k, 1):.2f}x)", flush=True)
                 measured = True
+    if args.profile:
+        _profiled(f"in-process, {max(args.workers)} GPUs", lambda: local(
+            "cuda:" + ",".join(map(str, range(max(args.workers)))))(args.sweeps[1]).fit(X))
+    if args.again:
+        again, _ = _per_sweep(local("cuda:0"), X, args.sweeps)
+        report("one process, cuda:0, again", 1, again, True)
     return results
+
+
+def _sent_per_sweep(sampler_cls, dask_fit, X, n_sweeps, last=5):
+    """Bytes the busiest shard sent per sweep over the last ``last`` sweeps of one more fit
+    under the 'changes' exchange (each shard's own record, read after every run)."""
+    sent = []
+    real = sampler_cls.sweeps
+
+    def sweeps(self, first, end, accumulate_from=None):
+        real(self, first, end, accumulate_from)
+        sent[:] = self.sent_bytes()
+
+    sampler_cls.sweeps = sweeps
+    try:
+        dask_fit(n_sweeps).fit(X)
+    finally:
+        sampler_cls.sweeps = real
+    per_shard = np.asarray(sent, dtype=np.float64)[:, -last:]
+    print(f"  'changes': bytes sent per sweep by each shard, last {last} sweeps: "
+          f"{np.round(per_shard / 1e6, 2).tolist()} MB", flush=True)
+    return float(per_shard.mean(axis=1).max())
+
+
+def _profiled(name, fit, top=22):
+    """cProfile of one fit in this (the driver's) process: where its wall time goes."""
+    import cProfile
+    import io
+    import pstats
+
+    profile = cProfile.Profile()
+    tic = time.perf_counter()
+    profile.runcall(fit)
+    wall = time.perf_counter() - tic
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(top)
+    body = text.getvalue()
+    print(f"-- profile of one fit, {name}: {wall:.2f} s; functions by own time --")
+    print(body[body.find("ncalls"):], flush=True)
 
 
 def main(argv=None):
@@ -235,6 +288,14 @@ def main(argv=None):
     p.add_argument("--sweeps2", dest="sweep_pair", type=int, nargs=2, default=[10, 30],
                    metavar=("N1", "N2"), help="--gpu-compare: the two fits' sweeps")
     p.add_argument("--json", help="--gpu-compare: write the figures here")
+    p.add_argument("--exchange", nargs="+", default=["ring"], choices=["ring", "changes"],
+                   help="--gpu-compare: how the Dask GPU workers sum B, each measured in turn "
+                        "(default ring, the one-host choice)")
+    p.add_argument("--again", action="store_true",
+                   help="--gpu-compare: time one GPU again at the end (its drift)")
+    p.add_argument("--profile", action="store_true",
+                   help="--gpu-compare: also profile one fit of N2 sweeps on the driver, Dask "
+                        "workers and the in-process several-GPU chain")
     args = p.parse_args(argv)
     if args.gpu_compare:
         if args.scale == 0.01:

@@ -161,23 +161,24 @@ def _spy_on_nccl(monkeypatch):
 
     joined, real = [], _sampler.NcclDaskSampler.join
 
-    def join(self):
+    def join(self, exchange="ring"):
         joined.append(len(self.shards))
-        real(self)
+        real(self, exchange)
 
     monkeypatch.setattr(_sampler.NcclDaskSampler, "join", join)
     return joined
 
 
-def test_which_shards_sum_in_place():
-    from sklearn_gpulda.dask._estimator import _sum_in_place
+def test_which_shards_sum_in_place_and_how():
+    from sklearn_gpulda.dask._estimator import _in_place_exchange as how
 
-    assert _sum_in_place([("a", "0000:1b:00.0"), ("a", "0000:1c:00.0")])
-    assert _sum_in_place([("a", "0000:1b:00.0")])
-    assert not _sum_in_place([("a", "0000:1b:00.0"), ("a", "0000:1b:00.0")])  # one GPU
-    assert not _sum_in_place([("a", "0000:1b:00.0"), ("b", "0000:1c:00.0")])  # two hosts
-    assert not _sum_in_place([("a", "0000:1b:00.0"), None])                   # a CPU or no NCCL
-    assert not _sum_in_place([])
+    assert how([("a", "0000:1b:00.0"), ("a", "0000:1c:00.0")]) == "ring"
+    assert how([("a", "0000:1b:00.0")]) == "ring"
+    assert how([("a", "0000:1b:00.0"), ("b", "0000:1c:00.0")]) == "changes"  # two hosts
+    assert how([("a", "0000:1b:00.0"), ("b", "0000:1b:00.0")]) == "changes"  # same bus id
+    assert how([("a", "0000:1b:00.0"), ("a", "0000:1b:00.0")]) is None  # one GPU, two ranks
+    assert how([("a", "0000:1b:00.0"), None]) is None                   # a CPU or no NCCL
+    assert how([]) is None
 
 
 @pytest.mark.gpu
@@ -220,6 +221,47 @@ def test_two_dask_cuda_workers_sum_in_place(kjv, gpu_reference, monkeypatch):
         model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
         _same_model(model, gpu_reference)
     assert joined == [2]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(gpu_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("capacity", [None, 1])
+def test_workers_summing_changed_cells_give_the_one_gpu_model(kjv, gpu_reference,
+                                                              capacity, monkeypatch):
+    # The exchange of hosts apart, forced on one host: each sweep's changed cells gathered (or,
+    # at a capacity of one change, nearly every sweep falling back to the whole table).
+    from sklearn_gpulda.backends.cuda.multi_gpu.all_reduce import nccl_module
+    from sklearn_gpulda.dask._cluster import local_gpu_cluster
+
+    if nccl_module() is None:
+        pytest.skip("CuPy has no NCCL here")
+    from sklearn_gpulda.dask import _sampler
+
+    monkeypatch.setattr(_sampler.NcclDaskSampler, "exchange", "changes")
+    monkeypatch.setattr(_sampler.NcclDaskSampler, "exchange_capacity", capacity)
+    sent = []
+    real = _sampler.NcclDaskSampler.sweeps
+
+    def sweeps(self, first, last, accumulate_from=None):
+        real(self, first, last, accumulate_from)
+        sent[:] = self.sent_bytes()
+
+    monkeypatch.setattr(_sampler.NcclDaskSampler, "sweeps", sweeps)
+    with local_gpu_cluster(2) as cluster, distributed.Client(cluster) as client:
+        model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
+    _same_model(model, gpu_reference)
+    n_sweeps = GPU_PARAMS["max_iter"]
+    assert len(sent) == 2 and all(len(s) == n_sweeps + 1 for s in sent)
+    for per_sum in sent:
+        ring = per_sum[0]  # the initial topics: the whole table, as NCCL's ring sends it
+        assert ring == 4 * kjv.shape[1] * GPU_PARAMS["n_components"]
+        lists = [b for b in per_sum[1:] if b != ring]
+        if capacity is None:
+            # Early sweeps may change too many cells; converging ones send their changes.
+            assert len(lists) >= n_sweeps // 2 and per_sum[-1] < ring
+            assert all(0 < b < ring for b in lists)
+        else:
+            assert len(lists) <= 2
 
 
 def test_errors_a_dying_worker_causes_are_told_apart():

@@ -34,6 +34,7 @@
 #   STREAM_STACK  copies of the NYTimes shape bench-streaming stacks (default 20: about 2 G tokens)
 #   DASK_STACK    copies of the NYTimes shape bench-dask-gpu stacks (default 4: about 400 M tokens)
 #   DASK_WORKERS  GPU workers of bench-dask-gpu (default: 2 and 4, those the host has)
+#   DASK_FLAGS    more options of bench-dask-gpu, e.g. "--profile"
 #   FINGERPRINTS  the models the models stage checks against, saved by
 #                 `tools/model_fingerprints.py save DIR --device cuda` before a change (default
 #                 .carry/fingerprints; name .carry in the call's carry)
@@ -351,7 +352,7 @@ stage_bench_dask_gpu() {
   fi
   # shellcheck disable=SC2086  # workers is a list
   boxed python3 benchmarks/bench_dask.py --gpu-compare --topics 1000 --stack "$DASK_STACK" \
-    --workers $workers --sweeps2 10 30 --json "$DIR/bench_dask.json"
+    --workers $workers --sweeps2 10 30 --json "$DIR/bench_dask.json" ${DASK_FLAGS:-}
 }
 
 stage_cpu_threads() {

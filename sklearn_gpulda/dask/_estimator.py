@@ -77,14 +77,17 @@ def _worker_has_gpu():
     return gpu_count() > 0
 
 
-def _sum_in_place(identities):
-    """Whether GPU shards at ``identities`` (:meth:`~._shard.Shard.gpu_identity`) sum their
-    word-topic counts among themselves through NCCL: every one has NCCL, all are on one host,
-    and no two share a GPU (NCCL takes one rank per GPU)."""
+def _in_place_exchange(identities):
+    """How GPU shards at ``identities`` (:meth:`~._shard.Shard.gpu_identity`) sum their
+    word-topic counts among themselves through NCCL, or None where they cannot (some shard has
+    no NCCL or no GPU, or two share a GPU: NCCL takes one rank per GPU) and the client sums
+    them. 'ring' (NCCL's all-reduce of the whole table) on one host; 'changes' (each shard's
+    changed cells, gathered by all) across hosts, whose links are slower."""
     if not identities or any(i is None for i in identities):
-        return False
-    hosts = {host for host, _ in identities}
-    return len(hosts) == 1 and len(set(identities)) == len(identities)
+        return None
+    if len(set(identities)) != len(identities):
+        return None
+    return "ring" if len({host for host, _ in identities}) == 1 else "changes"
 
 
 def _is_dask_array(X):
@@ -250,7 +253,7 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
                 sampler.set_beta_cells(plan.beta_cells)
                 summaries = sampler.call_all("summary")
                 offsets = np.cumsum([0] + [n_tokens for n_tokens, _, _ in summaries])[:-1]
-                in_place = device.kind == "cuda" and _sum_in_place(
+                in_place = None if device.kind != "cuda" else _in_place_exchange(
                     sampler.call_all("gpu_identity"))
                 frequencies = None
                 if in_place:
@@ -260,7 +263,7 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
                     frequencies = np.sum(sampler.call_all("word_frequencies"), axis=0)
                 sampler.call_each("prepare", [(int(o), frequencies) for o in offsets])
                 if in_place:
-                    sampler.join()
+                    sampler.join(in_place)
                 corpus = ShardedCorpus(self.n_features_in_, summaries)
                 warn_if_empty(float(corpus.n_tokens), "fit")
                 state = _fit.fit_corpus(plan, corpus, sampler)

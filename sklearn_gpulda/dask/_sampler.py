@@ -290,11 +290,32 @@ class NcclDaskSampler(DaskSampler):
     #: the summed B each sweep changed, and appends the counts, one per sweep, in order.
     change_log = None
 
-    def join(self):
-        """Make the communicator: one shard draws its unique id, every shard joins at once."""
+    #: How the shards sum B, where set: 'ring' or 'changes' (see :meth:`join`); None (the
+    #: default) leaves it to the fit. For tests and benchmarks.
+    exchange = None
+    #: The longest list of changes the 'changes' exchange gathers, where set (None: its
+    #: default). For tests, which make it small to take the whole-table branch.
+    exchange_capacity = None
+
+    def join(self, exchange="ring"):
+        """Make the communicator: one shard draws its unique id, every shard joins at once.
+
+        ``exchange`` (unless the class attribute of that name overrides it): 'ring', NCCL's
+        all-reduce of the whole B every sweep, for shards on one host; 'changes', each shard's
+        changed cells gathered by all
+        (:class:`~sklearn_gpulda.backends.cuda.multi_gpu.change_exchange.ChangeExchange`),
+        for shards on several hosts, where links are slower and a converging sweep changes
+        few cells."""
+        exchange = self.exchange or exchange
         (unique_id,) = self.call_each("nccl_unique_id", [()], self.shards[:1])
         n = len(self.shards)
-        self.call_each("join_all_reduce", [(n, unique_id, rank) for rank in range(n)])
+        self.call_each("join_all_reduce", [(n, unique_id, rank, exchange,
+                                            self.exchange_capacity) for rank in range(n)])
+        self.joined_exchange = exchange
+
+    def sent_bytes(self):
+        """Bytes each shard sent to sum B, per sum (a list per shard), under 'changes'."""
+        return self.call_all("sent_bytes")
 
     def _lead(self, method, *args):
         return self.call_each(method, [args], self.shards[:1])[0]

@@ -88,6 +88,7 @@ class Shard:
         # instead of a shard that has forgotten its topics.
         self.iteration = None
         self._rank = None  # the NCCL rank summing B among the GPU workers, if they do
+        self._exchange = None  # summing B by changed cells instead of NCCL's all-reduce
         self._previous = None  # B before the sweep, where sweeps_summed counts changed cells
 
     def summary(self):
@@ -130,20 +131,53 @@ class Shard:
 
         return nccl_unique_id()
 
-    def join_all_reduce(self, n_ranks, unique_id, rank):
-        """Join the communicator of the GPU shards (every shard calls this at once)."""
+    def join_all_reduce(self, n_ranks, unique_id, rank, exchange="ring", capacity=None):
+        """Join the communicator of the GPU shards (every shard calls this at once).
+
+        Parameters
+        ----------
+        n_ranks, unique_id, rank
+            As :class:`~sklearn_gpulda.backends.cuda.multi_gpu.all_reduce.NcclRank`.
+        exchange : {'ring', 'changes'}, default='ring'
+            How B is summed every sweep: NCCL's all-reduce of the whole table, or the cells each
+            shard changed, gathered by all
+            (:class:`~sklearn_gpulda.backends.cuda.multi_gpu.change_exchange.ChangeExchange`,
+            for shards on several hosts).
+        capacity : int, optional
+            'changes' only: the longest list of changes gathered (the default is where the
+            ring would send fewer bytes).
+        """
         from ..backends.cuda.multi_gpu.all_reduce import NcclRank
 
+        if exchange not in ("ring", "changes"):
+            raise ValueError(f"exchange must be 'ring' or 'changes', got {exchange!r}")
         self._rank = NcclRank(self.chain.cp, self.chain.gpu, n_ranks, unique_id, rank)
+        self._exchange = None
+        if exchange == "changes":
+            from ..backends.cuda.multi_gpu.change_exchange import ChangeExchange
 
-    def _summed(self):
-        self._rank.all_reduce(self.chain.word_topic_buffer())
+            self._exchange = ChangeExchange(self.chain.cp, self._rank, n_ranks, capacity)
+
+    def _summed(self, first=False):
+        buffer = self.chain.word_topic_buffer()
+        with self.chain.device_context():
+            if self._exchange is None:
+                self._rank.all_reduce(buffer)
+            elif first:
+                self._exchange.start(buffer)
+            else:
+                self._exchange.sum(buffer)
         self.chain.finish_reduction()
+
+    def sent_bytes(self):
+        """Bytes this shard sent to sum B, one entry per sum since the initial topics
+        (``exchange='changes'`` only; None otherwise)."""
+        return None if self._exchange is None else list(self._exchange.sent)
 
     def init_topics_summed(self):
         """Initial topics, the shard's part of B summed with the others' in place."""
         self.chain.init_topics()
-        self._summed()
+        self._summed(first=True)
         self.iteration = 0
 
     def sweep_summed(self, iteration):
@@ -272,6 +306,9 @@ class Shard:
 
     def release(self):
         self._previous = None
+        if self._exchange is not None:
+            self._exchange.close()
+            self._exchange = None
         if self._rank is not None:
             self._rank.close()
             self._rank = None

@@ -169,6 +169,17 @@ class NcclRank:
         with self.cp.cuda.Device(self.gpu):
             _queue_sum(self._nccl, self._comm, array, self.cp.cuda.get_current_stream())
 
+    def all_gather(self, send, receive, count):
+        """Gather ``count`` values of ``send`` from every rank into ``receive`` (rank after
+        rank, ``count`` each), queued on the current stream. Both arrays on this rank's GPU,
+        C-contiguous, of one dtype: int64, uint64 or float32."""
+        nccl = self._nccl
+        types = {"int64": nccl.NCCL_INT64, "uint64": nccl.NCCL_UINT64,
+                 "float32": nccl.NCCL_FLOAT32}
+        with self.cp.cuda.Device(self.gpu):
+            self._comm.allGather(send.data.ptr, receive.data.ptr, int(count),
+                                 types[send.dtype.name], self.cp.cuda.get_current_stream().ptr)
+
     def close(self):
         if self._comm is not None:
             self._comm.destroy()

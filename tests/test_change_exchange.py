@@ -1,0 +1,60 @@
+"""Summing B by changed cells (``backends/cuda/multi_gpu/change_exchange.py``): the sum is the
+whole table's, bit for bit, whether the changes are gathered or a sweep falls back to the ring,
+and the bytes it records are what it sent. One NCCL rank in one process, so one GPU suffices;
+several ranks in several processes are tested through Dask (tests/test_dask.py)."""
+
+import numpy as np
+import pytest
+
+from sklearn_gpulda.backends.cuda.multi_gpu.change_exchange import (
+    PAIR_BYTES, list_capacity, ring_bytes)
+
+
+def test_capacity_stops_where_the_ring_sends_fewer_bytes():
+    n = 1_000_000
+    for n_ranks in (2, 4, 16):
+        m = list_capacity(n, n_ranks)
+        assert (n_ranks - 1) * m * PAIR_BYTES <= ring_bytes(n, n_ranks)
+        assert m <= n // 8
+    assert ring_bytes(n, 4) == 2 * 3 * 4 * n // 4
+    assert list_capacity(3, 4) == 1
+
+
+def _one_rank():
+    import cupy
+
+    from sklearn_gpulda.backends.cuda.multi_gpu.all_reduce import (NcclRank, nccl_module,
+                                                                   nccl_unique_id)
+
+    if nccl_module() is None:
+        pytest.skip("CuPy has no NCCL here")
+    return cupy, NcclRank(cupy, 0, 1, nccl_unique_id(), 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("capacity", [None, 5])
+def test_one_rank_sum_follows_its_counts(capacity):
+    from sklearn_gpulda.backends.cuda.multi_gpu.change_exchange import ChangeExchange
+
+    cp, rank = _one_rank()
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 50, size=(300, 7)).astype(np.float32)
+    exchange = ChangeExchange(cp, rank, 1, capacity)
+    try:
+        buffer = cp.asarray(counts)
+        exchange.start(buffer)
+        np.testing.assert_array_equal(buffer.get(), counts)
+        # Sweeps that change no cell, a few cells, and many (past a capacity of 5).
+        for n_changed in (0, 3, 40, 2):
+            cells = rng.choice(counts.size, size=n_changed, replace=False)
+            counts.ravel()[cells] += rng.integers(1, 9, size=n_changed).astype(np.float32)
+            counts.ravel()[cells[: n_changed // 2]] -= 1.0
+            buffer = cp.asarray(counts)
+            exchange.sum(buffer)
+            np.testing.assert_array_equal(buffer.get(), counts)
+        # Past the capacity the sweep summed the whole table; one rank sends nothing.
+        assert exchange.lists == [None, 0, 3, 40 if capacity is None else None, 2]
+        assert exchange.sent == [0] * 5
+    finally:
+        exchange.close()
+        rank.close()
