@@ -237,7 +237,7 @@ def _sent_per_sweep(sampler_cls, dask_fit, X, n_sweeps, last=5):
 
     def sweeps(self, first, end, accumulate_from=None):
         real(self, first, end, accumulate_from)
-        sent[:] = self.sent_bytes()
+        sent[:] = [record["sent"] for record in self.exchange_records()]
 
     sampler_cls.sweeps = sweeps
     try:

@@ -225,43 +225,48 @@ def test_two_dask_cuda_workers_sum_in_place(kjv, gpu_reference, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(gpu_count() < 2, reason="needs two GPUs")
-@pytest.mark.parametrize("capacity", [None, 1])
+@pytest.mark.parametrize("capacity", ["table", 1])
 def test_workers_summing_changed_cells_give_the_one_gpu_model(kjv, gpu_reference,
                                                               capacity, monkeypatch):
-    # The exchange of hosts apart, forced on one host: each sweep's changed cells gathered (or,
-    # at a capacity of one change, nearly every sweep falling back to the whole table).
+    # The exchange of hosts apart, forced on one host. With room for every cell each sweep's
+    # changes are gathered; with room for one change nearly every sweep sums the whole table.
+    # (With the default capacity a small corpus's early sweeps change too many cells to be
+    # worth listing, so the default would test a mix of the two.)
     from sklearn_gpulda.backends.cuda.multi_gpu.all_reduce import nccl_module
+    from sklearn_gpulda.dask import _sampler
     from sklearn_gpulda.dask._cluster import local_gpu_cluster
 
     if nccl_module() is None:
         pytest.skip("CuPy has no NCCL here")
-    from sklearn_gpulda.dask import _sampler
-
+    n_cells = kjv.shape[1] * GPU_PARAMS["n_components"]
     monkeypatch.setattr(_sampler.NcclDaskSampler, "exchange", "changes")
-    monkeypatch.setattr(_sampler.NcclDaskSampler, "exchange_capacity", capacity)
-    sent = []
+    monkeypatch.setattr(_sampler.NcclDaskSampler, "exchange_capacity",
+                        n_cells if capacity == "table" else capacity)
+    records = []
     real = _sampler.NcclDaskSampler.sweeps
 
     def sweeps(self, first, last, accumulate_from=None):
         real(self, first, last, accumulate_from)
-        sent[:] = self.sent_bytes()
+        records[:] = self.exchange_records()
 
     monkeypatch.setattr(_sampler.NcclDaskSampler, "sweeps", sweeps)
     with local_gpu_cluster(2) as cluster, distributed.Client(cluster) as client:
         model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
     _same_model(model, gpu_reference)
     n_sweeps = GPU_PARAMS["max_iter"]
-    assert len(sent) == 2 and all(len(s) == n_sweeps + 1 for s in sent)
-    for per_sum in sent:
-        ring = per_sum[0]  # the initial topics: the whole table, as NCCL's ring sends it
-        assert ring == 4 * kjv.shape[1] * GPU_PARAMS["n_components"]
-        lists = [b for b in per_sum[1:] if b != ring]
-        if capacity is None:
-            # Early sweeps may change too many cells; converging ones send their changes.
-            assert len(lists) >= n_sweeps // 2 and per_sum[-1] < ring
-            assert all(0 < b < ring for b in lists)
+    ring = 4 * n_cells  # what each of two ranks sends in NCCL's ring all-reduce
+    assert len(records) == 2
+    for record in records:
+        sent, lists = record["sent"], record["lists"]
+        assert len(sent) == len(lists) == n_sweeps + 1
+        assert lists[0] is None and sent[0] == ring  # the initial topics: the whole table
+        for listed, n_bytes in zip(lists[1:], sent[1:]):
+            assert n_bytes == (ring if listed is None else 12 * listed)
+        gathered = [m for m in lists[1:] if m is not None]
+        if capacity == "table":
+            assert len(gathered) == n_sweeps and all(m > 0 for m in gathered)
         else:
-            assert len(lists) <= 2
+            assert len(gathered) <= 2
 
 
 def test_errors_a_dying_worker_causes_are_told_apart():

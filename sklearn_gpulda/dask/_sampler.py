@@ -313,9 +313,9 @@ class NcclDaskSampler(DaskSampler):
                                             self.exchange_capacity) for rank in range(n)])
         self.joined_exchange = exchange
 
-    def sent_bytes(self):
-        """Bytes each shard sent to sum B, per sum (a list per shard), under 'changes'."""
-        return self.call_all("sent_bytes")
+    def exchange_records(self):
+        """Each shard's :meth:`~._shard.Shard.exchange_record` (under 'changes'), in order."""
+        return self.call_all("exchange_record")
 
     def _lead(self, method, *args):
         return self.call_each(method, [args], self.shards[:1])[0]

@@ -169,10 +169,13 @@ class Shard:
                 self._exchange.sum(buffer)
         self.chain.finish_reduction()
 
-    def sent_bytes(self):
-        """Bytes this shard sent to sum B, one entry per sum since the initial topics
-        (``exchange='changes'`` only; None otherwise)."""
-        return None if self._exchange is None else list(self._exchange.sent)
+    def exchange_record(self):
+        """Under ``exchange='changes'``, per sum since the initial topics: ``sent``, the bytes
+        this shard sent, and ``lists``, the longest list of changes gathered (None where the
+        whole table was summed); None under the ring."""
+        if self._exchange is None:
+            return None
+        return dict(sent=list(self._exchange.sent), lists=list(self._exchange.lists))
 
     def init_topics_summed(self):
         """Initial topics, the shard's part of B summed with the others' in place."""
