@@ -47,9 +47,10 @@ _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-paral
     rechunked otherwise), or anything the plain estimator takes, which is then split into one
     block per worker. Per sweep each shard sends its non-zero word-topic cells (8 bytes each, at
     most one per token it holds) and receives those of the corpus's word-topic matrix. GPU
-    workers of one host, one shard per GPU (dask-cuda's ``LocalCUDACluster`` with one block per
-    worker), instead sum the matrix among themselves in place through NCCL, where their CuPy
-    has it: nothing of it crosses to the driver during the sweeps, and the workers run the
+    workers with one shard per GPU (dask-cuda's ``LocalCUDACluster`` with one block per
+    worker) instead sum the matrix among themselves in place through NCCL, where their CuPy
+    has it (workers of one host the whole matrix, workers on several hosts the cells each
+    changed): nothing of it crosses to the driver during the sweeps, and the workers run the
     sweeps between two prior updates (or evaluations, or the start of averaging) on their own,
     one call from the driver per such run (one per sweep under ``verbose`` or a ``callback``).
     ``bound_``, the final training perplexity, is summed over shards and may differ from a

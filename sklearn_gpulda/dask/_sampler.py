@@ -270,7 +270,7 @@ class DaskSampler(Sampler):
 
 
 class NcclDaskSampler(DaskSampler):
-    """A chain over GPU workers of one host whose shards sum B among themselves in place
+    """A chain over GPU workers, one shard per GPU, whose shards sum B among themselves in place
     through NCCL (:meth:`~._shard.Shard.join_all_reduce`): no part of B crosses to the driver
     in a sweep. Every shard's GPU then holds the corpus-wide B; the driver reads the model, the
     histogram learning beta and the averaging from the first shard's. The same chain as

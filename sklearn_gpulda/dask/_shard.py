@@ -8,8 +8,9 @@ non-zero cells only; the driver sums the parts and sends the total back, its non
 again, from which every shard builds the same sampling tables (:mod:`sklearn_gpulda.dask.
 _sampler`). The chain is an engine's own, made for data-parallel training and driven through
 its public methods: the NumPy sampler on a CPU worker, the multi-GPU engine's device shard on a
-GPU worker. GPU shards of one host instead sum B among themselves over NCCL, and run whole runs
-of sweeps in one call (:meth:`Shard.sweeps_summed`).
+GPU worker. GPU shards, one per GPU, instead sum B among themselves over NCCL (the whole table,
+or across hosts the cells each changed), and run whole runs of sweeps in one call
+(:meth:`Shard.sweeps_summed`).
 
 Nothing here imports Dask: the class is plain Python, and Dask makes it an actor.
 """
