@@ -362,6 +362,17 @@ def test_npmi_matches_direct_computation(kjv):
     assert np.all((got >= -1) & (got <= 1))
 
 
+def test_one_count_gives_both_coherences(kjv):
+    # choose_n_components scores UMass and NPMI from one count of the co-occurrences.
+    from sklearn_gpulda.metrics._coherence import coherence_pair
+
+    X = kjv.data[:200]
+    components = _random_topics(6, X.shape[1], seed=4) * (X.sum(axis=0).A1 > 0)
+    umass, npmi = coherence_pair(X, components, top_n=7)
+    np.testing.assert_array_equal(umass, umass_coherence(X, components, top_n=7))
+    np.testing.assert_array_equal(npmi, npmi_coherence(X, components, top_n=7))
+
+
 def test_coherence_edge_cases():
     X = sp.csr_matrix(np.array([[1, 1, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0]]))
     components = np.array([[5.0, 4.0, 1.0, 0.0], [0.0, 0.0, 4.0, 5.0]])

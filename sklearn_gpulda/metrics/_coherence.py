@@ -69,6 +69,13 @@ def umass_coherence(X, components, top_n=10):
     array([ 0.    , -0.6931])
     """
     pair, single, _ = _cooccurrence(X, components, top_n)
+    return umass_of_counts(pair, single)
+
+
+def umass_of_counts(pair, single):
+    """UMass per topic from :func:`_cooccurrence`'s document frequencies (one count, two
+    coherences: :func:`coherence_pair`)."""
+    top_n = single.shape[1]
     later, earlier = np.tril_indices(top_n, k=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
         scores = np.log((pair[:, later, earlier] + 1.0) / single[:, earlier])
@@ -108,8 +115,12 @@ def npmi_coherence(X, components, top_n=10):
     >>> np.round(npmi_coherence(X, components, top_n=2), 4)  # always together; log 2 / log 4
     array([1. , 0.5])
     """
-    pair, single, n_docs = _cooccurrence(X, components, top_n)
-    i, j = np.triu_indices(top_n, k=1)
+    return npmi_of_counts(*_cooccurrence(X, components, top_n))
+
+
+def npmi_of_counts(pair, single, n_docs):
+    """NPMI per topic from :func:`_cooccurrence`'s document frequencies."""
+    i, j = np.triu_indices(single.shape[1], k=1)
     p_joint = pair[:, i, j] / n_docs
     p_i = single[:, i] / n_docs
     p_j = single[:, j] / n_docs
@@ -119,6 +130,13 @@ def npmi_coherence(X, components, top_n=10):
     scores[p_joint == 1.0] = 1.0
     scores[(p_i == 0) | (p_j == 0)] = np.nan
     return scores.mean(axis=1)
+
+
+def coherence_pair(X, components, top_n=10):
+    """``(umass, npmi)`` per topic, as :func:`umass_coherence` and :func:`npmi_coherence` give
+    them, from one count of the reference corpus's co-occurrences."""
+    pair, single, n_docs = _cooccurrence(X, components, top_n)
+    return umass_of_counts(pair, single), npmi_of_counts(pair, single, n_docs)
 
 
 def top_words(components, feature_names=None, n_words=10):

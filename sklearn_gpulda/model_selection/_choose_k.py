@@ -8,7 +8,8 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import Bunch, check_random_state
 
-from ..metrics import document_completion, npmi_coherence, umass_coherence
+from ..metrics import document_completion
+from ..metrics._coherence import coherence_pair
 from .._runtime.device import parse_device
 from ..metrics._checks import as_counts
 from ._concurrent import n_workers, run_fits, shared_counts, single_gpu
@@ -176,11 +177,11 @@ def choose_n_components(X, n_components=(10, 20, 50, 100), *, estimator=None, te
         scored = document_completion(X_test, model.components_, model.doc_topic_prior_,
                                      n_iter=completion_iter, random_state=seed,
                                      device=completion_device)
+        umass, npmi = coherence_pair(X_train, model.components_, n_top)
         row = dict(
             n_components=k, held_out_per_token=float(scored.per_token),
             held_out_perplexity=float(scored.perplexity),
-            umass=float(np.nanmean(umass_coherence(X_train, model.components_, n_top))),
-            npmi=float(np.nanmean(npmi_coherence(X_train, model.components_, n_top))),
+            umass=float(np.nanmean(umass)), npmi=float(np.nanmean(npmi)),
             fit_seconds=seconds, n_iter=int(model.n_iter_),
             doc_topic_prior=_prior_value(model.doc_topic_prior_),
             topic_word_prior=_prior_value(model.topic_word_prior_))
