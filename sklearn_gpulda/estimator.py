@@ -40,8 +40,8 @@ class GPULatentDirichletAllocation(
     A drop-in for :class:`sklearn.decomposition.LatentDirichletAllocation`: the same parameters,
     attributes and methods, trained by the ESCA algorithm (stochastic expectation maximisation with
     sampled topic assignments; Zaheer et al. 2016, as implemented on GPUs by SaberLDA, Li et al.
-    2017) instead of variational Bayes. On a machine with CuPy and a CUDA GPU the sampler runs there;
-    elsewhere a NumPy engine runs the same algorithm with the same random numbers.
+    2017) instead of variational Bayes. On a machine with CuPy and a CUDA GPU the sampler runs
+    there; elsewhere a NumPy engine runs the same algorithm with the same random numbers.
 
     Parameters
     ----------

@@ -301,8 +301,8 @@ def _render(lda, names, counts, n_words, title, k_table=None, texts=None):
     shares, share_how = _topic_shares(lda, counts, theta)
     coherence = None
     if counts is not None and vocab_size >= 2:
-        coherence = npmi_coherence(counts, lda.components_, top_n=min(COHERENCE_TOP_N,
-                                                                        vocab_size))
+        coherence = npmi_coherence(counts, lda.components_,
+                                   top_n=min(COHERENCE_TOP_N, vocab_size))
     labels = [f"topic {k}" for k in range(n_topics)]
     tips = [f"topic {k} ({shares[k]:.1%}): {' '.join(map(str, words[k][:8]))}"
             for k in range(n_topics)]

@@ -232,7 +232,8 @@ def check_device_counts(estimator, X, reset, whom, record_features=True):
         if bool(cupy.isnan(values).any()):
             raise ValueError("Input X contains NaN.")
         if bool(cupy.isinf(values).any()):
-            raise ValueError(f"Input X contains infinity or a value too large for {np.dtype(dtype)!r}.")
+            raise ValueError("Input X contains infinity or a value too large for "
+                             f"{np.dtype(dtype)!r}.")
     if values.size and values.dtype.kind in "if":
         if bool((values < 0).any()):
             raise ValueError(f"Negative values in data passed to {whom}")

@@ -231,8 +231,8 @@ class Sampler(abc.ABC):
         if np.ndim(alpha) == 0 and np.ndim(self._alpha) == 0:
             return float(alpha) == self._alpha
         k = self.n_topics
-        return np.shape(alpha) in ((), (k,)) and np.array_equal(np.broadcast_to(alpha, (k,)),
-                                                                 self.alpha)
+        return (np.shape(alpha) in ((), (k,))
+                and np.array_equal(np.broadcast_to(alpha, (k,)), self.alpha))
 
     def _set_alpha(self, alpha):
         # A number is kept as it is until the chain needs the array: a sampler is made before

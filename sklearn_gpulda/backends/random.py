@@ -42,8 +42,8 @@ def philox4x32(c0, c1, c2, c3, k0, k1):
     x0, x1, x2, x3 : ndarray of uint32
         The four output words.
     """
-    c0, c1, c2, c3 = np.broadcast_arrays(*(np.asarray(c, dtype=np.uint32) for c in (c0, c1, c2,
-    c3)))
+    c0, c1, c2, c3 = np.broadcast_arrays(
+        *(np.asarray(c, dtype=np.uint32) for c in (c0, c1, c2, c3)))
     c0, c1, c2, c3 = (c.astype(np.uint32, copy=True) for c in (c0, c1, c2, c3))
     k0 = np.uint32(int(k0) & 0xFFFFFFFF)
     k1 = np.uint32(int(k1) & 0xFFFFFFFF)

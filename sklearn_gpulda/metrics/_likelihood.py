@@ -41,7 +41,6 @@ def token_probabilities(X, doc_topic, topic_word_t):
     return out
 
 
-
 def topic_word_distribution(components):
     """Normalise a topic-word matrix so that every topic is a distribution over words.
 

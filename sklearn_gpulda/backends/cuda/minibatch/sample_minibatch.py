@@ -38,8 +38,8 @@ def draw(layout, chain, batch, a_batch, dnt, seed, iteration, stream, sweep, n_s
     d0, _ = layout.batch_docs(batch)
     words = chain.words
     warps_per_block = BLOCK // WARP
-    grid = max(1, min(-(-(p1 - p0) // warps_per_block), n_sm * DRAW_WARPS_PER_SM //
-    warps_per_block))
+    grid = max(1, min(-(-(p1 - p0) // warps_per_block),
+                      n_sm * DRAW_WARPS_PER_SM // warps_per_block))
     _kernels.launch(
         STEM, f"draw_batch_{layout.suffix}", grid, BLOCK,
         [(layout.tok, np.uint32), (layout.doc, np.int32), (layout.word, np.int32),
