@@ -507,8 +507,11 @@ class GPULatentDirichletAllocation(
                 device = device.lead
             with stage("validate"):
                 X, blocks, dtype = check_fit_input(self, X, whom, device, batch)
+            # Only 'auto' on a GPU reads the corpus's size (a pass over the counts, and on a
+            # device array a reduction CuPy would compile).
+            sized = self.algorithm == "auto" and device.kind == "cuda" and batch and not blocks
             plan = self._plan(device, self.algorithm, self._new_seed(), callback=callback,
-                              components_dtype=dtype, n_tokens=0.0 if blocks else X.sum(),
+                              components_dtype=dtype, n_tokens=float(X.sum()) if sized else 0.0,
                               row_blocks=blocks)
             if batch:
                 with stage("tokens"):
