@@ -14,6 +14,7 @@ from ..._runtime.host import available_memory
 from .. import random as _random
 from ..base import Sampler, normalised_rows
 from .dense_rule import draw_topics_dense
+from .mh_rule import FrozenState, draw_topics_mh, word_ranks
 from .processes import choose_team, make_team
 from .row_tasks import (
     UniformKey,
@@ -31,8 +32,10 @@ from .tables import WordTables
 from .threads import resolve_n_jobs
 
 #: Draw rules of the E-step: 'sparse' is the two-branch rule of ``doc/algorithm.md``, 'dense'
-#: the single running sum of the dense kernels (:mod:`.dense_rule`). Both take the same uniforms.
-RULES = ("sparse", "dense")
+#: the single running sum of the dense kernels (:mod:`.dense_rule`); both take the same uniforms.
+#: 'mh' runs a short Metropolis-Hastings chain per token with the same stationary distribution
+#: (:mod:`.mh_rule`: a reference for an O(1) sampler, integer counts of a whole corpus only).
+RULES = ("sparse", "dense", "mh")
 
 #: Fewest tokens for which a chain with several jobs runs in worker processes. A sweep of
 #: fewer takes some tens of milliseconds on one core, about what the processes' round trips and
@@ -79,7 +82,7 @@ class NumpySampler(Sampler):
     ----------
     n_topics, alpha, beta, seed, device
         As :class:`~sklearn_gpulda.backends.base.Sampler`.
-    rule : {'sparse', 'dense'}, default='sparse'
+    rule : {'sparse', 'dense', 'mh'}, default='sparse'
         Draw rule of every E-step (:data:`RULES`); everything else is shared.
     n_jobs : int or None, default=None
         The most workers (threads or processes), read as scikit-learn reads ``n_jobs``
@@ -109,6 +112,9 @@ class NumpySampler(Sampler):
         super().__init__(n_topics, alpha, beta, seed, device)
         if rule not in RULES:
             raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+        if rule == "mh" and data_parallel:
+            raise ValueError("rule='mh' draws other tokens' topics as proposals, so it needs "
+                             "the whole corpus; it does not run data-parallel")
         self.rule = rule
         self.worker_processes = bool(worker_processes)
         self.data_parallel = bool(data_parallel)
@@ -121,7 +127,7 @@ class NumpySampler(Sampler):
 
     def _clear(self):
         self._z = self._a = self._b = self._tables = self._fixed_bhat = self._sum = None
-        self._by_word = self._word_ptr = None
+        self._by_word = self._word_ptr = self._word_rank = None
         self._tokens = None  # (doc, word, weight, doc_ptr) where the team's workers read them
         self._totals = None  # B's column sums when the M-step had them for free
         self._z_key = None
@@ -151,6 +157,12 @@ class NumpySampler(Sampler):
         # cache-sized blocks, on separate workers), each cell summing its tokens in token order.
         by_word, word_ptr = stable_counting_sort(corpus.word, corpus.n_words)
         self._by_word, self._word_ptr = share("by_word", by_word), share("word_ptr", word_ptr)
+        if self.rule == "mh":
+            if corpus.weight is not None:
+                self.release()
+                raise ValueError("rule='mh' needs integer counts: a random token of a "
+                                 "document stands for its topic counts")
+            self._word_rank = word_ranks(by_word, word_ptr, corpus.word)
 
     def init_topics(self, iteration=0, stream=_random.STREAM_INIT):
         n = self._require().n_tokens
@@ -178,7 +190,14 @@ class NumpySampler(Sampler):
         doc, word, weight, _ = self._loaded_tokens()
         key = self._free_topic_key()
         out = self.team.empty(key, doc.shape, np.int32)
-        if self.rule == "dense":
+        if self.rule == "mh":
+            if stream != _random.STREAM_SAMPLE or sub or self._fixed_bhat is not None:
+                raise ValueError("rule='mh' runs the batch E-step of training only")
+            state = FrozenState(self._z, self._tokens[3], self._by_word, self._word_ptr,
+                                self._a, self._tables, self.alpha)
+            out[...] = draw_topics_mh(state, doc, word, self.seed, iteration,
+                                      self.token_offset, word_rank=self._word_rank)
+        elif self.rule == "dense":
             u = self._uniforms(iteration, stream, sub)
             draw_topics_dense(doc, word, self._z, weight, u, self._a, self._tables.bhat,
                               self.alpha, self._tables.word_side, team=self.team, out=out,
