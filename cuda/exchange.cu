@@ -6,6 +6,9 @@
 // float32, exact below 2^24 in any order of addition, so the sum is the all-reduce's bit for bit
 // although the lists come out in no fixed order.
 
+// Launch: 1-D, any grid and block (grid-stride loop); n_changed zeroed before. Host:
+// ChangeExchange.sum. NumPy: i = flatnonzero(now != before) listed in any order (the first
+// `capacity` of them), n_changed = i.size, before[i] = now[i].
 extern "C" __global__ void list_changes(const float* __restrict__ now, float* __restrict__ before,
                                         long long n, long long* __restrict__ cells,
                                         float* __restrict__ deltas,
@@ -28,6 +31,8 @@ extern "C" __global__ void list_changes(const float* __restrict__ now, float* __
 }
 
 // The gathered lists lie rank after rank, `per_rank` slots each, rank r's first counts[r] used.
+// Launch: 1-D, any grid and block (grid-stride loop). NumPy: np.add.at(sum, cells[used],
+// deltas[used]) over the used slots.
 extern "C" __global__ void add_changes(float* __restrict__ sum, const long long* __restrict__ cells,
                                        const float* __restrict__ deltas,
                                        const unsigned long long* __restrict__ counts, int n_ranks,

@@ -10,12 +10,12 @@ from sklearn_gpulda.backends.cuda.multi_gpu.change_exchange import (
     PAIR_BYTES, list_capacity, ring_bytes)
 
 
-def test_capacity_stops_where_the_ring_sends_fewer_bytes():
+def test_capacity_stays_below_the_ring_and_bounds_memory():
     n = 1_000_000
-    for n_ranks in (2, 4, 16):
+    for n_ranks in (2, 4, 16, 64):
         m = list_capacity(n, n_ranks)
-        assert (n_ranks - 1) * m * PAIR_BYTES <= ring_bytes(n, n_ranks)
-        assert m <= n // 8
+        assert (n_ranks - 1) * m * PAIR_BYTES < ring_bytes(n, n_ranks)
+        assert n_ranks * m * PAIR_BYTES <= 3 * n  # the gathered lists: 3 bytes a cell
     assert ring_bytes(n, 4) == 2 * 3 * 4 * n // 4
     assert list_capacity(3, 4) == 1
 
@@ -39,7 +39,7 @@ def test_one_rank_sum_follows_its_counts(capacity):
     cp, rank = _one_rank()
     rng = np.random.default_rng(0)
     counts = rng.integers(0, 50, size=(300, 7)).astype(np.float32)
-    exchange = ChangeExchange(cp, rank, 1, capacity)
+    exchange = ChangeExchange(cp, rank, 1, counts.size, capacity)
     try:
         buffer = cp.asarray(counts)
         exchange.start(buffer)

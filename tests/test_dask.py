@@ -172,13 +172,27 @@ def _spy_on_nccl(monkeypatch):
 def test_which_shards_sum_in_place_and_how():
     from sklearn_gpulda.dask._estimator import _in_place_exchange as how
 
-    assert how([("a", "0000:1b:00.0"), ("a", "0000:1c:00.0")]) == "ring"
+    one_host = [("a", "0000:1b:00.0"), ("a", "0000:1c:00.0")]
+    two_hosts = [("a", "0000:1b:00.0"), ("b", "0000:1b:00.0")]  # the same bus id on each
+    assert how(one_host) == how(one_host, integral=False) == "ring"
     assert how([("a", "0000:1b:00.0")]) == "ring"
-    assert how([("a", "0000:1b:00.0"), ("b", "0000:1c:00.0")]) == "changes"  # two hosts
-    assert how([("a", "0000:1b:00.0"), ("b", "0000:1b:00.0")]) == "changes"  # same bus id
+    assert how(two_hosts, across_hosts=True) == "changes"
+    assert how(two_hosts, integral=False, across_hosts=True) == "ring"  # would drift
+    assert how(two_hosts, across_hosts=False) is None  # the client sums
     assert how([("a", "0000:1b:00.0"), ("a", "0000:1b:00.0")]) is None  # one GPU, two ranks
     assert how([("a", "0000:1b:00.0"), None]) is None                   # a CPU or no NCCL
     assert how([]) is None
+
+
+def test_nccl_across_hosts_is_asked_for(monkeypatch):
+    from sklearn_gpulda.dask._estimator import ACROSS_HOSTS_VARIABLE
+    from sklearn_gpulda.dask._estimator import _in_place_exchange as how
+
+    two_hosts = [("a", "0000:1b:00.0"), ("b", "0000:1c:00.0")]
+    monkeypatch.delenv(ACROSS_HOSTS_VARIABLE, raising=False)
+    assert how(two_hosts) is None
+    monkeypatch.setenv(ACROSS_HOSTS_VARIABLE, "1")
+    assert how(two_hosts) == "changes"
 
 
 @pytest.mark.gpu

@@ -1,6 +1,7 @@
 """``sklearn_gpulda.dask.LatentDirichletAllocation``: the estimator, trained on a Dask cluster."""
 
 import inspect
+import os
 
 import numpy as np
 import scipy.sparse as sp
@@ -49,8 +50,10 @@ _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-paral
     most one per token it holds) and receives those of the corpus's word-topic matrix. GPU
     workers with one shard per GPU (dask-cuda's ``LocalCUDACluster`` with one block per
     worker) instead sum the matrix among themselves in place through NCCL, where their CuPy
-    has it (workers of one host the whole matrix, workers on several hosts the cells each
-    changed): nothing of it crosses to the driver during the sweeps, and the workers run the
+    has it (workers of one host the whole matrix; workers on several hosts only where the
+    environment variable ``SKLEARN_GPULDA_NCCL_ACROSS_HOSTS=1`` asks for it, never tried across
+    hosts yet, and then by the cells each changed): nothing of it crosses to the driver during
+    the sweeps, and the workers run the
     sweeps between two prior updates (or evaluations, or the start of averaging) on their own,
     one call from the driver per such run (one per sweep under ``verbose`` or a ``callback``).
     ``bound_``, the final training perplexity, is summed over shards and may differ from a
@@ -78,17 +81,31 @@ def _worker_has_gpu():
     return gpu_count() > 0
 
 
-def _in_place_exchange(identities):
+#: Set to 1 to let GPU workers on several hosts sum B among themselves over NCCL (by changed
+#: cells) instead of through the client. Off by default: it has run on one host only (forced
+#: there by the tests and the benchmark), never across hosts.
+ACROSS_HOSTS_VARIABLE = "SKLEARN_GPULDA_NCCL_ACROSS_HOSTS"
+
+
+def _in_place_exchange(identities, integral=True, across_hosts=None):
     """How GPU shards at ``identities`` (:meth:`~._shard.Shard.gpu_identity`) sum their
-    word-topic counts among themselves through NCCL, or None where they cannot (some shard has
-    no NCCL or no GPU, or two share a GPU: NCCL takes one rank per GPU) and the client sums
-    them. 'ring' (NCCL's all-reduce of the whole table) on one host; 'changes' (each shard's
-    changed cells, gathered by all) across hosts, whose links are slower."""
+    word-topic counts among themselves through NCCL, or None where the client sums them (some
+    shard has no NCCL or no GPU, two share a GPU -- NCCL takes one rank per GPU --, or they are
+    on several hosts without :data:`ACROSS_HOSTS_VARIABLE`). 'ring' (NCCL's all-reduce of the
+    whole table) on one host, and across hosts for weighted counts; 'changes' (each shard's
+    changed cells, gathered by all; exact for integer counts only) across hosts, whose links
+    are slower."""
     if not identities or any(i is None for i in identities):
         return None
     if len(set(identities)) != len(identities):
         return None
-    return "ring" if len({host for host, _ in identities}) == 1 else "changes"
+    if len({host for host, _ in identities}) == 1:
+        return "ring"
+    if across_hosts is None:
+        across_hosts = os.environ.get(ACROSS_HOSTS_VARIABLE) == "1"
+    if not across_hosts:
+        return None
+    return "changes" if integral else "ring"
 
 
 def _is_dask_array(X):
@@ -255,7 +272,7 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
                 summaries = sampler.call_all("summary")
                 offsets = np.cumsum([0] + [n_tokens for n_tokens, _, _ in summaries])[:-1]
                 in_place = None if device.kind != "cuda" else _in_place_exchange(
-                    sampler.call_all("gpu_identity"))
+                    sampler.call_all("gpu_identity"), integral=all(sampler.call_all("integral")))
                 frequencies = None
                 if in_place:
                     sampler = NcclDaskSampler(shards, plan.n_topics, plan.alpha.value,

@@ -157,7 +157,11 @@ class Shard:
         if exchange == "changes":
             from ..backends.cuda.multi_gpu.change_exchange import ChangeExchange
 
-            self._exchange = ChangeExchange(self.chain.cp, self._rank, n_ranks, capacity)
+            # Its buffers now, after the communicator: a rank short of memory fails here,
+            # where no collective waits for it (in a sweep its peers would wait forever).
+            with self.chain.device_context():
+                self._exchange = ChangeExchange(self.chain.cp, self._rank, n_ranks,
+                                                self.chain.word_topic_buffer().size, capacity)
 
     def _summed(self, first=False):
         buffer = self.chain.word_topic_buffer()
@@ -169,6 +173,11 @@ class Shard:
             else:
                 self._exchange.sum(buffer)
         self.chain.finish_reduction()
+
+    def integral(self):
+        """Whether the shard's counts are integers (unit tokens), which the exchange by changed
+        cells needs to sum exactly."""
+        return self.corpus.weight is None
 
     def exchange_record(self):
         """Under ``exchange='changes'``, per sum since the initial topics: ``sent``, the bytes
