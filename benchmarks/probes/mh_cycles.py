@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _peer_corpora import load_corpus  # noqa: E402
