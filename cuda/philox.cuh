@@ -17,6 +17,7 @@ constexpr unsigned kStreamInit = 0;
 constexpr unsigned kStreamSample = 1;
 constexpr unsigned kStreamBatchInit = 2;
 constexpr unsigned kStreamBatchSample = 3;
+// 4: the Metropolis-Hastings steps of backends/numpy/mh_rule.py (no kernel yet).
 
 struct Philox4 {
   unsigned x0, x1, x2, x3;

@@ -5,6 +5,7 @@ exact rule's."""
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda._runtime.device import CPU
@@ -31,14 +32,14 @@ def _state(sampler):
                        sampler._tables, sampler.alpha)
 
 
-def _replicas(sampler, t, n):
+def _replicas(sampler, t, n, first_counter=10**9):
     """``n`` chains of token ``t``, each with counters of its own."""
     doc, word, _, doc_ptr = sampler._tokens
     rank = word_ranks(sampler._by_word, sampler._word_ptr, word)
     d, v = int(doc[t]), int(word[t])
     ones = np.ones(n, dtype=np.int64)
-    return TokenContext(10**9 + np.arange(n), d * ones, v * ones, int(sampler._z[t]) * ones,
-                        (t - doc_ptr[d]) * ones, rank[t] * ones)
+    return TokenContext(first_counter + np.arange(n), d * ones, v * ones,
+                        int(sampler._z[t]) * ones, (t - doc_ptr[d]) * ones, rank[t] * ones)
 
 
 @pytest.fixture(scope="module")
@@ -46,26 +47,60 @@ def chapters():
     return load_kjv_chapters().data[:40]
 
 
+def _short_documents(seed=5):
+    """Documents of 1 to 4 tokens over 30 words, one word used once: the alpha and uniform
+    branches of the proposals carry much of their mass here."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for d in range(300):
+        length = 1 + d % 4
+        rows.append(np.bincount(rng.integers(1, 30, size=length), minlength=31))
+    X = np.array(rows)
+    X[0, :] = 0
+    X[0, 0] = 1  # word 0 occurs once, in a one-token document
+    return sp.csr_matrix(X)
+
+
+def _check_settles(sampler, t, n_topics, seed=11):
+    state = _state(sampler)
+    ctx = _replicas(sampler, t, 20_000)
+    pi = conditional(state, ctx)[0]
+    # From the token's own topic and, with other random numbers, from its least likely one.
+    other = _replicas(sampler, t, 20_000, first_counter=2 * 10**9)
+    for chains, start in ((ctx, ctx.topic), (other, np.full(other.token.size, np.argmin(pi)))):
+        final = run_chains(state, chains, start, seed=seed, iteration=5, n_cycles=20)
+        observed = np.bincount(final, minlength=n_topics)
+        assert merged_chisquare(observed, pi).pvalue > 1e-4, (t, observed, pi)
+
+
 @pytest.mark.parametrize("alpha", [0.1, "asymmetric"])
 def test_chains_settle_on_the_collapsed_conditional(chapters, alpha):
-    # Fixed counts: chains of one token from its own topic and from its least likely topic,
-    # 20 cycles each, land on the conditional pi that the exact rules draw from.
+    # Fixed counts: chains of one token land on the conditional pi that the exact rules draw
+    # from, for a frequent and a rare word of a long document and for the first token.
     n_topics = 12
     if alpha == "asymmetric":
         alpha = np.linspace(0.02, 0.6, n_topics)
     sampler = _trained(chapters, n_topics, alpha)
-    state = _state(sampler)
     doc, word, _, _ = sampler._tokens
-    # A frequent word in a long document, a rare word, and the first token.
     counts = np.bincount(word)
-    tokens_of = [int(np.argmax(counts[word])), int(np.argmin(counts[word])), 0]
-    for t in tokens_of:
-        ctx = _replicas(sampler, t, 20_000)
-        pi = conditional(state, ctx)[0]
-        for start in (ctx.topic, np.full(ctx.token.size, int(np.argmin(pi)))):
-            final = run_chains(state, ctx, start, seed=11, iteration=5, n_cycles=20)
-            observed = np.bincount(final, minlength=n_topics)
-            assert merged_chisquare(observed, pi).pvalue > 1e-4, (t, observed, pi)
+    for t in (int(np.argmax(counts[word])), int(np.argmin(counts[word])), 0):
+        _check_settles(sampler, t, n_topics)
+
+
+@pytest.mark.parametrize("alpha", [0.3, "asymmetric"])
+def test_chains_of_short_documents_settle_too(alpha):
+    # One- and two-token documents and a word used once: the proposals come mostly from alpha
+    # or the uniform branch, whose probabilities the acceptance must get right.
+    n_topics = 8
+    if alpha == "asymmetric":
+        alpha = np.array([0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 0.05, 0.3])
+    X = _short_documents()
+    sampler = _trained(X, n_topics, alpha)
+    doc, _, _, doc_ptr = sampler._tokens
+    lengths = np.diff(doc_ptr)
+    two = int(doc_ptr[np.flatnonzero(lengths == 2)[0]])
+    for t in (0, two, int(doc_ptr[np.flatnonzero(lengths == 4)[0]])):
+        _check_settles(sampler, t, n_topics)
 
 
 def test_the_conditional_is_the_exact_rules_one(chapters):
@@ -87,7 +122,7 @@ def test_the_conditional_is_the_exact_rules_one(chapters):
 
 
 def test_a_short_chain_is_not_yet_the_conditional(chapters):
-    # The test above can fail: half a cycle from the least likely topic is far from pi.
+    # The tests above can fail: one cycle from the least likely topic is still far from pi.
     sampler = _trained(chapters, 12, 0.1)
     state = _state(sampler)
     ctx = _replicas(sampler, 0, 20_000)

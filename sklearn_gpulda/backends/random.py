@@ -22,6 +22,7 @@ STREAM_INIT = 0  # initial topic of each training token (iteration 0)
 STREAM_SAMPLE = 1  # E-step draw of each training token
 STREAM_BATCH_INIT = 2  # initial topic of a mini-batch token (partial_fit / online)
 STREAM_BATCH_SAMPLE = 3  # E-step draw of a mini-batch token with topics fixed
+STREAM_MH = 4  # Metropolis-Hastings steps of a token (backends/numpy/mh_rule.py)
 
 #: 2**-24: uniforms carry 24 random bits so that they are exact in float32 on every engine.
 _INV_2_24 = np.float32(1.0 / (1 << 24))

@@ -277,9 +277,12 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
                 if in_place:
                     sampler = NcclDaskSampler(shards, plan.n_topics, plan.alpha.value,
                                               plan.beta.value, plan.seed, device, check_alive)
+                    in_place = sampler.exchange or in_place  # tests and benchmarks may force it
                     sampler.set_beta_cells(plan.beta_cells)
                     frequencies = np.sum(sampler.call_all("word_frequencies"), axis=0)
-                sampler.call_each("prepare", [(int(o), frequencies) for o in offsets])
+                # Shards that will sum by changed cells plan room for the exchange's buffers.
+                ranks = len(shards) if in_place == "changes" else None
+                sampler.call_each("prepare", [(int(o), frequencies, ranks) for o in offsets])
                 if in_place:
                     sampler.join(in_place)
                 corpus = ShardedCorpus(self.n_features_in_, summaries)

@@ -8,9 +8,9 @@ non-zero cells only; the driver sums the parts and sends the total back, its non
 again, from which every shard builds the same sampling tables (:mod:`sklearn_gpulda.dask.
 _sampler`). The chain is an engine's own, made for data-parallel training and driven through
 its public methods: the NumPy sampler on a CPU worker, the multi-GPU engine's device shard on a
-GPU worker. GPU shards, one per GPU, instead sum B among themselves over NCCL (the whole table,
-or across hosts the cells each changed), and run whole runs of sweeps in one call
-(:meth:`Shard.sweeps_summed`).
+GPU worker. GPU shards of one host, one per GPU, instead sum B among themselves over NCCL (the
+whole table; across hosts, where asked for, the cells each changed), and run whole runs of sweeps
+in one call (:meth:`Shard.sweeps_summed`).
 
 Nothing here imports Dask: the class is plain Python, and Dask makes it an actor.
 """
@@ -100,7 +100,7 @@ class Shard:
     def word_frequencies(self):
         return self.corpus.word_frequencies()
 
-    def prepare(self, offset, word_frequencies=None):
+    def prepare(self, offset, word_frequencies=None, exchange_ranks=None):
         """Lay the shard's tokens out, once every shard has counted its tokens; before
         :meth:`init_topics`.
 
@@ -111,10 +111,19 @@ class Shard:
         word_frequencies : ndarray, optional
             The whole corpus's, for GPU shards whose B are summed in place: every shard then
             relabels its words alike, so that their B have the same rows.
+        exchange_ranks : int, optional
+            The number of shards, where they will sum B by changed cells
+            (:meth:`join_all_reduce` with ``exchange='changes'``): the memory plan then leaves
+            room for the exchange's buffers.
         """
         self.chain.token_offset = int(offset)
         if word_frequencies is not None:
             self.chain.word_frequencies = word_frequencies
+        if exchange_ranks:
+            from ..backends.cuda.multi_gpu.change_exchange import buffer_bytes
+
+            n_cells = self.corpus.n_words * self.chain.n_topics
+            self.chain.exchange_bytes = buffer_bytes(n_cells, int(exchange_ranks))
         self.chain.load(self.corpus)
 
     # -- summing B among GPU workers with NCCL ---------------------------------------------------
@@ -145,8 +154,8 @@ class Shard:
             (:class:`~sklearn_gpulda.backends.cuda.multi_gpu.change_exchange.ChangeExchange`,
             for shards on several hosts).
         capacity : int, optional
-            'changes' only: the longest list of changes gathered (the default is where the
-            ring would send fewer bytes).
+            'changes' only: the longest list of changes gathered (default V K / (4 N):
+            :func:`~sklearn_gpulda.backends.cuda.multi_gpu.change_exchange.list_capacity`).
         """
         from ..backends.cuda.multi_gpu.all_reduce import NcclRank
 

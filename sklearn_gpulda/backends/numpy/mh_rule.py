@@ -22,7 +22,7 @@ left, as in LightLDA (Yuan et al., WWW 2015) and WarpLDA (Chen et al., VLDB 2016
 Each step leaves ``pi`` invariant, so the chain's stationary distribution is the exact
 conditional (tested: ``tests/test_mh_rule.py``); a finite number of cycles draws from it only
 approximately, which is the price of constant time. Four Philox words per step (stream
-:data:`STREAM_MH`, the step's number as the fourth counter word) make a token's draw a pure
+``random.STREAM_MH``, the step's number as the fourth counter word) make a token's draw a pure
 function of the seed, the iteration and the token, as every engine's draws are.
 
 Unit token weights only (a random token of the document stands for ``A``'s counts). This module
@@ -31,11 +31,8 @@ is a reference: vectorised over all tokens on one thread, with the dense A of th
 
 import numpy as np
 
-from ..random import philox4x32
+from ..random import STREAM_MH, philox4x32
 from .tables import own_bhat
-
-#: Philox stream of the Metropolis-Hastings steps (beside ``random.STREAM_*``, 0-3).
-STREAM_MH = 4
 
 #: Cycles (a document and a word step each) per token and sweep by default.
 DEFAULT_CYCLES = 2
@@ -156,14 +153,14 @@ def run_chains(state, ctx, start, seed, iteration, n_cycles, first_step=0):
     alpha_sum = state.alpha_cumsum[-1]
     for cycle in range(n_cycles):
         step = first_step + 2 * cycle
-        # Document step: another token's topic, or a draw from alpha.
-        w0, w1, w2, _ = _words(ctx, STREAM_MH, step, seed, iteration)
+        # Document step: another token's topic, or a draw from alpha (with a uniform of its
+        # own: the branch's uniform, scaled by the document's length, is too coarse for it).
+        w0, w1, w2, w3 = _words(ctx, STREAM_MH, step, seed, iteration)
         others = doc_len - 1
-        mass = _uniform(w0) * (others + alpha_sum)
-        from_doc = mass < others
+        from_doc = _uniform(w0) * (others + alpha_sum) < others
         j = state.doc_ptr[ctx.doc] + _other(w1, others, ctx.doc_rank)
-        from_alpha = np.minimum(np.searchsorted(state.alpha_cumsum, mass - others, side="right"),
-                                n_topics - 1)
+        from_alpha = np.minimum(np.searchsorted(state.alpha_cumsum, _uniform(w3) * alpha_sum,
+                                                side="right"), n_topics - 1)
         proposal = np.where(from_doc, state.z[np.where(from_doc, j, 0)], from_alpha)
         ratio = target.word_side(proposal) / target.word_side(k)
         k = np.where(_uniform(w2) < ratio, proposal, k)

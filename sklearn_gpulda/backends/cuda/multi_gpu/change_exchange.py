@@ -5,7 +5,7 @@ sweep, whatever the sweep changed. Near convergence a sweep changes a few percen
 (``doc/dask.rst``), so across hosts, where the links are slow, each rank sends only its own
 changes instead: ``(cell, change)`` pairs, 12 bytes each, gathered by every rank with NCCL's
 all-gather and added to its copy of the corpus-wide B. Where some rank's list is longer than
-the buffers hold (:func:`list_capacity`, always fewer bytes than the ring sends), that sweep
+the buffers hold (:func:`list_capacity`, fewer bytes than the ring sends), that sweep
 sums the whole table as the ring does. Either way B is the ring's, bit for bit, for integer
 counts (float32 integers add exactly in any order); weighted counts would drift by rounding
 from sweep to sweep, so they keep the ring.
@@ -45,6 +45,13 @@ def _copy(cp, target, source):
     plain memory copy: CuPy's assignment would compile a kernel on first use)."""
     target.data.copy_from_device_async(source.data, source.nbytes,
                                        cp.cuda.get_current_stream())
+
+
+def buffer_bytes(n_cells, n_ranks):
+    """Device bytes a rank's :class:`ChangeExchange` allocates for a table of ``n_cells``:
+    what a shard's memory plan keeps aside for it."""
+    capacity = list_capacity(n_cells, n_ranks)
+    return 8 * n_cells + PAIR_BYTES * capacity * (n_ranks + 1) + 8 * (n_ranks + 1)
 
 
 class ChangeExchange:

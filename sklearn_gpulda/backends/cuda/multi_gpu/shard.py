@@ -26,6 +26,13 @@ class DeviceShard(CudaSparseSampler):
     order; cells travel in the caller's word ids.
     """
 
+    #: Device bytes kept beside the chain for summing B by changed cells (set before
+    #: :meth:`load`, so that the memory plan leaves room for them).
+    exchange_bytes = 0
+
+    def _extra_bytes(self, corpus):
+        return super()._extra_bytes(corpus) + int(self.exchange_bytes)
+
     def _topic_totals(self):
         # The M-step's call, deferred: B holds this part's counts only until the parts are
         # summed (finish_reduction).
