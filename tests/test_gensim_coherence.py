@@ -21,7 +21,7 @@ from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda.datasets import make_lda_corpus
 from sklearn_gpulda.metrics import (GENSIM_WINDOW_SIZES, gensim_coherence, npmi_coherence,
                                     top_words)
-from sklearn_gpulda.metrics import _gensim_coherence
+from sklearn_gpulda.metrics import _cooccurrence, _gensim_coherence
 
 RTOL, ATOL = 1e-10, 1e-12
 N_TOPICS = 6
@@ -142,8 +142,8 @@ def test_window_counts_match_gensim_accumulator(corpus, window_size):
     words = ["w0", "w1", "w2", "w3", "w5", "w8", "a", "b", "c"]
     relevant = {w: i for i, w in enumerate(words)}
     doc, pos, word, lengths = _gensim_coherence._encode_texts(texts, relevant)
-    counts, n_windows = _gensim_coherence._window_cooccurrence(doc, pos, word, lengths,
-                                                               window_size, len(words))
+    counts, n_windows = _cooccurrence.window_cooccurrence(doc, pos, word, lengths,
+                                                          window_size, len(words))
     dictionary = Dictionary(texts)
     ids = [dictionary.token2id[w] for w in words]
     accumulator = WordOccurrenceAccumulator(set(ids), dictionary).accumulate(texts, window_size)
@@ -157,7 +157,7 @@ def test_windows_count_like_gensim_not_like_sets():
     # first window although it is still in the second, so it counts "a" in one window.
     relevant = {"a": 0, "b": 1, "c": 2}
     encoded = _gensim_coherence._encode_texts([["a", "b", "a", "c"]], relevant)
-    counts, n_windows = _gensim_coherence._window_cooccurrence(*encoded, 3, 3)
+    counts, n_windows = _cooccurrence.window_cooccurrence(*encoded, 3, 3)
     assert n_windows == 2
     np.testing.assert_array_equal(np.diag(counts), [1, 2, 1])
     assert counts[0, 2] == 0 and counts[1, 2] == 1
@@ -185,8 +185,8 @@ def test_sparse_counting_gives_the_same_scores(corpus, monkeypatch):
     topics = top_words(lda.components_, vocabulary, n_words=10) + _edge_topics(vocabulary)
     dense = {m: gensim_coherence(topics, texts, m).per_topic for m in GENSIM_WINDOW_SIZES}
     # Pair counts in a sparse matrix, expanded a few interval pairs at a time.
-    monkeypatch.setattr(_gensim_coherence, "_DENSE_WORDS", 0)
-    monkeypatch.setattr(_gensim_coherence, "_PAIR_CHUNK", 1000)
+    monkeypatch.setattr(_cooccurrence, "DENSE_WORDS", 0)
+    monkeypatch.setattr(_cooccurrence, "PAIR_CHUNK", 1000)
     for measure, expected in dense.items():
         got = gensim_coherence(topics, texts, measure).per_topic
         np.testing.assert_allclose(got, expected, rtol=1e-14, atol=0, equal_nan=True)
@@ -288,7 +288,7 @@ def test_untokenised_texts():
 def _numpy_as_gpu(monkeypatch):
     """Send gensim_coherence down its GPU path with NumPy standing in for CuPy."""
     monkeypatch.setattr(_gensim_coherence, "_counting_gpu", lambda device, n_tokens: 0)
-    monkeypatch.setattr(_gensim_coherence, "_on_gpu",
+    monkeypatch.setattr(_gensim_coherence, "on_gpu",
                         lambda index, count, *args: count(np, *args))
 
 
@@ -299,7 +299,6 @@ def test_product_counts_equal_pair_counts(corpus, monkeypatch, window_size, bloc
                                           exact_limit):
     # Small blocks, and weight limits that force float64 blocks and single-segment blocks,
     # must all give the integer counts of the interval-pair expansion.
-    from sklearn_gpulda.metrics import _cooccurrence
 
     monkeypatch.setattr(_cooccurrence, "_BLOCK_CELLS", block_cells)
     monkeypatch.setattr(_cooccurrence, "_EXACT_FLOAT32", exact_limit)
@@ -307,9 +306,9 @@ def test_product_counts_equal_pair_counts(corpus, monkeypatch, window_size, bloc
     words = ["w0", "w1", "w2", "w3", "w5", "w8", "a", "b", "c"]
     relevant = {w: i for i, w in enumerate(words)}
     encoded = _gensim_coherence._encode_texts(texts, relevant)
-    expected, n_windows = _gensim_coherence._window_cooccurrence(*encoded, window_size,
-                                                                 len(words))
-    got, n_product = _gensim_coherence._window_counts(np, *encoded, window_size, len(words))
+    expected, n_windows = _cooccurrence.window_cooccurrence(*encoded, window_size,
+                                                            len(words))
+    got, n_product = _cooccurrence.window_counts(np, *encoded, window_size, len(words))
     assert n_product == n_windows
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, expected)
@@ -320,7 +319,7 @@ def test_product_counts_of_documents(corpus):
     words = [str(w) for w in vocabulary[:40]] + ["w0", "w1"]
     relevant = {w: i for i, w in enumerate(dict.fromkeys(words))}
     doc, _, word, _ = _gensim_coherence._encode_texts(texts, relevant)
-    got = _gensim_coherence._document_counts(np, doc, word, len(relevant))
+    got = _cooccurrence.document_counts(np, doc, word, len(relevant))
     units = (sp.csr_matrix((np.ones(doc.size), (doc, word)),
                            shape=(len(texts), len(relevant))) > 0).astype(np.int64)
     np.testing.assert_array_equal(got, (units.T @ units).toarray())
@@ -376,11 +375,11 @@ def test_cupy_interval_counts_equal_numpy(corpus, monkeypatch, exact_limit):
     texts, _, vocabulary, _ = corpus
     relevant = {str(w): i for i, w in enumerate(vocabulary[:300])}
     doc, pos, word, lengths = _gensim_coherence._encode_texts(texts, relevant)
-    expected = _gensim_coherence._window_counts(np, doc, pos, word, lengths, 10, len(relevant))
+    expected = _cooccurrence.window_counts(np, doc, pos, word, lengths, 10, len(relevant))
     moved = [cupy.asarray(a) for a in (doc, pos, word, lengths)]
-    got = _gensim_coherence._window_counts(cupy, *moved, 10, len(relevant))
+    got = _cooccurrence.window_counts(cupy, *moved, 10, len(relevant))
     assert isinstance(got[0], np.ndarray) and got[1] == expected[1]
     np.testing.assert_array_equal(got[0], expected[0])
-    doc_counts = _gensim_coherence._document_counts(cupy, moved[0], moved[2], len(relevant))
+    doc_counts = _cooccurrence.document_counts(cupy, moved[0], moved[2], len(relevant))
     np.testing.assert_array_equal(
-        doc_counts, _gensim_coherence._document_counts(np, doc, word, len(relevant)))
+        doc_counts, _cooccurrence.document_counts(np, doc, word, len(relevant)))

@@ -1,6 +1,9 @@
-"""Exact co-occurrence counts of topic words over "units" (sliding windows or documents), written
-once for NumPy and CuPy (the ``xp`` argument), for :func:`~sklearn_gpulda.metrics.gensim_coherence`
-on large reference corpora.
+"""Exact co-occurrence counts of topic words over "units" (sliding windows or documents), the
+counting step of :func:`~sklearn_gpulda.metrics.gensim_coherence`: on the host by expanding the
+pairs of overlapping intervals (:func:`window_cooccurrence`, sparse where the topic words are
+many), or as segment products written once for NumPy and CuPy (the ``xp`` argument:
+:func:`window_counts`, :func:`document_counts`, dense), which is how large reference corpora are
+counted on a GPU. Both give the same integers (tested).
 
 A word's presence over the units is a union of intervals of unit indices: the windows that hold
 it as gensim counts them (:func:`window_intervals`), or the documents that hold it
@@ -22,6 +25,7 @@ summed in float64 (exact to 2**53) and returned as int64.
 import os
 
 import numpy as np
+import scipy.sparse as sp
 
 # Cells of the presence matrix made at a time (float64 scatter, float32 product): 128 MiB.
 _BLOCK_CELLS = 1 << 24
@@ -187,3 +191,82 @@ def interval_cooccurrence(xp, word, lo, hi, n_words, block_cells=_BLOCK_CELLS):
         a = b
     total = xp.rint(total).astype(np.int64)
     return total.get() if hasattr(total, "get") else total
+
+
+# --------------------------------------------------------------------------------------------------
+# the counts gensim_coherence reads: on the host with NumPy alone, or through the functions above
+# on NumPy or CuPy
+# --------------------------------------------------------------------------------------------------
+
+# Interval pairs expanded at once when counting windows on the host (about 200 MB).
+PAIR_CHUNK = 1 << 22
+# Up to this many distinct topic words, host pair counts accumulate in a dense array.
+DENSE_WORDS = 2048
+
+
+def window_cooccurrence(doc, pos, word, lengths, window_size, n_words):
+    """Windows holding each word and each pair of words, as gensim counts them; window count.
+
+    Each word's presence is a union of intervals of windows (:func:`window_intervals`, which
+    says how gensim's update makes them). Windows are numbered across documents, so intervals
+    of different documents never overlap; two words share the windows where their intervals
+    overlap.
+    """
+    lo, hi, word, total = window_intervals(np, doc, pos, word, lengths, window_size)
+    if lo.size == 0:
+        return sp.csr_matrix((n_words, n_words)), total
+    singles = np.bincount(word, weights=(hi - lo).astype(np.float64), minlength=n_words)
+
+    # Every pair of intervals (i, j), j after i in order of start, with j starting before i
+    # ends; expanded in chunks to bound memory.
+    order = np.argsort(lo, kind="stable")
+    lo, hi, word = lo[order], hi[order], word[order]
+    n_later = np.searchsorted(lo, hi, side="left") - np.arange(1, lo.size + 1)
+    dense = n_words <= DENSE_WORDS
+    pairs = np.zeros(n_words * n_words) if dense else sp.csr_matrix((n_words, n_words))
+    bounds = np.concatenate([[0], np.cumsum(n_later)])
+    a = 0
+    while a < lo.size:
+        b = min(max(np.searchsorted(bounds, bounds[a] + PAIR_CHUNK, side="right") - 1, a + 1),
+                lo.size)
+        i = np.repeat(np.arange(a, b), n_later[a:b])
+        j = i + 1 + np.arange(i.size) - np.repeat(bounds[a:b] - bounds[a], n_later[a:b])
+        overlap = (np.minimum(hi[i], hi[j]) - lo[j]).astype(np.float64)
+        if dense:
+            pairs += np.bincount(word[i] * n_words + word[j], weights=overlap,
+                                 minlength=n_words * n_words)
+        else:
+            pairs = pairs + sp.csr_matrix((overlap, (word[i], word[j])),
+                                          shape=(n_words, n_words))
+        a = b
+    if dense:
+        pairs = pairs.reshape(n_words, n_words)
+        return pairs + pairs.T + np.diag(singles), total
+    return sp.csr_matrix(pairs + pairs.T + sp.diags(singles)), total
+
+
+def document_cooccurrence(units):
+    """Documents holding each word (diagonal) and each pair of words, from a 0/1 matrix."""
+    return sp.csr_matrix(units.T @ units)
+
+
+def on_gpu(index, count, *args):
+    """``count(cupy, *args)`` with the host arrays among ``args`` copied to GPU ``index``."""
+    import cupy
+
+    with cupy.cuda.Device(index):
+        moved = [cupy.asarray(a, dtype=np.int64) if isinstance(a, np.ndarray) else a
+                 for a in args]
+        return count(cupy, *moved)
+
+
+def window_counts(xp, doc, pos, word, lengths, window_size, n_words):
+    """Dense window co-occurrence counts (int64, host) and the number of windows, on ``xp``."""
+    lo, hi, word, total = window_intervals(xp, doc, pos, word, lengths, window_size)
+    return interval_cooccurrence(xp, word, lo, hi, n_words), total
+
+
+def document_counts(xp, doc, word, n_words):
+    """Dense document co-occurrence counts (int64, host), on ``xp``."""
+    lo, hi, word = document_intervals(xp, doc, word)
+    return interval_cooccurrence(xp, word, lo, hi, n_words)

@@ -11,9 +11,9 @@ leaves is struck out and the token that enters is added. When the leaving token 
 later inside the window it is struck out all the same, and stays out until it enters again at
 the window's end. So a word occurring twice less than a window apart is seen in fewer windows
 than it is really in. The presence of a word in the windows of a document is a union of
-intervals of window indices; :func:`_window_cooccurrence` computes them from the positions of
-the word and reproduces gensim's counts exactly (the tests compare them with gensim's
-accumulator).
+intervals of window indices; ``_cooccurrence.window_cooccurrence`` computes them from the
+positions of the word and reproduces gensim's counts exactly (the tests compare them with
+gensim's accumulator).
 
 Counting avoids a loop over windows: with windows numbered across documents, two words share
 the windows where their intervals overlap, so the pair counts are sums of overlap lengths over
@@ -32,8 +32,8 @@ import scipy.sparse as sp
 from .._runtime.device import import_cupy, parse_device, resolve_device
 from ._checks import as_counts, as_float_matrix
 from ._coherence import _top_indices
-from ._cooccurrence import (document_intervals, interval_cooccurrence,
-                            window_intervals)
+from ._cooccurrence import (document_cooccurrence, document_counts, on_gpu,
+                            window_cooccurrence, window_counts)
 
 #: The measures of :func:`gensim_coherence`, with gensim's default window sizes (``None``:
 #: whole documents).
@@ -45,11 +45,6 @@ GPU_MIN_TOKENS = 1_000_000
 
 # gensim adds this to every joint probability (its direct_confirmation_measure.EPSILON).
 _EPSILON = 1e-12
-
-# Interval pairs expanded at once when counting windows (bounds memory to about 200 MB).
-_PAIR_CHUNK = 1 << 22
-# Up to this many distinct topic words, pair counts accumulate in a dense array.
-_DENSE_WORDS = 2048
 
 
 class CoherenceScores(NamedTuple):
@@ -192,10 +187,10 @@ def gensim_coherence(topics, texts, measure="c_v", *, window_size=None, top_n=No
         units, n_units = _documents_from_counts(texts, feature_names, relevant)
         gpu = _counting_gpu(device, units.nnz)
         if gpu is None:
-            counts = _document_cooccurrence(units)
+            counts = document_cooccurrence(units)
         else:
             units = units.tocoo()
-            counts = _on_gpu(gpu, _document_counts, units.row, units.col, len(relevant))
+            counts = on_gpu(gpu, document_counts, units.row, units.col, len(relevant))
     else:
         doc, pos, word, lengths = _encode_texts(texts, relevant)
         gpu = _counting_gpu(device, int(lengths.sum()))
@@ -205,15 +200,15 @@ def gensim_coherence(topics, texts, measure="c_v", *, window_size=None, top_n=No
                 units = sp.csr_matrix(
                     (np.ones(doc.size), (doc, word)), shape=(lengths.size, len(relevant)))
                 units.data[:] = 1.0  # whether a document holds the word, not how often
-                counts = _document_cooccurrence(units)
+                counts = document_cooccurrence(units)
             else:
-                counts = _on_gpu(gpu, _document_counts, doc, word, len(relevant))
+                counts = on_gpu(gpu, document_counts, doc, word, len(relevant))
         elif gpu is None:
-            counts, n_units = _window_cooccurrence(doc, pos, word, lengths, window_size,
-                                                   len(relevant))
+            counts, n_units = window_cooccurrence(doc, pos, word, lengths, window_size,
+                                                  len(relevant))
         else:
-            counts, n_units = _on_gpu(gpu, _window_counts, doc, pos, word, lengths,
-                                      window_size, len(relevant))
+            counts, n_units = on_gpu(gpu, window_counts, doc, pos, word, lengths,
+                                     window_size, len(relevant))
 
     per_topic = np.empty(len(ids))
     score = _MEASURES[measure]
@@ -392,58 +387,7 @@ def _documents_from_counts(X, feature_names, relevant):
 
 
 # --------------------------------------------------------------------------------------------------
-# counting
-# --------------------------------------------------------------------------------------------------
-
-
-def _window_cooccurrence(doc, pos, word, lengths, window_size, n_words):
-    """Windows holding each word and each pair of words, as gensim counts them; window count.
-
-    Each word's presence is a union of intervals of windows (:func:`window_intervals`, which
-    says how gensim's update makes them). Windows are numbered across documents, so intervals
-    of different documents never overlap; two words share the windows where their intervals
-    overlap.
-    """
-    lo, hi, word, total = window_intervals(np, doc, pos, word, lengths, window_size)
-    if lo.size == 0:
-        return sp.csr_matrix((n_words, n_words)), total
-    singles = np.bincount(word, weights=(hi - lo).astype(np.float64), minlength=n_words)
-
-    # Every pair of intervals (i, j), j after i in order of start, with j starting before i
-    # ends; expanded in chunks to bound memory.
-    order = np.argsort(lo, kind="stable")
-    lo, hi, word = lo[order], hi[order], word[order]
-    n_later = np.searchsorted(lo, hi, side="left") - np.arange(1, lo.size + 1)
-    dense = n_words <= _DENSE_WORDS
-    pairs = np.zeros(n_words * n_words) if dense else sp.csr_matrix((n_words, n_words))
-    bounds = np.concatenate([[0], np.cumsum(n_later)])
-    a = 0
-    while a < lo.size:
-        b = min(max(np.searchsorted(bounds, bounds[a] + _PAIR_CHUNK, side="right") - 1, a + 1),
-                lo.size)
-        i = np.repeat(np.arange(a, b), n_later[a:b])
-        j = i + 1 + np.arange(i.size) - np.repeat(bounds[a:b] - bounds[a], n_later[a:b])
-        overlap = (np.minimum(hi[i], hi[j]) - lo[j]).astype(np.float64)
-        if dense:
-            pairs += np.bincount(word[i] * n_words + word[j], weights=overlap,
-                                 minlength=n_words * n_words)
-        else:
-            pairs = pairs + sp.csr_matrix((overlap, (word[i], word[j])),
-                                          shape=(n_words, n_words))
-        a = b
-    if dense:
-        pairs = pairs.reshape(n_words, n_words)
-        return pairs + pairs.T + np.diag(singles), total
-    return sp.csr_matrix(pairs + pairs.T + sp.diags(singles)), total
-
-
-def _document_cooccurrence(units):
-    """Documents holding each word (diagonal) and each pair of words, from a 0/1 matrix."""
-    return sp.csr_matrix(units.T @ units)
-
-
-# --------------------------------------------------------------------------------------------------
-# counting on a GPU (metrics/_cooccurrence.py, written for NumPy and CuPy alike)
+# where the counting runs
 # --------------------------------------------------------------------------------------------------
 
 
@@ -457,25 +401,3 @@ def _counting_gpu(device, n_tokens):
             return None
     where = resolve_device(device)
     return None if where.kind == "cpu" else where.lead.index
-
-
-def _on_gpu(index, count, *args):
-    """``count(cupy, *args)`` with the host arrays among ``args`` copied to GPU ``index``."""
-    import cupy
-
-    with cupy.cuda.Device(index):
-        moved = [cupy.asarray(a, dtype=np.int64) if isinstance(a, np.ndarray) else a
-                 for a in args]
-        return count(cupy, *moved)
-
-
-def _window_counts(xp, doc, pos, word, lengths, window_size, n_words):
-    """Dense window co-occurrence counts (int64, host) and the number of windows, on ``xp``."""
-    lo, hi, word, total = window_intervals(xp, doc, pos, word, lengths, window_size)
-    return interval_cooccurrence(xp, word, lo, hi, n_words), total
-
-
-def _document_counts(xp, doc, word, n_words):
-    """Dense document co-occurrence counts (int64, host), on ``xp``."""
-    lo, hi, word = document_intervals(xp, doc, word)
-    return interval_cooccurrence(xp, word, lo, hi, n_words)
