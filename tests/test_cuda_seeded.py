@@ -14,7 +14,7 @@ from sklearn_gpulda.backends.numpy import NumpySampler
 from sklearn_gpulda.backends.priors import CellPrior, update_beta
 
 from _engine_checks import initialised
-from test_seeded_topics import K, _corpus, _seeds, _top_words
+from test_seeded_topics import K, _corpus, _seeds, _top_words, check_seeds_on_top
 
 pytestmark = pytest.mark.gpu
 
@@ -169,15 +169,7 @@ def test_seeded_topics_keep_their_seed_words_on_the_gpu(algorithm):
                   algorithm=algorithm)
     seeded = GPULatentDirichletAllocation(topic_word_prior=prior, **params).fit(_corpus().data)
     plain = GPULatentDirichletAllocation(topic_word_prior="auto", **params).fit(_corpus().data)
-    seeds = _seeds()
-    top_seeded, top_plain = _top_words(seeded), _top_words(plain)
-    for k in range(K):
-        assert set(seeds[k]) <= top_seeded[k], (k, seeds[k])
-    assert sum(set(seeds[k]) <= top_plain[k] for k in range(K)) < K
-    assert seeded.topic_word_prior_ != 1 / K
-    cells = seeded.topic_word_prior_cells_
-    assert sparse.isspmatrix_csr(cells) and cells.nnz == 3 * K
-    assert np.all(seeded.components_[cells.nonzero()] >= 50.0)
+    check_seeds_on_top(seeded, plain)
 
 
 @pytest.mark.parametrize("algorithm", ["sparse", "dense"])

@@ -242,22 +242,26 @@ def _fit(topic_word_prior, algorithm="sparse", max_iter=300, **kw):
                                         algorithm=algorithm, **kw).fit(_corpus().data)
 
 
-def test_seeded_topics_keep_their_seed_words_at_convergence():
+def check_seeds_on_top(seeded, plain):
+    """The seeded fit (strength 50) has every topic's seeds among its top words and the plain
+    fit does not; the seeded cells are the model's prior on top of a learned base. Shared by the
+    GPU tests (tests/test_cuda_seeded.py)."""
     seeds = _seeds()
-    prior = seeded_topic_prior(_corpus().feature_names, seeds, K, strength=50.0)
-    seeded = _fit(prior)
-    plain = _fit("auto")
     top_seeded, top_plain = _top_words(seeded), _top_words(plain)
     for k in range(K):
         assert set(seeds[k]) <= top_seeded[k], (k, seeds[k])
     # Unseeded, the chain puts those words in other topics: the test can fail.
     assert sum(set(seeds[k]) <= top_plain[k] for k in range(K)) < K
-    # The base was learned; the seeded cells are the model's prior on top of it.
     assert seeded.topic_word_prior_ != 1 / K
     cells = seeded.topic_word_prior_cells_
     assert sparse.isspmatrix_csr(cells) and cells.nnz == 3 * K
     assert np.all(seeded.components_[cells.nonzero()] >= 50.0)
     assert not hasattr(plain, "topic_word_prior_cells_")
+
+
+def test_seeded_topics_keep_their_seed_words_at_convergence():
+    prior = seeded_topic_prior(_corpus().feature_names, _seeds(), K, strength=50.0)
+    check_seeds_on_top(_fit(prior), _fit("auto"))
 
 
 @pytest.mark.parametrize("algorithm", ["sparse", "dense", "minibatch"])
