@@ -96,11 +96,20 @@ def token_uniform(seed, iteration, stream, token, sweep=0):
     The top 24 bits of :func:`token_bits`, times 2**-24; the CUDA engine computes the same value
     bit for bit.
     """
-    bits = token_bits(seed, iteration, stream, token, sweep)
-    return (bits >> np.uint32(8)).astype(np.float32) * _INV_2_24
+    return bits_uniform(token_bits(seed, iteration, stream, token, sweep))
 
 
 def token_topic(seed, iteration, stream, token, n_topics, sweep=0):
     """Uniform topic in ``[0, n_topics)`` per token: the high word of ``bits * n_topics``."""
-    bits = token_bits(seed, iteration, stream, token, sweep).astype(np.uint64)
-    return ((bits * np.uint64(n_topics)) >> _SHIFT).astype(np.int32)
+    return bits_topic(token_bits(seed, iteration, stream, token, sweep), n_topics)
+
+
+def bits_uniform(bits):
+    """Philox words (uint32) as uniforms in [0, 1): their top 24 bits times 2**-24, float32."""
+    return (bits >> np.uint32(8)).astype(np.float32) * _INV_2_24
+
+
+def bits_topic(bits, n_topics):
+    """Philox words (uint32) as uniform topics in ``[0, n_topics)``: the high word of
+    ``bits * n_topics``."""
+    return ((bits.astype(np.uint64) * np.uint64(n_topics)) >> _SHIFT).astype(np.int32)

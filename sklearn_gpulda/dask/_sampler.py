@@ -311,7 +311,6 @@ class NcclDaskSampler(DaskSampler):
         n = len(self.shards)
         self.call_each("join_all_reduce", [(n, unique_id, rank, exchange,
                                             self.exchange_capacity) for rank in range(n)])
-        self.joined_exchange = exchange
 
     def exchange_records(self):
         """Each shard's :meth:`~._shard.Shard.exchange_record` (under 'changes'), in order."""

@@ -186,7 +186,7 @@ class Shard:
     def integral(self):
         """Whether the shard's counts are integers (unit tokens), which the exchange by changed
         cells needs to sum exactly."""
-        return self.corpus.weight is None
+        return self.corpus.integral
 
     def exchange_record(self):
         """Under ``exchange='changes'``, per sum since the initial topics: ``sent``, the bytes

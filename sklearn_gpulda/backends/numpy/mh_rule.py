@@ -31,13 +31,11 @@ is a reference: vectorised over all tokens on one thread, with the dense A of th
 
 import numpy as np
 
-from ..random import STREAM_MH, philox4x32
+from ..random import STREAM_MH, bits_topic, bits_uniform, philox4x32
 from .tables import own_bhat
 
 #: Cycles (a document and a word step each) per token and sweep by default.
 DEFAULT_CYCLES = 2
-
-_INV_2_24 = 1.0 / (1 << 24)
 
 
 class TokenContext:
@@ -103,12 +101,9 @@ def _words(ctx, stream, step, seed, iteration):
 
 
 def _uniform(bits):
-    """[0, 1) from the top 24 bits, as every engine makes its uniforms."""
-    return (bits >> np.uint32(8)).astype(np.float64) * _INV_2_24
-
-
-def _topic_of(bits, n_topics):
-    return ((bits.astype(np.uint64) * np.uint64(n_topics)) >> np.uint64(32)).astype(np.int64)
+    """Every engine's uniform of a Philox word, in float64 for the proposals' arithmetic (the
+    conversion is exact)."""
+    return bits_uniform(bits).astype(np.float64)
 
 
 def _other(bits, n_others, own_rank):
@@ -170,7 +165,7 @@ def run_chains(state, ctx, start, seed, iteration, n_cycles, first_step=0):
         from_word = _uniform(w0) * (others + n_topics * state.beta) < others
         j = state.word_ptr[ctx.word] + _other(w1, others, ctx.word_rank)
         picked = state.z[state.by_word[np.where(from_word, j, 0)]]
-        proposal = np.where(from_word, picked, _topic_of(w3, n_topics))
+        proposal = np.where(from_word, picked, bits_topic(w3, n_topics))
         ratio = ((target.doc_side(proposal) * target.word_side(proposal)
                   * target.word_proposal(k))
                  / (target.doc_side(k) * target.word_side(k) * target.word_proposal(proposal)))

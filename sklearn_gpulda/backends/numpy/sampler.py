@@ -158,7 +158,7 @@ class NumpySampler(Sampler):
         by_word, word_ptr = stable_counting_sort(corpus.word, corpus.n_words)
         self._by_word, self._word_ptr = share("by_word", by_word), share("word_ptr", word_ptr)
         if self.rule == "mh":
-            if corpus.weight is not None:
+            if not corpus.integral:
                 self.release()
                 raise ValueError("rule='mh' needs integer counts: a random token of a "
                                  "document stands for its topic counts")
