@@ -308,8 +308,15 @@ GPULDA_SAMPLE(u16_wide_large_hybrid, unsigned short, false, true, true,
 GPULDA_SAMPLE_DEV(u16_packed, unsigned short, true, false, GPULDA_SAMPLE_REGS(true))
 GPULDA_SAMPLE_DEV(u16_wide, unsigned short, false, false, GPULDA_SAMPLE_REGS(false))
 GPULDA_SAMPLE_DEV(i32_wide, int, false, false, GPULDA_SAMPLE_REGS(false))
-GPULDA_SAMPLE_DEV(u16_packed_large, unsigned short, true, true, GPULDA_SAMPLE_LARGE_REGS(true))
-GPULDA_SAMPLE_DEV(u16_wide_large, unsigned short, false, true, GPULDA_SAMPLE_LARGE_REGS(false))
+// The large-K ones take the large-K caps except on sm_75, where the wide one spills at 56: 64 there
+// (still one 1,024-thread block per SM, as at 56, so the large-K grid is the same).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define GPULDA_SAMPLE_DEV_LARGE_REGS(PACKED) 64
+#else
+#define GPULDA_SAMPLE_DEV_LARGE_REGS(PACKED) GPULDA_SAMPLE_LARGE_REGS(PACKED)
+#endif
+GPULDA_SAMPLE_DEV(u16_packed_large, unsigned short, true, true, GPULDA_SAMPLE_DEV_LARGE_REGS(true))
+GPULDA_SAMPLE_DEV(u16_wide_large, unsigned short, false, true, GPULDA_SAMPLE_DEV_LARGE_REGS(false))
 
 // ---------------------------------------------------------------------------------------------
 // set_iteration: *iteration = value. advance_iteration: *iteration += 1 (the last node of a
