@@ -390,8 +390,9 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
             shard=self.token_offset != 0 or self.word_frequencies is not None)
 
     def _forget_graphs(self, accumulate=None):
-        if self._graphs is not None:
-            self._graphs.forget(accumulate)
+        graphs = getattr(self, "_graphs", None)
+        if graphs is not None:
+            graphs.forget(accumulate)
 
     def graph_inputs(self):
         """What a captured sweep reads (:func:`~.sweep_graph.fingerprint`): the word side and
