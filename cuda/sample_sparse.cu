@@ -303,11 +303,15 @@ GPULDA_SAMPLE(u16_wide_large_hybrid, unsigned short, false, true, true,
               GPULDA_SAMPLE_HYBRID_REGS(false))
 
 // sample_tokens_*_dev: the kernels above with B stored dense (no hybrid rows), reading the
-// iteration from the device word `iteration` instead of an argument: a sweep captured in a CUDA
-// graph replays them with the word moved on by advance_iteration. Same draws, same caps.
+// iteration from a device word instead of an argument, since a sweep captured in a CUDA graph
+// replays its launch arguments unchanged. Same draws, same caps.
+// [in] iteration: device uint32 (1,), written only by set_iteration / advance_iteration between
+//      launches (the captured sweep's last node moves it on), never during one; every thread
+//      reads the same value, which takes the place of the `unsigned iteration` argument above.
+// No i32_wide_dev: the sparse engine takes K <= kMaxTopics = 65,536, whose topics are always
+// uint16 (layout.py topic_dtype), so nothing launches an i32 sampler with a device iteration.
 GPULDA_SAMPLE_DEV(u16_packed, unsigned short, true, false, GPULDA_SAMPLE_REGS(true))
 GPULDA_SAMPLE_DEV(u16_wide, unsigned short, false, false, GPULDA_SAMPLE_REGS(false))
-GPULDA_SAMPLE_DEV(i32_wide, int, false, false, GPULDA_SAMPLE_REGS(false))
 // The large-K ones take the large-K caps except on sm_75, where the wide one spills at 56: 64 there
 // (still one 1,024-thread block per SM, as at 56, so the large-K grid is the same).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -321,8 +325,9 @@ GPULDA_SAMPLE_DEV(u16_wide_large, unsigned short, false, true, GPULDA_SAMPLE_DEV
 // ---------------------------------------------------------------------------------------------
 // set_iteration: *iteration = value. advance_iteration: *iteration += 1 (the last node of a
 // captured sweep, so that the next replay draws the next sweep's numbers).
-// Launch: one block of one thread (more threads would all write the same value; any grid works
-// for set_iteration, but advance_iteration must run once). [out] iteration (1 uint32).
+// Launch: any grid; only thread 0 of block 0 writes, so either kernel writes the word exactly
+// once whatever its shape (the host launches one block of one thread).
+// [in/out] iteration: device uint32 (1,), the word the sample_tokens_*_dev kernels read.
 // NumPy: iteration[0] = value; iteration[0] += 1.
 // ---------------------------------------------------------------------------------------------
 extern "C" __global__ void set_iteration(unsigned* iteration, unsigned value) {
