@@ -2,6 +2,7 @@
 where graphs may be used, the run logic over a stand-in chain (CPU), and on a GPU the same
 model bit for bit with the switch on as off."""
 
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,9 +11,9 @@ import pytest
 from sklearn_gpulda.backends.cuda.sparse import sweep_graph
 from sklearn_gpulda.backends.cuda.sparse.sweep_graph import ENV, SweepGraphs, fingerprint
 
-ELIGIBLE = dict(own_sweep=True, streamed=False, online_batches=False, hybrid=False,
+ELIGIBLE = dict(subclass=False, streamed=False, online_batches=False, hybrid=False,
                 seeded=False, fixed_topic_word=False, exact_totals=True, profile=False,
-                shard=False)
+                shard=False, foreign_allocator=False)
 
 
 # -- the switch and eligibility (CPU) -----------------------------------------------------------
@@ -35,7 +36,7 @@ def test_resident_dense_chain_may_replay_graphs():
 
 
 @pytest.mark.parametrize("name, value, words", [
-    ("own_sweep", False, "sweeps otherwise"),
+    ("subclass", True, "subclass"),
     ("streamed", True, "streamed"),
     ("online_batches", True, "mini-batches"),
     ("hybrid", True, "hybrid"),
@@ -44,9 +45,88 @@ def test_resident_dense_chain_may_replay_graphs():
     ("exact_totals", False, "topic totals"),
     ("profile", True, "profiles"),
     ("shard", True, "shard"),
+    ("foreign_allocator", True, "allocator"),
 ])
 def test_each_obstacle_keeps_todays_path(name, value, words):
     assert words in sweep_graph.graph_obstacle(**{**ELIGIBLE, name: value})
+
+
+# -- CuPy's allocator (CPU, over a stand-in for CuPy) --------------------------------------------
+class Pool:
+    """Stands in for a CuPy memory pool: only its bound ``malloc`` matters here."""
+
+    def malloc(self, size):
+        return size
+
+
+class BoundElsewhere:
+    """A bound allocator whose equality is identity (as an extension type's may be), bound to
+    ``owner`` under ``name``."""
+
+    def __init__(self, owner, name):
+        self.__self__, self.__name__ = owner, name
+
+    def __call__(self, size):
+        return size
+
+
+def allocator_cupy(allocator, pool):
+    cuda = SimpleNamespace(get_allocator=lambda: allocator)
+    return SimpleNamespace(cuda=cuda, get_default_memory_pool=lambda: pool)
+
+
+def test_default_pool_allocator_is_recognised():
+    pool = Pool()
+    # CuPy installs pool.malloc once; each attribute read makes a new bound method.
+    installed = pool.malloc
+    assert installed is not pool.malloc
+    assert sweep_graph.default_pool_allocates(allocator_cupy(installed, pool))
+    assert sweep_graph.default_pool_allocates(
+        allocator_cupy(BoundElsewhere(pool, "malloc"), pool))
+
+
+@pytest.mark.parametrize("other", ["another pool", "a function", "another method"])
+def test_any_other_allocator_is_an_obstacle(other):
+    pool = Pool()
+    allocator = {"another pool": Pool().malloc, "a function": lambda size: size,
+                 "another method": BoundElsewhere(pool, "free")}[other]
+    assert not sweep_graph.default_pool_allocates(allocator_cupy(allocator, pool))
+
+
+# -- the sampler's own eligibility (CPU: samplers made without __init__, no device) -----------
+def _bare_sampler(cls, allocator_is_default=True):
+    """A ``cls`` instance with just what :meth:`graph_obstacle` reads: an eligible resident
+    chain of integer counts, B dense."""
+    sampler = cls.__new__(cls)
+    pool = Pool()
+    sampler.cp = allocator_cupy(pool.malloc if allocator_is_default else Pool().malloc, pool)
+    sampler.corpus = SimpleNamespace(integral=True)
+    sampler.words = SimpleNamespace(rare=None, seeded=None, bhat_fixed=None)
+    sampler._stream = sampler._batches = None
+    sampler.profile, sampler.token_offset, sampler.word_frequencies = False, 0, None
+    return sampler
+
+
+def test_the_sparse_sampler_itself_may_replay_graphs():
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
+
+    assert _bare_sampler(CudaSparseSampler).graph_obstacle() is None
+    assert "allocator" in _bare_sampler(CudaSparseSampler, False).graph_obstacle()
+
+
+def test_subclasses_never_replay_graphs():
+    # A capture records the sparse chain's sweep, _count_words, _topic_totals and _count_b:
+    # DeviceShard (several GPUs, Dask) changes _topic_totals only, the mini-batch engine its
+    # sweep, and even a subclass that changes nothing is kept on today's path.
+    from sklearn_gpulda.backends.cuda.minibatch.sampler import CudaMinibatchSampler
+    from sklearn_gpulda.backends.cuda.multi_gpu.shard import DeviceShard
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
+
+    class Same(CudaSparseSampler):
+        pass
+
+    for cls in (DeviceShard, CudaMinibatchSampler, Same):
+        assert "subclass" in _bare_sampler(cls).graph_obstacle(), cls.__name__
 
 
 # -- a stand-in for CuPy and for the chain (CPU) --------------------------------------------------
@@ -218,6 +298,48 @@ def test_accumulation_from_mid_run():
     assert chain.n_accumulated == 2
 
 
+def test_the_eager_sweep_adds_the_ordinary_way():
+    # No graph yet: the first sweep runs kernel by kernel without the add, which the chain
+    # then makes itself (the same kernel on the same B); later sweeps add inside their graph.
+    graphs, chain, log = _setup()
+    chain.sum = FakeArray(500, dtype=np.float64)
+    graphs.run(chain, 1, 3, accumulate_from=1)
+    assert log == [("set", 1), ("eager", "sweep"), ("capture", ("sweep+sum",)),
+                   ("replay", ("sweep+sum",)), ("replay", ("sweep+sum",))]
+    assert chain.adds == [True] and chain.n_accumulated == 3
+
+
+def test_ordinary_adds_are_charged_to_averaging(monkeypatch):
+    # As Sampler.sweeps charges them: each sweep to sampling, each add the chain makes itself
+    # to averaging; an add inside a graph cannot be timed apart and stays under sampling.
+    graphs, chain, log = _setup()
+    names = []
+
+    @contextmanager
+    def stage(name):
+        names.append(name)
+        yield
+        names.pop()
+
+    monkeypatch.setattr(sweep_graph, "stage", stage)
+    chain.sweep_from_device = lambda *a: log.append(("sweep", tuple(names)))
+    graph = SimpleNamespace(launch=lambda: log.append(("replay", tuple(names))))
+    graphs.stream.end_capture = lambda: graph
+
+    def add():
+        log.append(("add", tuple(names)))
+        chain.sum = FakeArray(500, dtype=np.float64)
+        chain.n_accumulated += 1
+
+    chain.accumulate_word_topic = add
+    graphs.run(chain, 1, 3, accumulate_from=1)
+    sampling, averaging = ("sweeps: sampling",), ("sweeps: averaging",)
+    assert log == [("set", 1), ("sweep", sampling), ("add", averaging),  # eager, first add
+                   ("sweep", sampling),  # captured: the graph that adds
+                   ("replay", sampling), ("replay", sampling)]
+    assert chain.n_accumulated == 3
+
+
 def test_a_full_accumulation_names_its_sweep():
     graphs, chain, log = _setup()
 
@@ -308,12 +430,13 @@ def test_graphs_keep_every_chunks_chain(monkeypatch):
     from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 
     corpus = tokens(sp.csr_matrix(_kjv()))
-    chains = []
+    chains, stats = [], []
     for graphs in (False, True):
         if graphs:
             monkeypatch.setenv(ENV, "1")
         else:
             monkeypatch.delenv(ENV, raising=False)
+        sweep_graph.reset_stats()
         chain = CudaSparseSampler(32, 0.1, 0.01, 99, Device("cuda", (0,)),
                                   max_chunk_tokens=60_000)
         chain.load(corpus)
@@ -323,6 +446,12 @@ def test_graphs_keep_every_chunks_chain(monkeypatch):
         chain.accumulate_word_topic()
         chain.sweeps(5, 9, accumulate_from=5)
         chains.append(chain)
+        stats.append(dict(sweep_graph.STATS))
+    # Without graphs, none. With them, sweeps 1-4: sweep 1 eager, a capture at 2, replays 2-4;
+    # sweeps 5-9 add to the running sum made after sweep 4: a capture of the graph with the
+    # add, replays 5-9.
+    assert stats == [{"eager": 0, "captures": 0, "replays": 0},
+                     {"eager": 1, "captures": 2, "replays": 8}]
     off, on = chains
     np.testing.assert_array_equal(off.topics(), on.topics())
     np.testing.assert_array_equal(off.word_topic_counts(), on.word_topic_counts())
@@ -331,25 +460,65 @@ def test_graphs_keep_every_chunks_chain(monkeypatch):
     assert off.n_accumulated == on.n_accumulated == 6
 
 
+def _long_document():
+    """One document of 70,000 tokens (65,536 or more: wide A entries and 32-bit places) and
+    twenty short ones, over 300 words."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(11)
+    rows = [np.bincount(rng.integers(0, 300, size=70_000), minlength=300)]
+    rows += [np.bincount(rng.integers(0, 300, size=40), minlength=300) for _ in range(20)]
+    return sp.csr_matrix(np.array(rows, dtype=np.int64))
+
+
+# Every _dev sampler there is. No i32_wide_dev: the sparse engine takes K <= 65,536
+# (constants.MAX_TOPICS), whose topics are always uint16 (layout.topic_dtype), so no chunk ever
+# asks for an i32 sampler; cuda/sample_sparse.cu does not build one with a device iteration.
+# K = 33,000 (above 32,768) takes the large-K kernels; B is then (V, K) float32 per chain, about
+# 0.4 GB on the 200 KJV chapters' 3,117 words, 40 MB on the long document's 300.
 @pytest.mark.gpu
-def test_device_iteration_draws_what_the_argument_draws():
+@pytest.mark.parametrize("kernel, corpus_of, n_topics", [
+    ("sample_tokens_u16_packed_dev", "kjv200", 20),
+    ("sample_tokens_u16_packed_large_dev", "kjv200", 33_000),
+    ("sample_tokens_u16_wide_dev", "long document", 20),
+    ("sample_tokens_u16_wide_large_dev", "long document", 33_000),
+])
+def test_device_iteration_draws_what_the_argument_draws(monkeypatch, kernel, corpus_of,
+                                                        n_topics):
     import cupy as cp
     import scipy.sparse as sp
 
     from sklearn_gpulda._input.corpus import tokens
     from sklearn_gpulda._runtime.device import Device
+    from sklearn_gpulda.backends.cuda import kernels
     from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 
-    corpus = tokens(sp.csr_matrix(_kjv()[:200]))
-    chains = [CudaSparseSampler(20, 0.1, 0.01, 5, Device("cuda", (0,))) for _ in range(2)]
+    launched = []
+    launch = kernels.launch
+
+    def recorded(stem, name, *args, **kwargs):
+        launched.append(name)
+        return launch(stem, name, *args, **kwargs)
+
+    monkeypatch.setattr(kernels, "launch", recorded)
+    X = sp.csr_matrix(_kjv()[:200]) if corpus_of == "kjv200" else _long_document()
+    corpus = tokens(X)
+    chains = [CudaSparseSampler(n_topics, 0.1, 0.01, 5, Device("cuda", (0,)))
+              for _ in range(2)]
     for chain in chains:
         chain.load(corpus)
         chain.init_topics()
+    del launched[:]
     chains[0].sweep(7)
+    assert kernel[: -len("_dev")] in launched and kernel not in launched
+    del launched[:]
     word = cp.full(1, 7, dtype=cp.uint32)
     chains[1].sweep_from_device(word)
+    assert kernel in launched
     np.testing.assert_array_equal(chains[0].topics(), chains[1].topics())
     assert int(word.get()[0]) == 8
+    for chain in chains:
+        chain.release()
 
 
 @pytest.mark.gpu

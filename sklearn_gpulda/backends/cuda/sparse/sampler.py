@@ -362,7 +362,8 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         graphs = self._sweep_graphs()
         if graphs is None:
             return super().sweeps(first, last, accumulate_from)
-        with self.device_context(), stage("sweeps: sampling"):
+        with self.device_context():
+            # run charges each sweep and each ordinary add to the stages Sampler.sweeps uses.
             graphs.run(self, first, last, accumulate_from)
 
     def _sweep_graphs(self):
@@ -382,12 +383,15 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         self._require()
         w = self.words
         return sweep_graph.graph_obstacle(
-            own_sweep=type(self).sweep is CudaSparseSampler.sweep, streamed=self.streamed,
+            # The class itself, not its sweep alone: a capture records _count_words,
+            # _topic_totals and _count_b too, which a subclass (DeviceShard) changes.
+            subclass=type(self) is not CudaSparseSampler, streamed=self.streamed,
             online_batches=self._batches is not None,
             hybrid=w.rare is not None, seeded=w.seeded is not None,
             fixed_topic_word=w.bhat_fixed is not None, exact_totals=self._exact_totals(),
             profile=bool(self.profile),
-            shard=self.token_offset != 0 or self.word_frequencies is not None)
+            shard=self.token_offset != 0 or self.word_frequencies is not None,
+            foreign_allocator=not sweep_graph.default_pool_allocates(self.cp))
 
     def _forget_graphs(self, accumulate=None):
         graphs = getattr(self, "_graphs", None)

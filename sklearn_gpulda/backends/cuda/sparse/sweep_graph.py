@@ -23,12 +23,20 @@ each run after one captures its graph once).
 Memory: every array a captured sweep touches exists before the capture, the capture allocates
 nothing (a memory hook counts CuPy's pool requests while it runs; one that asked raises), and a
 graph holds the arrays of its key, so that none of them is freed and its memory handed to
-another array while the graph can still be launched. Nothing in a captured sweep reads the
-device from the host.
+another array while the graph can still be launched. Only a CuPy pool's ``malloc`` calls memory
+hooks (the raw allocator, an asynchronous pool or another library's do not), so graphs are used
+only while CuPy allocates from its default pool (:func:`default_pool_allocates`).
+Nothing in a captured sweep reads the device from the host.
 
 Where: only a chain whose whole corpus is resident on one GPU, with B stored dense, integer
-counts, a scalar topic-word prior and a topic-word side it learns (:func:`graph_obstacle`);
-anything else, and every chain while the switch is off, runs its sweeps as before.
+counts, a scalar topic-word prior and a topic-word side it learns, made by the sparse sampler's
+own class (:func:`graph_obstacle`); anything else, and every chain while the switch is off, runs
+its sweeps as before.
+
+Stages (:mod:`sklearn_gpulda._runtime.stages`): a sweep is charged to ``sweeps: sampling`` and
+an add to averaging's running sum made the ordinary way (the first, which makes the sum, and the
+run's eager sweep's) to ``sweeps: averaging``, as without graphs; an add captured inside a graph
+is one of its nodes and cannot be timed apart from the sweep, so it counts under sampling.
 
 The switch: graphs are used only where the environment variable ``SKLEARN_GPULDA_CUDA_GRAPHS``
 is ``1`` when a run starts (:func:`enabled` reads it; nothing else does). It is private and off
@@ -40,7 +48,10 @@ import os
 
 import numpy as np
 
+from ...._runtime.stages import stage
 from . import sample_sparse
+
+SAMPLING, AVERAGING = "sweeps: sampling", "sweeps: averaging"  # as Sampler.sweeps names them
 
 #: The environment variable that turns graphs on ("1"); read by :func:`enabled` only.
 ENV = "SKLEARN_GPULDA_CUDA_GRAPHS"
@@ -63,15 +74,36 @@ def reset_stats():
         STATS[name] = 0
 
 
-def graph_obstacle(*, own_sweep, streamed, online_batches, hybrid, seeded, fixed_topic_word,
-                   exact_totals, profile, shard):
+def default_pool_allocates(cp):
+    """Whether CuPy's current allocator (this thread's) is its default memory pool's ``malloc``.
+
+    Only a pool's ``malloc`` calls CuPy's memory hooks, which is how a capture checks that it
+    allocates nothing: under another allocator (``cupy.cuda.set_allocator``, ``using_allocator``,
+    an asynchronous pool, or none) a capture's allocations would go unseen. CuPy installs the
+    default pool as ``set_allocator(pool.malloc)``, a bound method; bound methods compare equal
+    when they bind the same function to the same object, so a fresh ``pool.malloc`` equals the
+    installed one.
+    """
+    allocator = cp.cuda.get_allocator()
+    pool = cp.get_default_memory_pool()
+    if allocator == pool.malloc:
+        return True
+    # Where the method's equality is not the bound method's (an extension type's), the same
+    # question asked directly: ``malloc`` bound to the default pool itself.
+    return (getattr(allocator, "__self__", None) is pool
+            and getattr(allocator, "__name__", None) == "malloc")
+
+
+def graph_obstacle(*, subclass, streamed, online_batches, hybrid, seeded, fixed_topic_word,
+                   exact_totals, profile, shard, foreign_allocator):
     """Why a chain's sweeps cannot be replayed as a graph, or None where they can.
 
     Parameters
     ----------
-    own_sweep : bool
-        The sampler sweeps as the sparse chain does (a subclass that sweeps otherwise, the
-        mini-batched engine, is not captured).
+    subclass : bool
+        The sampler is a subclass of the sparse chain (the mini-batched engine, the shards of
+        several GPUs or Dask workers): a capture records the sparse chain's own ``sweep``,
+        ``_count_words``, ``_topic_totals`` and ``_count_b``, which a subclass may change.
     streamed : bool
         The chunks live in host memory and pass through the device every sweep.
     online_batches : bool
@@ -89,13 +121,15 @@ def graph_obstacle(*, own_sweep, streamed, online_batches, hybrid, seeded, fixed
         The sampler records CUDA events around its stages.
     shard : bool
         The chain is a shard of a larger corpus (several GPUs, Dask workers).
+    foreign_allocator : bool
+        CuPy's allocator is not its default pool's (:func:`default_pool_allocates`).
 
     Returns
     -------
     str or None
     """
     reasons = (
-        (not own_sweep, "the sampler sweeps otherwise than the sparse chain"),
+        (subclass, "the sampler is a subclass of the sparse chain"),
         (streamed, "the corpus is streamed through the device"),
         (online_batches, "the chain holds online mini-batches"),
         (hybrid, "B is stored hybrid"),
@@ -104,6 +138,7 @@ def graph_obstacle(*, own_sweep, streamed, online_batches, hybrid, seeded, fixed
         (not exact_totals, "the topic totals are not the integer-count kernel's"),
         (profile, "the sampler profiles its stages"),
         (shard, "the chain is a shard of a larger corpus"),
+        (foreign_allocator, "CuPy's allocator is not its default memory pool"),
     )
     for blocked, reason in reasons:
         if blocked:
@@ -204,19 +239,26 @@ class SweepGraphs:
 
     def run(self, chain, first, last, accumulate_from=None):
         """Sweeps ``first`` to ``last`` of ``chain``, as
-        :meth:`~sklearn_gpulda.backends.base.Sampler.sweeps` runs them."""
+        :meth:`~sklearn_gpulda.backends.base.Sampler.sweeps` runs them (and charged to the same
+        stages, but for the adds inside a graph: see the module's docstring)."""
         first, last = int(first), int(last)
         base = fingerprint(self.cp, *chain.graph_inputs())
-        self.set_iteration(self.iteration, first)
+        with stage(SAMPLING):
+            self.set_iteration(self.iteration, first)
         for iteration in range(first, last + 1):
             add = accumulate_from is not None and iteration >= accumulate_from
-            total = chain.running_sum() if add else None
-            self._sweep(chain, base, total)
+            # A sweep adds inside its graph where the running sum exists, except the eager one
+            # (no graph yet): it adds the ordinary way, timed as averaging. The same kernel adds
+            # the same B either way.
+            total = chain.running_sum() if add and self.warm else None
+            with stage(SAMPLING):
+                self._sweep(chain, base, total)
             if total is not None:
                 chain.n_accumulated += 1
             elif add:
                 try:
-                    chain.accumulate_word_topic()
+                    with stage(AVERAGING):
+                        chain.accumulate_word_topic()
                 except MemoryError as exc:
                     exc.sweep = iteration
                     raise
@@ -232,7 +274,7 @@ class SweepGraphs:
         record = self.graphs.get(accumulate)
         if record is None or record.key != key:
             self.graphs.pop(accumulate, None)
-            if not self.warm:
+            if not self.warm:  # no graph at all yet (run passes no sum then)
                 chain.sweep_from_device(self.iteration, accumulate)
                 self.warm = True
                 STATS["eager"] += 1
