@@ -480,8 +480,8 @@ def _long_document():
 @pytest.mark.parametrize("kernel, corpus_of, n_topics", [
     ("sample_tokens_u16_packed_dev", "kjv200", 20),
     ("sample_tokens_u16_packed_large_dev", "kjv200", 33_000),
-    ("sample_tokens_u16_wide_dev", "long document", 20),
-    ("sample_tokens_u16_wide_large_dev", "long document", 33_000),
+    ("sample_tokens_u16_wide_dev", "long_document", 20),
+    ("sample_tokens_u16_wide_large_dev", "long_document", 33_000),
 ])
 def test_device_iteration_draws_what_the_argument_draws(monkeypatch, kernel, corpus_of,
                                                         n_topics):
