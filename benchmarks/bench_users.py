@@ -14,6 +14,14 @@ run again under ``torch.profiler``, and the differences give per sweep: the kern
 ``cudaDeviceSynchronize``, ``cudaEventSynchronize`` and the blocking ``cudaMemcpy`` calls CuPy's
 ``get`` makes) and the GPU time of each kernel.
 
+They also give the host's queueing calls per sweep (``launches``: kernel launches, graph
+launches and memsets, each a call the host makes into the CUDA API).
+
+``--graphs`` turns on the sparse engine's CUDA graphs (``SKLEARN_GPULDA_CUDA_GRAPHS=1``,
+``sklearn_gpulda/backends/cuda/sparse/sweep_graph.py``) for every fit of the run, and reports the
+graph replays per sweep of the timed fits; run the same command with and without it, on the same
+machine, to compare.
+
 ``--grid`` times ``GridSearchCV`` over 10 values of ``n_components`` with 5 folds on the first
 corpus given. ``--first-fit`` runs, in fresh processes with an empty CuPy kernel cache
 (``CUPY_CACHE_DIR`` set to a new folder), a first and a second fit of KJV at K = 20 (and of the
@@ -30,6 +38,7 @@ Usage::
 
     python benchmarks/bench_users.py
     python benchmarks/bench_users.py --corpora kjv kjv40 --topics 20 --count
+    python benchmarks/bench_users.py --corpora kjv kjv40 --topics 20 --count --graphs
     python benchmarks/bench_users.py --corpora 20news --topics 20 --grid --first-fit
 """
 
@@ -50,10 +59,16 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]
 from _bench_common import output_path, save_json  # noqa: E402
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
+from sklearn_gpulda.backends.cuda.sparse import sweep_graph  # noqa: E402
 
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
               "cudaMemcpy", "cudaMemcpy2D", "cuStreamSynchronize", "cuCtxSynchronize",
               "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2")
+#: Host calls that queue work on the GPU: kernel launches (CuPy's RawKernel goes through the
+#: driver's cuLaunchKernel), graph launches and memsets.
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                "cudaGraphLaunch", "cuGraphLaunch", "cudaMemsetAsync", "cuMemsetD8Async",
+                "cuMemsetD32Async")
 GRID_K = [5, 10, 15, 20, 25, 30, 35, 40, 45, 50]
 
 
@@ -82,14 +97,15 @@ def fit_seconds(X, k, device, **params):
 
 
 def profiled(X, k, device, n):
-    """(kernels, syncs, GPU ms by kernel name) of a fit of ``n`` sweeps, from torch.profiler."""
+    """(kernels, syncs, GPU ms by kernel name, host launches) of a fit of ``n`` sweeps, from
+    torch.profiler."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.init()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fit_seconds(X, k, device, max_iter=n)
-    kernels, syncs, by_name = 0, 0, {}
+    kernels, syncs, by_name, launches = 0, 0, {}, 0
     for ev in prof.events():
         kind = str(getattr(ev, "device_type", ""))
         if kind.endswith("CUDA"):
@@ -99,25 +115,36 @@ def profiled(X, k, device, n):
             by_name[ev.name] = by_name.get(ev.name, 0.0) + ev.device_time / 1e3
         elif ev.name in SYNC_CALLS:
             syncs += 1
-    return kernels, syncs, by_name
+        elif ev.name in LAUNCH_CALLS:
+            launches += 1
+    return kernels, syncs, by_name, launches
 
 
 def point(name, X, k, args):
     n_tokens = int(X.sum())
     fit_seconds(X, k, args.device, max_iter=args.sweeps[0])  # warm-up
     n1, n2 = args.sweeps
-    t1 = min(fit_seconds(X, k, args.device, max_iter=n1)[0] for _ in range(args.repeats))
-    t2 = min(fit_seconds(X, k, args.device, max_iter=n2)[0] for _ in range(args.repeats))
+
+    def timed(n):
+        # The fastest of the repeats, and the graph replays of one fit (0 without --graphs).
+        sweep_graph.reset_stats()
+        seconds = min(fit_seconds(X, k, args.device, max_iter=n)[0] for _ in range(args.repeats))
+        return seconds, sweep_graph.STATS["replays"] / args.repeats
+
+    (t1, r1), (t2, r2) = timed(n1), timed(n2)
     per_sweep = (t2 - t1) / (n2 - n1)
     default_s, lda = fit_seconds(X, k, args.device)
-    row = dict(corpus=name, docs=X.shape[0], tokens=n_tokens, k=k, per_sweep_ms=per_sweep * 1e3,
+    row = dict(corpus=name, docs=X.shape[0], tokens=n_tokens, k=k, graphs=bool(args.graphs),
+               per_sweep_ms=per_sweep * 1e3,
                mtoken_s=n_tokens / max(per_sweep, 1e-12) / 1e6, default_fit_s=default_s,
-               default_sweeps=int(lda.n_iter_), fixed_s=t1 - n1 * per_sweep)
+               default_sweeps=int(lda.n_iter_), fixed_s=t1 - n1 * per_sweep,
+               graph_replays_per_sweep=(r2 - r1) / (n2 - n1))
     if args.count:
         a = profiled(X, k, args.device, n1)
         b = profiled(X, k, args.device, n2)
         row["kernels_per_sweep"] = (b[0] - a[0]) / (n2 - n1)
         row["syncs_per_sweep"] = (b[1] - a[1]) / (n2 - n1)
+        row["launches_per_sweep"] = (b[3] - a[3]) / (n2 - n1)
         names = set(a[2]) | set(b[2])
         gpu = {nm: (b[2].get(nm, 0.0) - a[2].get(nm, 0.0)) / (n2 - n1) for nm in names}
         row["gpu_ms_per_sweep"] = sum(gpu.values())
@@ -198,14 +225,27 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--device", default="cuda")
     p.add_argument("--count", action="store_true")
+    p.add_argument("--graphs", action="store_true",
+                   help="replay the sparse engine's sweeps as CUDA graphs "
+                        f"({sweep_graph.ENV}=1)")
     p.add_argument("--grid", action="store_true")
     p.add_argument("--first-fit", action="store_true")
     p.add_argument("--profile-first", action="store_true",
                    help="print cProfile's view of each first fit (with --first-fit)")
     p.add_argument("--nytimes-scale", type=float, default=0.1)
     p.add_argument("--budget-s", type=float, default=float("inf"))
-    p.add_argument("--json", default=str(output_path("bench_users", "bench_users.json")))
+    default_json = str(output_path("bench_users", "bench_users.json"))
+    p.add_argument("--json", default=default_json)
     args = p.parse_args(argv)
+    if args.graphs and args.json == default_json:
+        # A run with graphs beside one without: neither overwrites the other's results.
+        args.json = default_json[: -len(".json")] + "_graphs.json"
+    # Read at every run of sweeps (sweep_graph.enabled), so set before the first fit; the
+    # first-fit subprocesses inherit it.
+    if args.graphs:
+        os.environ[sweep_graph.ENV] = "1"
+    else:
+        os.environ.pop(sweep_graph.ENV, None)
     start = time.perf_counter()
     result = dict(points=[], grid=None, first_fit=[])
     for name in args.corpora:
@@ -243,15 +283,19 @@ def main(argv=None):
 
 
 def table(result):
-    print("\n| corpus | tokens | K | per sweep (ms) | Mtoken/s | kernels/sweep | syncs/sweep "
-          "| default fit (s) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| corpus | tokens | K | graphs | per sweep (ms) | Mtoken/s | kernels/sweep "
+          "| launches/sweep | syncs/sweep | default fit (s) |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+
+    def cell(value, fmt):
+        return "" if value is None else format(value, fmt)
+
     for r in result["points"]:
-        kern = r.get("kernels_per_sweep")
-        sync = r.get("syncs_per_sweep")
-        print(f"| {r['corpus']} | {r['tokens']:,} | {r['k']} | {r['per_sweep_ms']:.3f} "
-              f"| {r['mtoken_s']:.0f} | {'' if kern is None else f'{kern:.1f}'} "
-              f"| {'' if sync is None else f'{sync:.2f}'} | {r['default_fit_s']:.2f} |")
+        print(f"| {r['corpus']} | {r['tokens']:,} | {r['k']} | {'on' if r['graphs'] else 'off'} "
+              f"| {r['per_sweep_ms']:.3f} | {r['mtoken_s']:.0f} "
+              f"| {cell(r.get('kernels_per_sweep'), '.1f')} "
+              f"| {cell(r.get('launches_per_sweep'), '.1f')} "
+              f"| {cell(r.get('syncs_per_sweep'), '.2f')} | {r['default_fit_s']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -142,13 +142,21 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
   }
 }
 
-template <typename TopicT, bool kPacked, bool kLargeK, bool kHybrid>
+// The sampler's iteration (the second word of the Philox key): a launch argument, or a device word
+// that a sweep replayed as a CUDA graph reads, since a graph holds its launch arguments fixed
+// (sklearn_gpulda/backends/cuda/sparse/sweep_graph.py). Read where the draw needs it.
+__device__ __forceinline__ unsigned iteration_value(unsigned iteration) { return iteration; }
+__device__ __forceinline__ unsigned iteration_value(const unsigned* __restrict__ iteration) {
+  return *iteration;
+}
+
+template <typename TopicT, bool kPacked, bool kLargeK, bool kHybrid, typename IterT>
 __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ items, int n_items,
                                                    int* counter, ChunkTokens ch, BhatSource src,
                                                    const float* __restrict__ alpha, int n_topics,
-                                                   unsigned seed, unsigned iteration,
-                                                   unsigned stream, unsigned sweep,
-                                                   TopicT* __restrict__ z, float* leaf_scratch) {
+                                                   unsigned seed, IterT iteration, unsigned stream,
+                                                   unsigned sweep, TopicT* __restrict__ z,
+                                                   float* leaf_scratch) {
   const int lane = lane_id();
   const int warp = threadIdx.x / kWarp;
   const int n_warps = blockDim.x / kWarp;
@@ -170,7 +178,8 @@ __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ item
           // Packed rows exist only for integer counts: every weight is 1 there.
           const float w = (!kPacked && valid && ch.weight != nullptr) ? ch.weight[t] : 1.0f;
           const float b_adj = own_bhat<kHybrid>(src, item.word, own, w, leaf[own], n_topics);
-          const float u = bits_to_uniform(token_bits(seed, iteration, stream, ch.t0 + t, sweep));
+          const float u = bits_to_uniform(
+              token_bits(seed, iteration_value(iteration), stream, ch.t0 + t, sweep));
           const int n = min(kWarp, item.end - b);
           int mine = 0;
           for (int j = 0; j < n; ++j) {
@@ -257,21 +266,28 @@ using gpulda::Item;
 #define GPULDA_SAMPLE_HYBRID_REGS(PACKED) GPULDA_SAMPLE_LARGE_REGS(PACKED)
 #endif
 
-#define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED, LARGE, HYBRID, REGS)                                \
-  extern "C" __global__ void __maxnreg__(REGS) sample_tokens_##SUFFIX(                             \
+// NAME's iteration is ITER_T: `unsigned` for the launch argument, `const unsigned*` for the
+// device word of a graph's sweeps (the `_dev` kernels below).
+#define GPULDA_SAMPLE_AS(NAME, TOPIC_T, PACKED, LARGE, HYBRID, REGS, ITER_T)                       \
+  extern "C" __global__ void __maxnreg__(REGS) NAME(                                               \
       const Item* __restrict__ items, int n_items, int* counter, const void* __restrict__ place,   \
       const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent, \
       const float* __restrict__ weight, long long t0, const float* __restrict__ B,                 \
       const double* __restrict__ denom, double beta, const float* __restrict__ bhat,               \
       const unsigned* __restrict__ rare, const long long* __restrict__ rare_off,                   \
       const float* __restrict__ prior, int n_dense, const float* __restrict__ alpha, int n_topics, \
-      unsigned seed, unsigned iteration, unsigned stream, unsigned sweep, TOPIC_T* __restrict__ z, \
+      unsigned seed, ITER_T iteration, unsigned stream, unsigned sweep, TOPIC_T* __restrict__ z,   \
       float* leaf_scratch) {                                                                       \
     gpulda::sample_tokens_impl<TOPIC_T, PACKED, LARGE, HYBRID>(                                    \
         items, n_items, counter, ChunkTokens{place, doc, a_row, a_ent, weight, t0},                \
         BhatSource{B, denom, bhat, beta, rare, rare_off, prior, n_dense}, alpha, n_topics, seed,   \
         iteration, stream, sweep, z, leaf_scratch);                                                \
   }
+#define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED, LARGE, HYBRID, REGS) \
+  GPULDA_SAMPLE_AS(sample_tokens_##SUFFIX, TOPIC_T, PACKED, LARGE, HYBRID, REGS, unsigned)
+#define GPULDA_SAMPLE_DEV(SUFFIX, TOPIC_T, PACKED, LARGE, REGS)                       \
+  GPULDA_SAMPLE_AS(sample_tokens_##SUFFIX##_dev, TOPIC_T, PACKED, LARGE, false, REGS, \
+                   const unsigned* __restrict__)
 GPULDA_SAMPLE(u16_packed, unsigned short, true, false, false, GPULDA_SAMPLE_REGS(true))
 GPULDA_SAMPLE(u16_wide, unsigned short, false, false, false, GPULDA_SAMPLE_REGS(false))
 GPULDA_SAMPLE(i32_wide, int, false, false, false, GPULDA_SAMPLE_REGS(false))
@@ -285,6 +301,41 @@ GPULDA_SAMPLE(u16_packed_large_hybrid, unsigned short, true, true, true,
               GPULDA_SAMPLE_HYBRID_REGS(true))
 GPULDA_SAMPLE(u16_wide_large_hybrid, unsigned short, false, true, true,
               GPULDA_SAMPLE_HYBRID_REGS(false))
+
+// sample_tokens_*_dev: the kernels above with B stored dense (no hybrid rows), reading the
+// iteration from a device word instead of an argument, since a sweep captured in a CUDA graph
+// replays its launch arguments unchanged. Same draws, same caps.
+// [in] iteration: device uint32 (1,), written only by set_iteration / advance_iteration between
+//      launches (the captured sweep's last node moves it on), never during one; every thread
+//      reads the same value, which takes the place of the `unsigned iteration` argument above.
+// No i32_wide_dev: the sparse engine takes K <= kMaxTopics = 65,536, whose topics are always
+// uint16 (layout.py topic_dtype), so nothing launches an i32 sampler with a device iteration.
+GPULDA_SAMPLE_DEV(u16_packed, unsigned short, true, false, GPULDA_SAMPLE_REGS(true))
+GPULDA_SAMPLE_DEV(u16_wide, unsigned short, false, false, GPULDA_SAMPLE_REGS(false))
+// The large-K ones take the large-K caps except on sm_75, where the wide one spills at 56: 64 there
+// (still one 1,024-thread block per SM, as at 56, so the large-K grid is the same).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define GPULDA_SAMPLE_DEV_LARGE_REGS(PACKED) 64
+#else
+#define GPULDA_SAMPLE_DEV_LARGE_REGS(PACKED) GPULDA_SAMPLE_LARGE_REGS(PACKED)
+#endif
+GPULDA_SAMPLE_DEV(u16_packed_large, unsigned short, true, true, GPULDA_SAMPLE_DEV_LARGE_REGS(true))
+GPULDA_SAMPLE_DEV(u16_wide_large, unsigned short, false, true, GPULDA_SAMPLE_DEV_LARGE_REGS(false))
+
+// ---------------------------------------------------------------------------------------------
+// set_iteration: *iteration = value. advance_iteration: *iteration += 1 (the last node of a
+// captured sweep, so that the next replay draws the next sweep's numbers).
+// Launch: any grid; only thread 0 of block 0 writes, so either kernel writes the word exactly
+// once whatever its shape (the host launches one block of one thread).
+// [in/out] iteration: device uint32 (1,), the word the sample_tokens_*_dev kernels read.
+// NumPy: iteration[0] = value; iteration[0] += 1.
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void set_iteration(unsigned* iteration, unsigned value) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *iteration = value;
+}
+extern "C" __global__ void advance_iteration(unsigned* iteration) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *iteration += 1u;
+}
 
 // ---------------------------------------------------------------------------------------------
 // token_loglik_{packed,wide}: per-batch partial sums of

@@ -97,17 +97,18 @@ def sampler_registers(device_index):
         return int(getattr(fn, "num_regs", 0)) or 48
 
 
-def _token_walk(kernel, chunk, words, shape, tail):
+def _token_walk(kernel, chunk, words, shape, tail, suffix=""):
     """Launch a kernel that walks a chunk's work items word by word (the sampler, the token
     log-likelihood): they share their first arguments, and the scheduling counter starts at 0.
     With the word side's ``leaf_scratch`` set, the ``_large`` variant runs (Bhat rows in global
-    memory, ``cuda/sample_sparse.cu``)."""
+    memory, ``cuda/sample_sparse.cu``); ``suffix`` ends the kernel's name."""
     counts.clear(words.counter)
     grid, block, shared = shape
     if words.leaf_scratch is not None:
         kernel += "_large"
     if _reads_rare_rows(words):
         kernel += "_hybrid"
+    kernel += suffix
     _kernels.launch(
         STEM, kernel, grid, block,
         [(chunk.items, np.int32), (chunk.items.shape[0], "i32"), (words.counter, np.int32),
@@ -143,16 +144,38 @@ def sample_tokens(chunk, words, shape, seed, iteration, stream, sweep, token_off
 
     ``words`` holds the word side (:class:`~.sparse.WordSide`): B with its denominators, or a
     fixed Bhat, the prior and the scheduling counter; ``shape`` is (grid, block, shared bytes).
+
+    ``iteration`` is a number, or a device array of one uint32 that the kernel reads it from
+    (the ``_dev`` kernels, B stored dense only: a sweep captured in a CUDA graph,
+    :mod:`.sweep_graph`).
     """
     if chunk.n_tokens == 0:
         return
+    import cupy
+
+    on_device = isinstance(iteration, cupy.ndarray)
+    if on_device and _reads_rare_rows(words):
+        raise ValueError("the sampler reads its iteration from the device with B stored dense "
+                         "only")
     _token_walk(
         f"sample_tokens_{chunk.suffix}_{chunk.fmt}", chunk, words, shape,
         [(chunk.weight, np.float32), (token_offset + chunk.t0, "i64"), *_word_side(words),
          (words.alpha, np.float32),
-         (words.n_topics, "i32"), (seed, "u32"), (iteration, "u32"), (stream, "u32"),
+         (words.n_topics, "i32"), (seed, "u32"),
+         (iteration, np.uint32) if on_device else (iteration, "u32"), (stream, "u32"),
          (sweep, "u32"), (chunk.z, chunk.z.dtype)],
+        suffix="_dev" if on_device else "",
     )
+
+
+def set_iteration(iteration, value):
+    """``iteration[0] = value`` on the current stream (``iteration``: device uint32, (1,))."""
+    _kernels.launch(STEM, "set_iteration", 1, 1, [(iteration, np.uint32), (value, "u32")])
+
+
+def advance_iteration(iteration):
+    """``iteration[0] += 1`` on the current stream: the last step of a captured sweep."""
+    _kernels.launch(STEM, "advance_iteration", 1, 1, [(iteration, np.uint32)])
 
 
 def token_loglik(chunk, words, shape, partial):

@@ -1,0 +1,304 @@
+"""Runs of sweeps of the resident sparse chain replayed as a CUDA graph.
+
+A sweep of a small corpus costs more host time than GPU time: Python queues about ten launches
+a sweep (``doc/performance.md``; issue 35). A run of sweeps that the fit loop hands over at once
+(:meth:`~sklearn_gpulda.backends.base.Sampler.sweeps`) is instead captured once with CuPy's
+stream capture and the graph launched once per sweep, which queues the same kernels with the
+same arguments.
+
+What one captured sweep holds, in the order :meth:`~.sampler.CudaSparseSampler.sweep` queues
+it: per chunk the scheduling counter's memset and the E-step; per chunk A's rebuild; B zeroed
+and counted; its column partials, topic totals and denominators; averaging's accumulation into
+the running sum where the run accumulates; and last ``advance_iteration``.
+
+What changes from sweep to sweep is the iteration only (the Philox key's second word). A graph
+holds every argument it captured, so its sampler (the ``sample_tokens_*_dev`` kernels of
+``cuda/sample_sparse.cu``) reads the iteration from a device word instead: ``set_iteration``
+writes it before each run, and the graph's last node moves it on. Every other thing a captured
+kernel reads, by value (beta, the number of words, the seed, the shapes) or by address (every
+array), is in the graph's key (:func:`fingerprint`); a graph whose key no longer matches is
+captured again, never replayed (a prior update makes alpha a new array and beta a new number, so
+each run after one captures its graph once).
+
+Memory: every array a captured sweep touches exists before the capture, the capture allocates
+nothing (a memory hook counts CuPy's pool requests while it runs; one that asked raises), and a
+graph holds the arrays of its key, so that none of them is freed and its memory handed to
+another array while the graph can still be launched. Only a CuPy pool's ``malloc`` calls memory
+hooks (the raw allocator, an asynchronous pool or another library's do not), so graphs are used
+only while CuPy allocates from its default pool (:func:`default_pool_allocates`).
+Nothing in a captured sweep reads the device from the host.
+
+Where: only a chain whose whole corpus is resident on one GPU, with B stored dense, integer
+counts, a scalar topic-word prior and a topic-word side it learns, made by the sparse sampler's
+own class (:func:`graph_obstacle`); anything else, and every chain while the switch is off, runs
+its sweeps as before.
+
+Stages (:mod:`sklearn_gpulda._runtime.stages`): a sweep is charged to ``sweeps: sampling`` and
+an add to averaging's running sum made the ordinary way (the first, which makes the sum, and the
+run's eager sweep's) to ``sweeps: averaging``, as without graphs; an add captured inside a graph
+is one of its nodes and cannot be timed apart from the sweep, so it counts under sampling.
+
+The switch: graphs are used only where the environment variable ``SKLEARN_GPULDA_CUDA_GRAPHS``
+is ``1`` when a run starts (:func:`enabled` reads it; nothing else does). It is private and off
+by default until the GPU tests (``tests/test_cuda_graphs.py``) and the benchmark
+(``benchmarks/bench_users.py --graphs``) have run on a GPU.
+"""
+
+import os
+
+import numpy as np
+
+from ...._runtime.stages import stage
+from . import sample_sparse
+
+SAMPLING, AVERAGING = "sweeps: sampling", "sweeps: averaging"  # as Sampler.sweeps names them
+
+#: The environment variable that turns graphs on ("1"); read by :func:`enabled` only.
+ENV = "SKLEARN_GPULDA_CUDA_GRAPHS"
+
+#: What the graphs of this process did, for tests and benchmarks: ``eager`` sweeps queued
+#: kernel by kernel (a run's first sweep on a chain whose graph kernels never ran), ``captures``
+#: and ``replays`` (graph launches, one per sweep).
+STATS = {"eager": 0, "captures": 0, "replays": 0}
+
+
+def enabled(environ=None):
+    """Whether the switch is on: ``SKLEARN_GPULDA_CUDA_GRAPHS=1`` in ``environ`` (default: the
+    process's environment)."""
+    return (os.environ if environ is None else environ).get(ENV) == "1"
+
+
+def reset_stats():
+    """Zero :data:`STATS`."""
+    for name in STATS:
+        STATS[name] = 0
+
+
+def default_pool_allocates(cp):
+    """Whether CuPy's current allocator (this thread's) is its default memory pool's ``malloc``.
+
+    Only a pool's ``malloc`` calls CuPy's memory hooks, which is how a capture checks that it
+    allocates nothing: under another allocator (``cupy.cuda.set_allocator``, ``using_allocator``,
+    an asynchronous pool, or none) a capture's allocations would go unseen. CuPy installs the
+    default pool as ``set_allocator(pool.malloc)``, a bound method; bound methods compare equal
+    when they bind the same function to the same object, so a fresh ``pool.malloc`` equals the
+    installed one.
+    """
+    allocator = cp.cuda.get_allocator()
+    pool = cp.get_default_memory_pool()
+    if allocator == pool.malloc:
+        return True
+    # Where the method's equality is not the bound method's (an extension type's), the same
+    # question asked directly: ``malloc`` bound to the default pool itself.
+    return (getattr(allocator, "__self__", None) is pool
+            and getattr(allocator, "__name__", None) == "malloc")
+
+
+def graph_obstacle(*, subclass, streamed, online_batches, hybrid, seeded, fixed_topic_word,
+                   exact_totals, profile, shard, foreign_allocator):
+    """Why a chain's sweeps cannot be replayed as a graph, or None where they can.
+
+    Parameters
+    ----------
+    subclass : bool
+        The sampler is a subclass of the sparse chain (the mini-batched engine, the shards of
+        several GPUs or Dask workers): a capture records the sparse chain's own ``sweep``,
+        ``_count_words``, ``_topic_totals`` and ``_count_b``, which a subclass may change.
+    streamed : bool
+        The chunks live in host memory and pass through the device every sweep.
+    online_batches : bool
+        The chain holds online learning's mini-batches.
+    hybrid : bool
+        B is stored hybrid (rare words in hash rows).
+    seeded : bool
+        A matrix topic-word prior adds pseudo-counts to B around the E-step.
+    fixed_topic_word : bool
+        Bhat is held fixed (mini-batch learning, inference).
+    exact_totals : bool
+        The topic totals take the one-kernel path (B dense, integer counts); the other path
+        makes CuPy temporaries, which a capture must not.
+    profile : bool
+        The sampler records CUDA events around its stages.
+    shard : bool
+        The chain is a shard of a larger corpus (several GPUs, Dask workers).
+    foreign_allocator : bool
+        CuPy's allocator is not its default pool's (:func:`default_pool_allocates`).
+
+    Returns
+    -------
+    str or None
+    """
+    reasons = (
+        (subclass, "the sampler is a subclass of the sparse chain"),
+        (streamed, "the corpus is streamed through the device"),
+        (online_batches, "the chain holds online mini-batches"),
+        (hybrid, "B is stored hybrid"),
+        (seeded, "the topic-word prior is a matrix"),
+        (fixed_topic_word, "the topic-word side is fixed"),
+        (not exact_totals, "the topic totals are not the integer-count kernel's"),
+        (profile, "the sampler profiles its stages"),
+        (shard, "the chain is a shard of a larger corpus"),
+        (foreign_allocator, "CuPy's allocator is not its default memory pool"),
+    )
+    for blocked, reason in reasons:
+        if blocked:
+            return reason
+    return None
+
+
+#: Attribute values that enter a key by value; any other object enters it by identity.
+_VALUES = (bool, int, float, str, bytes, type(None), type, np.generic, np.dtype)
+
+
+def fingerprint(cp, owners, scalars=()):
+    """The key of what a captured sweep reads, and what a graph must hold alive.
+
+    Every attribute of every object of ``owners`` enters the key: a CuPy array as its name,
+    address, shape and dtype; a number, string, dtype or None by value; a NumPy array not at
+    all (a captured kernel cannot read host arrays); any other object by identity. The arrays
+    and those other objects are listed, so that a graph that keeps the list keeps every address
+    and identity of its key from being reused. ``scalars`` are added as they are.
+
+    Returns
+    -------
+    key : tuple
+    held : list
+    """
+    parts, held = [tuple(scalars)], []
+    for owner in owners:
+        entry = [type(owner).__name__]
+        attributes = vars(owner)
+        for name in sorted(attributes):
+            value = attributes[name]
+            if isinstance(value, cp.ndarray):
+                held.append(value)
+                entry.append((name, value.data.ptr, value.shape, value.dtype.str))
+            elif isinstance(value, np.ndarray):
+                continue
+            elif isinstance(value, _VALUES):
+                entry.append((name, value))
+            else:
+                held.append(value)
+                entry.append((name, type(value).__name__, id(value)))
+        parts.append(tuple(entry))
+    return tuple(parts), held
+
+
+class _Graph:
+    """A captured sweep, its key and the arrays it holds alive."""
+
+    def __init__(self, key, graph, arrays):
+        self.key, self.graph, self.arrays = key, graph, arrays
+
+
+def _allocation_counter(cp):
+    """A CuPy memory hook that counts the pool requests made while it is entered."""
+
+    class AllocationCounter(cp.cuda.MemoryHook):
+        name = "sklearn_gpulda_sweep_graph_capture"
+
+        def __init__(self):
+            self.count = 0
+
+        def malloc_preprocess(self, **kwargs):
+            self.count += 1
+
+    return AllocationCounter()
+
+
+class SweepGraphs:
+    """The graphs of one chain, and the device word its captured sampler reads the iteration
+    from. Make it with the chain's GPU current.
+
+    The chain provides ``cp``; ``graph_inputs(accumulate)``, the objects whose attributes a
+    captured sweep reads and the scalars it captures (:func:`fingerprint`); ``running_sum()``,
+    averaging's running sum on the device where a captured sweep can add to it, else None;
+    ``sweep_from_device(iteration, accumulate)``, which queues one sweep reading the
+    iteration from the device word ``iteration``, adds the counts to the running sum where
+    ``accumulate``, and moves the word on; ``accumulate_word_topic()`` and ``n_accumulated``.
+    """
+
+    def __init__(self, cp, set_iteration=sample_sparse.set_iteration):
+        self.cp = cp
+        self.set_iteration = set_iteration  # (word, value): queues word[0] = value
+        self.iteration = cp.zeros(1, dtype=cp.uint32)
+        # Capture needs a stream of its own (never the legacy default one); non-blocking, so
+        # that nothing on the legacy stream is implicitly ordered with the capture.
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        self.graphs = {}  # accumulate (bool) -> _Graph
+        self.warm = False
+
+    def forget(self, accumulate=None):
+        """Drop the graphs (those that accumulate, or those that do not, where ``accumulate``
+        is given), and the arrays they hold."""
+        if accumulate is None:
+            self.graphs.clear()
+            self.warm = False
+        else:
+            self.graphs.pop(bool(accumulate), None)
+
+    def run(self, chain, first, last, accumulate_from=None):
+        """Sweeps ``first`` to ``last`` of ``chain``, as
+        :meth:`~sklearn_gpulda.backends.base.Sampler.sweeps` runs them (and charged to the same
+        stages, but for the adds inside a graph: see the module's docstring)."""
+        first, last = int(first), int(last)
+        base = fingerprint(self.cp, *chain.graph_inputs())
+        with stage(SAMPLING):
+            self.set_iteration(self.iteration, first)
+        for iteration in range(first, last + 1):
+            add = accumulate_from is not None and iteration >= accumulate_from
+            # A sweep adds inside its graph where the running sum exists, except the eager one
+            # (no graph yet): it adds the ordinary way, timed as averaging. The same kernel adds
+            # the same B either way.
+            total = chain.running_sum() if add and self.warm else None
+            with stage(SAMPLING):
+                self._sweep(chain, base, total)
+            if total is not None:
+                chain.n_accumulated += 1
+            elif add:
+                try:
+                    with stage(AVERAGING):
+                        chain.accumulate_word_topic()
+                except MemoryError as exc:
+                    exc.sweep = iteration
+                    raise
+
+    def _sweep(self, chain, base, total):
+        """Queue one sweep: its graph where one matches, else the sweep kernel by kernel the
+        first time (it loads every kernel a graph holds), else a new graph."""
+        accumulate = total is not None
+        key, arrays = base
+        if accumulate:
+            key = key + (("running sum", total.data.ptr, total.shape, total.dtype.str),)
+            arrays = arrays + [total]
+        record = self.graphs.get(accumulate)
+        if record is None or record.key != key:
+            self.graphs.pop(accumulate, None)
+            if not self.warm:  # no graph at all yet (run passes no sum then)
+                chain.sweep_from_device(self.iteration, accumulate)
+                self.warm = True
+                STATS["eager"] += 1
+                return
+            record = self.graphs[accumulate] = self._capture(chain, key, arrays, accumulate)
+        record.graph.launch()
+        STATS["replays"] += 1
+
+    def _capture(self, chain, key, arrays, accumulate):
+        stream = self.stream
+        hook = _allocation_counter(self.cp)
+        with stream, hook:
+            stream.begin_capture()
+            try:
+                chain.sweep_from_device(self.iteration, accumulate)
+            except BaseException:
+                try:
+                    stream.end_capture()
+                except Exception:  # noqa: BLE001 -- the capture's own error is the one to see
+                    pass
+                raise
+            graph = stream.end_capture()
+        if hook.count:
+            raise RuntimeError(f"a captured sweep asked CuPy's pool for memory {hook.count} "
+                               "times; a graph must not allocate (its memory could be reused)")
+        STATS["captures"] += 1
+        return _Graph(key, graph, arrays)

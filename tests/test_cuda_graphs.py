@@ -1,0 +1,531 @@
+"""Runs of sweeps replayed as CUDA graphs (backends/cuda/sparse/sweep_graph.py): the switch,
+where graphs may be used, the run logic over a stand-in chain (CPU), and on a GPU the same
+model bit for bit with the switch on as off."""
+
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from sklearn_gpulda.backends.cuda.sparse import sweep_graph
+from sklearn_gpulda.backends.cuda.sparse.sweep_graph import ENV, SweepGraphs, fingerprint
+
+ELIGIBLE = dict(subclass=False, streamed=False, online_batches=False, hybrid=False,
+                seeded=False, fixed_topic_word=False, exact_totals=True, profile=False,
+                shard=False, foreign_allocator=False)
+
+
+# -- the switch and eligibility (CPU) -----------------------------------------------------------
+def test_switch_is_on_only_for_1():
+    assert sweep_graph.enabled({ENV: "1"})
+    for value in ("0", "", "true", "yes"):
+        assert not sweep_graph.enabled({ENV: value})
+    assert not sweep_graph.enabled({})
+
+
+def test_switch_reads_the_process_environment(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    assert not sweep_graph.enabled()
+    monkeypatch.setenv(ENV, "1")
+    assert sweep_graph.enabled()
+
+
+def test_resident_dense_chain_may_replay_graphs():
+    assert sweep_graph.graph_obstacle(**ELIGIBLE) is None
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("subclass", True, "subclass"),
+    ("streamed", True, "streamed"),
+    ("online_batches", True, "mini-batches"),
+    ("hybrid", True, "hybrid"),
+    ("seeded", True, "matrix"),
+    ("fixed_topic_word", True, "fixed"),
+    ("exact_totals", False, "topic totals"),
+    ("profile", True, "profiles"),
+    ("shard", True, "shard"),
+    ("foreign_allocator", True, "allocator"),
+])
+def test_each_obstacle_keeps_todays_path(name, value, words):
+    assert words in sweep_graph.graph_obstacle(**{**ELIGIBLE, name: value})
+
+
+# -- CuPy's allocator (CPU, over a stand-in for CuPy) --------------------------------------------
+class Pool:
+    """Stands in for a CuPy memory pool: only its bound ``malloc`` matters here."""
+
+    def malloc(self, size):
+        return size
+
+
+class BoundElsewhere:
+    """A bound allocator whose equality is identity (as an extension type's may be), bound to
+    ``owner`` under ``name``."""
+
+    def __init__(self, owner, name):
+        self.__self__, self.__name__ = owner, name
+
+    def __call__(self, size):
+        return size
+
+
+def allocator_cupy(allocator, pool):
+    cuda = SimpleNamespace(get_allocator=lambda: allocator)
+    return SimpleNamespace(cuda=cuda, get_default_memory_pool=lambda: pool)
+
+
+def test_default_pool_allocator_is_recognised():
+    pool = Pool()
+    # CuPy installs pool.malloc once; each attribute read makes a new bound method.
+    installed = pool.malloc
+    assert installed is not pool.malloc
+    assert sweep_graph.default_pool_allocates(allocator_cupy(installed, pool))
+    assert sweep_graph.default_pool_allocates(
+        allocator_cupy(BoundElsewhere(pool, "malloc"), pool))
+
+
+@pytest.mark.parametrize("other", ["another pool", "a function", "another method"])
+def test_any_other_allocator_is_an_obstacle(other):
+    pool = Pool()
+    allocator = {"another pool": Pool().malloc, "a function": lambda size: size,
+                 "another method": BoundElsewhere(pool, "free")}[other]
+    assert not sweep_graph.default_pool_allocates(allocator_cupy(allocator, pool))
+
+
+# -- the sampler's own eligibility (CPU: samplers made without __init__, no device) -----------
+def _bare_sampler(cls, allocator_is_default=True):
+    """A ``cls`` instance with just what :meth:`graph_obstacle` reads: an eligible resident
+    chain of integer counts, B dense."""
+    sampler = cls.__new__(cls)
+    pool = Pool()
+    sampler.cp = allocator_cupy(pool.malloc if allocator_is_default else Pool().malloc, pool)
+    sampler.corpus = SimpleNamespace(integral=True)
+    sampler.words = SimpleNamespace(rare=None, seeded=None, bhat_fixed=None)
+    sampler._stream = sampler._batches = None
+    sampler.profile, sampler.token_offset, sampler.word_frequencies = False, 0, None
+    return sampler
+
+
+def test_the_sparse_sampler_itself_may_replay_graphs():
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
+
+    assert _bare_sampler(CudaSparseSampler).graph_obstacle() is None
+    assert "allocator" in _bare_sampler(CudaSparseSampler, False).graph_obstacle()
+
+
+def test_subclasses_never_replay_graphs():
+    # A capture records the sparse chain's sweep, _count_words, _topic_totals and _count_b:
+    # DeviceShard (several GPUs, Dask) changes _topic_totals only, the mini-batch engine its
+    # sweep, and even a subclass that changes nothing is kept on today's path.
+    from sklearn_gpulda.backends.cuda.minibatch.sampler import CudaMinibatchSampler
+    from sklearn_gpulda.backends.cuda.multi_gpu.shard import DeviceShard
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
+
+    class Same(CudaSparseSampler):
+        pass
+
+    for cls in (DeviceShard, CudaMinibatchSampler, Same):
+        assert "subclass" in _bare_sampler(cls).graph_obstacle(), cls.__name__
+
+
+# -- a stand-in for CuPy and for the chain (CPU) --------------------------------------------------
+class FakeArray:
+    """What fingerprint and SweepGraphs read of a CuPy array."""
+
+    def __init__(self, ptr, shape=(4,), dtype=np.float32):
+        self.data = SimpleNamespace(ptr=ptr)
+        self.shape, self.dtype = shape, np.dtype(dtype)
+        self.value = 0
+
+
+class FakeHook:
+    active = None
+
+    def __enter__(self):
+        FakeHook.active = self
+        return self
+
+    def __exit__(self, *exc):
+        FakeHook.active = None
+
+
+class FakeGraph:
+    def __init__(self, log, calls):
+        self.log, self.calls = log, calls
+
+    def launch(self):
+        self.log.append(("replay", tuple(self.calls)))
+
+
+class FakeStream:
+    def __init__(self, log, non_blocking):
+        assert non_blocking
+        self.log, self.capturing = log, None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def begin_capture(self):
+        self.capturing = []
+
+    def end_capture(self):
+        calls, self.capturing = self.capturing, None
+        self.log.append(("capture", tuple(calls)))
+        return FakeGraph(self.log, calls)
+
+
+def fake_cupy(log):
+    cuda = SimpleNamespace(MemoryHook=FakeHook,
+                           Stream=lambda non_blocking: FakeStream(log, non_blocking))
+    return SimpleNamespace(ndarray=FakeArray, uint32=np.uint32, cuda=cuda,
+                           zeros=lambda n, dtype: FakeArray(1, (n,), dtype))
+
+
+class FakeChain:
+    """Records the sweeps it is asked to queue, eagerly or into the stream being captured."""
+
+    def __init__(self, graphs, log, allocate=False):
+        self.graphs, self.log, self.allocate = graphs, log, allocate
+        self.words = SimpleNamespace(B=FakeArray(100), beta=0.01, host=np.zeros(3))
+        self.sum = None
+        self.n_accumulated = 0
+        self.adds = []
+
+    def graph_inputs(self):
+        return [self.words], (7, 0)
+
+    def running_sum(self):
+        return self.sum
+
+    def sweep_from_device(self, iteration, accumulate=False):
+        call = ("sweep+sum" if accumulate else "sweep")
+        if self.allocate and FakeHook.active is not None:
+            FakeHook.active.malloc_preprocess(size=8)
+        capturing = self.graphs.stream.capturing
+        if capturing is None:
+            self.log.append(("eager", call))
+        else:
+            capturing.append(call)
+
+    def accumulate_word_topic(self):
+        self.adds.append(True)
+        self.n_accumulated += 1
+
+
+def _setup(allocate=False):
+    log = []
+    graphs = SweepGraphs(fake_cupy(log), set_iteration=lambda word, v: log.append(("set", v)))
+    return graphs, FakeChain(graphs, log, allocate), log
+
+
+def test_first_run_sweeps_once_kernel_by_kernel_then_captures_and_replays():
+    graphs, chain, log = _setup()
+    graphs.run(chain, 1, 4)
+    assert log == [("set", 1), ("eager", "sweep"), ("capture", ("sweep",)),
+                   ("replay", ("sweep",)), ("replay", ("sweep",)), ("replay", ("sweep",))]
+
+
+def test_next_run_replays_the_same_graph():
+    graphs, chain, log = _setup()
+    graphs.run(chain, 1, 3)
+    del log[:]
+    graphs.run(chain, 4, 6)
+    assert log == [("set", 4)] + [("replay", ("sweep",))] * 3
+
+
+@pytest.mark.parametrize("change", ["scalar", "address", "new array"])
+def test_a_changed_input_captures_again(change):
+    graphs, chain, log = _setup()
+    graphs.run(chain, 1, 2)
+    if change == "scalar":
+        chain.words.beta = 0.02
+    elif change == "address":
+        chain.words.B = FakeArray(200)
+    else:
+        chain.words.extra = FakeArray(300)
+    del log[:]
+    graphs.run(chain, 3, 4)
+    assert log == [("set", 3), ("capture", ("sweep",)), ("replay", ("sweep",)),
+                   ("replay", ("sweep",))]
+
+
+def test_host_arrays_do_not_enter_the_key():
+    graphs, chain, log = _setup()
+    graphs.run(chain, 1, 2)
+    chain.words.host = np.ones(5)
+    del log[:]
+    graphs.run(chain, 3, 3)
+    assert log == [("set", 3), ("replay", ("sweep",))]
+
+
+def test_fingerprint_holds_what_its_key_names():
+    cp = fake_cupy([])
+    a, other = FakeArray(10), object()
+    owner = SimpleNamespace(a=a, k=3, dtype=np.dtype(np.float32), other=other, host=np.zeros(2))
+    key, held = fingerprint(cp, [owner], (1, 2))
+    assert held == [a, other]
+    assert key == fingerprint(cp, [owner], (1, 2))[0]
+    assert key != fingerprint(cp, [owner], (1, 3))[0]
+    owner.k = 4
+    assert key != fingerprint(cp, [owner], (1, 2))[0]
+
+
+def test_accumulating_sweeps_take_their_own_graph_once_the_sum_exists():
+    graphs, chain, log = _setup()
+    graphs.run(chain, 1, 2)
+    # No running sum yet: the sweep's counts are added the ordinary way.
+    del log[:]
+    graphs.run(chain, 3, 3, accumulate_from=3)
+    assert log == [("set", 3), ("replay", ("sweep",))] and chain.adds == [True]
+    chain.sum = FakeArray(500, dtype=np.float64)
+    del log[:]
+    graphs.run(chain, 4, 6, accumulate_from=3)
+    assert log == [("set", 4), ("capture", ("sweep+sum",))] + [("replay", ("sweep+sum",))] * 3
+    assert chain.n_accumulated == 4 and chain.adds == [True]
+
+
+def test_accumulation_from_mid_run():
+    graphs, chain, log = _setup()
+    chain.sum = FakeArray(500, dtype=np.float64)
+    graphs.run(chain, 1, 4, accumulate_from=3)
+    assert log == [("set", 1), ("eager", "sweep"), ("capture", ("sweep",)),
+                   ("replay", ("sweep",)), ("capture", ("sweep+sum",)),
+                   ("replay", ("sweep+sum",)), ("replay", ("sweep+sum",))]
+    assert chain.n_accumulated == 2
+
+
+def test_the_eager_sweep_adds_the_ordinary_way():
+    # No graph yet: the first sweep runs kernel by kernel without the add, which the chain
+    # then makes itself (the same kernel on the same B); later sweeps add inside their graph.
+    graphs, chain, log = _setup()
+    chain.sum = FakeArray(500, dtype=np.float64)
+    graphs.run(chain, 1, 3, accumulate_from=1)
+    assert log == [("set", 1), ("eager", "sweep"), ("capture", ("sweep+sum",)),
+                   ("replay", ("sweep+sum",)), ("replay", ("sweep+sum",))]
+    assert chain.adds == [True] and chain.n_accumulated == 3
+
+
+def test_ordinary_adds_are_charged_to_averaging(monkeypatch):
+    # As Sampler.sweeps charges them: each sweep to sampling, each add the chain makes itself
+    # to averaging; an add inside a graph cannot be timed apart and stays under sampling.
+    graphs, chain, log = _setup()
+    names = []
+
+    @contextmanager
+    def stage(name):
+        names.append(name)
+        yield
+        names.pop()
+
+    monkeypatch.setattr(sweep_graph, "stage", stage)
+    chain.sweep_from_device = lambda *a: log.append(("sweep", tuple(names)))
+    graph = SimpleNamespace(launch=lambda: log.append(("replay", tuple(names))))
+    graphs.stream.end_capture = lambda: graph
+
+    def add():
+        log.append(("add", tuple(names)))
+        chain.sum = FakeArray(500, dtype=np.float64)
+        chain.n_accumulated += 1
+
+    chain.accumulate_word_topic = add
+    graphs.run(chain, 1, 3, accumulate_from=1)
+    sampling, averaging = ("sweeps: sampling",), ("sweeps: averaging",)
+    assert log == [("set", 1), ("sweep", sampling), ("add", averaging),  # eager, first add
+                   ("sweep", sampling),  # captured: the graph that adds
+                   ("replay", sampling), ("replay", sampling)]
+    assert chain.n_accumulated == 3
+
+
+def test_a_full_accumulation_names_its_sweep():
+    graphs, chain, log = _setup()
+
+    def full():
+        raise MemoryError("no room")
+
+    chain.accumulate_word_topic = full
+    with pytest.raises(MemoryError, match="no room") as info:
+        graphs.run(chain, 5, 8, accumulate_from=6)
+    assert info.value.sweep == 6
+
+
+def test_a_capture_that_allocates_raises():
+    graphs, chain, log = _setup(allocate=True)
+    graphs.run(chain, 1, 1)  # the eager sweep: no capture, nothing to check
+    with pytest.raises(RuntimeError, match="must not allocate"):
+        graphs.run(chain, 2, 2)
+    assert not graphs.graphs  # nothing kept to replay
+
+
+def test_forget_drops_graphs_and_warmth():
+    graphs, chain, log = _setup()
+    graphs.run(chain, 1, 2)
+    graphs.forget()
+    del log[:]
+    graphs.run(chain, 3, 3)
+    assert log == [("set", 3), ("eager", "sweep")]
+
+
+# -- on a GPU -------------------------------------------------------------------------------------
+FITTED = ("components_", "doc_topic_prior_", "topic_word_prior_", "n_iter_", "bound_")
+
+
+def _kjv():
+    from sklearn_gpulda.datasets import load_kjv_chapters
+
+    return load_kjv_chapters().data
+
+
+def _fit(monkeypatch, graphs, X, **params):
+    if graphs:
+        monkeypatch.setenv(ENV, "1")
+    else:
+        monkeypatch.delenv(ENV, raising=False)
+    from sklearn_gpulda import GPULatentDirichletAllocation
+
+    sweep_graph.reset_stats()
+    lda = GPULatentDirichletAllocation(n_components=20, random_state=0, device="cuda",
+                                       algorithm="sparse", **params).fit(X)
+    return lda, dict(sweep_graph.STATS)
+
+
+def _assert_same_model(a, b):
+    for name in FITTED:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("max_iter", [60, None])
+def test_default_fit_is_the_same_with_graphs(monkeypatch, max_iter):
+    X = _kjv()
+    off, off_stats = _fit(monkeypatch, False, X, max_iter=max_iter)
+    on, on_stats = _fit(monkeypatch, True, X, max_iter=max_iter)
+    _assert_same_model(off, on)
+    assert off_stats == {"eager": 0, "captures": 0, "replays": 0}
+    assert on_stats["eager"] == 1 and on_stats["captures"] >= 1
+    assert on_stats["replays"] > on_stats["captures"]
+
+
+@pytest.mark.gpu
+def test_one_long_run_is_one_graph(monkeypatch):
+    # Fixed priors, no averaging, no evaluation: the fit loop hands over sweeps 1 to 50 at once.
+    X = _kjv()
+    params = dict(max_iter=50, doc_topic_prior=0.1, topic_word_prior=0.01, n_averaged_sweeps=0)
+    off, _ = _fit(monkeypatch, False, X, **params)
+    on, stats = _fit(monkeypatch, True, X, **params)
+    _assert_same_model(off, on)
+    assert stats == {"eager": 1, "captures": 1, "replays": 49}
+
+
+@pytest.mark.gpu
+def test_graphs_keep_every_chunks_chain(monkeypatch):
+    # Several resident chunks, sampled at the sampler's level: the same topics and counts.
+    import scipy.sparse as sp
+
+    from sklearn_gpulda._input.corpus import tokens
+    from sklearn_gpulda._runtime.device import Device
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
+
+    corpus = tokens(sp.csr_matrix(_kjv()))
+    chains, stats = [], []
+    for graphs in (False, True):
+        if graphs:
+            monkeypatch.setenv(ENV, "1")
+        else:
+            monkeypatch.delenv(ENV, raising=False)
+        sweep_graph.reset_stats()
+        chain = CudaSparseSampler(32, 0.1, 0.01, 99, Device("cuda", (0,)),
+                                  max_chunk_tokens=60_000)
+        chain.load(corpus)
+        assert len(chain.chunks) > 1
+        chain.init_topics()
+        chain.sweeps(1, 4)
+        chain.accumulate_word_topic()
+        chain.sweeps(5, 9, accumulate_from=5)
+        chains.append(chain)
+        stats.append(dict(sweep_graph.STATS))
+    # Without graphs, none. With them, sweeps 1-4: sweep 1 eager, a capture at 2, replays 2-4;
+    # sweeps 5-9 add to the running sum made after sweep 4: a capture of the graph with the
+    # add, replays 5-9.
+    assert stats == [{"eager": 0, "captures": 0, "replays": 0},
+                     {"eager": 1, "captures": 2, "replays": 8}]
+    off, on = chains
+    np.testing.assert_array_equal(off.topics(), on.topics())
+    np.testing.assert_array_equal(off.word_topic_counts(), on.word_topic_counts())
+    np.testing.assert_array_equal(off.doc_topic_counts(), on.doc_topic_counts())
+    np.testing.assert_array_equal(off.mean_word_topic(), on.mean_word_topic())
+    assert off.n_accumulated == on.n_accumulated == 6
+
+
+def _long_document():
+    """One document of 70,000 tokens (65,536 or more: wide A entries and 32-bit places) and
+    twenty short ones, over 300 words."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(11)
+    rows = [np.bincount(rng.integers(0, 300, size=70_000), minlength=300)]
+    rows += [np.bincount(rng.integers(0, 300, size=40), minlength=300) for _ in range(20)]
+    return sp.csr_matrix(np.array(rows, dtype=np.int64))
+
+
+# Every _dev sampler there is. No i32_wide_dev: the sparse engine takes K <= 65,536
+# (constants.MAX_TOPICS), whose topics are always uint16 (layout.topic_dtype), so no chunk ever
+# asks for an i32 sampler; cuda/sample_sparse.cu does not build one with a device iteration.
+# K = 33,000 (above 32,768) takes the large-K kernels; B is then (V, K) float32 per chain, about
+# 0.4 GB on the 200 KJV chapters' 3,117 words, 40 MB on the long document's 300.
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel, corpus_of, n_topics", [
+    ("sample_tokens_u16_packed_dev", "kjv200", 20),
+    ("sample_tokens_u16_packed_large_dev", "kjv200", 33_000),
+    ("sample_tokens_u16_wide_dev", "long_document", 20),
+    ("sample_tokens_u16_wide_large_dev", "long_document", 33_000),
+])
+def test_device_iteration_draws_what_the_argument_draws(monkeypatch, kernel, corpus_of,
+                                                        n_topics):
+    import cupy as cp
+    import scipy.sparse as sp
+
+    from sklearn_gpulda._input.corpus import tokens
+    from sklearn_gpulda._runtime.device import Device
+    from sklearn_gpulda.backends.cuda import kernels
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
+
+    launched = []
+    launch = kernels.launch
+
+    def recorded(stem, name, *args, **kwargs):
+        launched.append(name)
+        return launch(stem, name, *args, **kwargs)
+
+    monkeypatch.setattr(kernels, "launch", recorded)
+    X = sp.csr_matrix(_kjv()[:200]) if corpus_of == "kjv200" else _long_document()
+    corpus = tokens(X)
+    chains = [CudaSparseSampler(n_topics, 0.1, 0.01, 5, Device("cuda", (0,)))
+              for _ in range(2)]
+    for chain in chains:
+        chain.load(corpus)
+        chain.init_topics()
+    del launched[:]
+    chains[0].sweep(7)
+    assert kernel[: -len("_dev")] in launched and kernel not in launched
+    del launched[:]
+    word = cp.full(1, 7, dtype=cp.uint32)
+    chains[1].sweep_from_device(word)
+    assert kernel in launched
+    np.testing.assert_array_equal(chains[0].topics(), chains[1].topics())
+    assert int(word.get()[0]) == 8
+    for chain in chains:
+        chain.release()
+
+
+@pytest.mark.gpu
+def test_hybrid_storage_keeps_todays_path(monkeypatch):
+    X = _kjv()
+    params = dict(max_iter=20, word_topic_storage="hybrid")
+    off, _ = _fit(monkeypatch, False, X, **params)
+    on, stats = _fit(monkeypatch, True, X, **params)
+    _assert_same_model(off, on)
+    assert stats == {"eager": 0, "captures": 0, "replays": 0}
