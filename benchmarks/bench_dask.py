@@ -174,15 +174,12 @@ def gpu_compare(args):
 
     one, reference = _per_sweep(local("cuda:0"), X, args.sweeps)
     report("one process, cuda:0", 1, one, True)
+    if args.rounds:
+        return _paired_rounds(args, X, local, params, reference, results)
     for n in args.workers:
         point, comp = _per_sweep(local("cuda:" + ",".join(map(str, range(n)))), X, args.sweeps)
         report(f"in-process, {n} GPUs", n, point, bool(np.array_equal(comp, reference)))
-    # The workers' GPUs are this process's too: give back what its memory pools keep.
-    import cupy
-
-    for gpu in range(max(args.workers)):
-        with cupy.cuda.Device(gpu):
-            cupy.get_default_memory_pool().free_all_blocks()
+    _free_pools(max(args.workers))
     measured = False
     for n in args.workers:
         with local_gpu_cluster(n) as cluster, Client(cluster) as client:
@@ -226,6 +223,75 @@ def gpu_compare(args):
     if args.again:
         again, _ = _per_sweep(local("cuda:0"), X, args.sweeps)
         report("one process, cuda:0, again", 1, again, True)
+    return results
+
+
+def _free_pools(n_gpus):
+    """Give back what this process's memory pools keep on the first ``n_gpus`` GPUs (the Dask
+    workers' GPUs are this process's too)."""
+    import cupy
+
+    for gpu in range(n_gpus):
+        with cupy.cuda.Device(gpu):
+            cupy.get_default_memory_pool().free_all_blocks()
+
+
+def _paired_rounds(args, X, local, params, reference, results):
+    """``--rounds R``: the in-process chain on n GPUs and n Dask GPU workers (n the largest
+    ``--workers``), timed in turn R times on the same cluster, each round's order the reverse
+    of the last's, so that drift of the host or the GPUs weighs on both alike. Prints each
+    round's ms per sweep of both and their ratio, then the median ratio: the Dask workers'
+    overhead over the in-process chain."""
+    from distributed import Client
+
+    from sklearn_gpulda.dask import LatentDirichletAllocation
+    from sklearn_gpulda.dask._cluster import local_gpu_cluster
+
+    n = max(args.workers)
+    n1, n2 = args.sweeps
+    in_process = local("cuda:" + ",".join(map(str, range(n))))
+    _wall(in_process, X, n2)  # warm-up
+    _free_pools(n)
+    rounds = results["rounds"] = []
+    with local_gpu_cluster(n) as cluster, Client(cluster) as client:
+        Xd = _scattered(client, X, n)
+
+        def dask_fit(n_sweeps):
+            return LatentDirichletAllocation(client=client, **params, max_iter=n_sweeps,
+                                             device="cuda")
+
+        _wall(dask_fit, Xd, n2)  # warm-up
+        same = True
+
+        def measure(make, data):
+            nonlocal same
+            wall1, _ = _wall(make, data, n1)
+            wall2, lda = _wall(make, data, n2)
+            same = same and bool(np.array_equal(lda.components_, reference))
+            return (wall2 - wall1) / (n2 - n1) * 1e3
+
+        for r in range(args.rounds):
+            order = ["in-process", "dask"] if r % 2 == 0 else ["dask", "in-process"]
+            ms = {}
+            for name in order:
+                if name == "dask":
+                    ms[name] = measure(dask_fit, Xd)
+                else:
+                    ms[name] = measure(in_process, X)
+                    _free_pools(n)
+            ratio = ms["dask"] / ms["in-process"]
+            rounds.append(dict(order=order, ms_per_sweep=ms, ratio=ratio))
+            print(f"round {r + 1} ({' then '.join(order)}): in-process, {n} GPUs "
+                  f"{ms['in-process']:.2f} ms/sweep; Dask, {n} GPU workers {ms['dask']:.2f}; "
+                  f"Dask / in-process {ratio:.3f}", flush=True)
+    ratios = sorted(r["ratio"] for r in rounds)
+    results["median_ratio"] = float(np.median(ratios))
+    results["same_model"] = same
+    print(f"median Dask / in-process over {len(ratios)} rounds: {np.median(ratios):.3f} "
+          f"(range {ratios[0]:.3f}-{ratios[-1]:.3f}); every model the one-GPU model: {same}",
+          flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
     return results
 
 
@@ -293,6 +359,9 @@ def main(argv=None):
                         "(default ring, the one-host choice)")
     p.add_argument("--again", action="store_true",
                    help="--gpu-compare: time one GPU again at the end (its drift)")
+    p.add_argument("--rounds", type=int, default=0,
+                   help="--gpu-compare: instead of the table, time the in-process chain and "
+                        "the Dask workers (the largest --workers) in turn this many times")
     p.add_argument("--profile", action="store_true",
                    help="--gpu-compare: also profile one fit of N2 sweeps on the driver, Dask "
                         "workers and the in-process several-GPU chain")
