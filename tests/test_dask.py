@@ -371,9 +371,24 @@ class _RecordingShard:
     def __init__(self, calls, rank):
         self.calls, self.rank = calls, rank
 
-    def sweeps_summed(self, first, last, accumulate_from, count_changes):
+    def sweeps_summed(self, first, last, accumulate_from, count_changes, priors=None, fetch=()):
         self.calls.append((self.rank, first, last, accumulate_from, count_changes))
-        return _Done(list(range(first, last + 1)) if count_changes else None)
+        if priors is not None or fetch:
+            self.calls.append((self.rank, "priors", priors, "fetch", fetch))
+        out = {"changes": list(range(first, last + 1)) if count_changes else None}
+        if "doc" in fetch:  # one document holding `rank + 1` tokens of topic 0
+            out["doc"] = (np.array([0]), np.array([float(self.rank + 1)]), np.array([1]))
+        if "word" in fetch:
+            out["word"] = (np.array([1.0]), np.array([4]), np.array([4.0, 0, 0, 0]))
+        return _Done(out)
+
+    def set_priors(self, alpha, beta):
+        self.calls.append((self.rank, "set_priors", alpha, beta))
+        return _Done(None)
+
+    def log_likelihood(self):
+        self.calls.append((self.rank, "log_likelihood"))
+        return _Done(-1.0)
 
 
 def _nccl_sampler(n_shards, calls):
@@ -399,6 +414,40 @@ def test_a_run_is_one_call_per_shard_and_the_first_accumulates(monkeypatch):
     sampler.sweeps(15, 16, accumulate_from=12)
     assert calls[0] == (0, 15, 16, 12, True) and calls[1] == (1, 15, 16, None, False)
     assert log == [15, 16] and sampler.n_accumulated == 5
+
+
+def test_prior_updates_travel_with_the_runs():
+    # A prior update between two runs reads the histograms the first run brought back, and its
+    # priors go out with the second run's call: one round trip per run.
+    calls = []
+    sampler = _nccl_sampler(2, calls)
+    sampler.load(object())  # a corpus: set_priors now reaches the shards
+    sampler.prefetch = ("doc", "word")
+    sampler.sweeps(1, 10)
+    assert calls[1] == (0, "priors", None, "fetch", ("doc", "word"))
+    assert calls[3] == (1, "priors", None, "fetch", ("doc",))
+    calls.clear()
+    topic, count, n_docs = sampler.doc_topic_histogram()
+    assert topic.tolist() == [0, 0] and count.tolist() == [1.0, 2.0] and n_docs.tolist() == [1, 1]
+    assert sampler.word_topic_histogram()[1].tolist() == [4]
+    sampler.set_priors(alpha=np.array([0.1, 0.2, 0.3, 0.4]), beta=0.02)
+    assert calls == []  # nothing sent yet
+    sampler.sweeps(11, 20)
+    sent = [c for c in calls if c[1] == "priors"]
+    assert len(sent) == 2 and all(c[2][1] == 0.02 for c in sent)
+    assert sent[0][2][0].tolist() == [0.1, 0.2, 0.3, 0.4]
+    assert not [c for c in calls if c[1] == "set_priors"]
+    # Priors set before any other call go out first, in a call of their own.
+    calls.clear()
+    sampler.set_priors(beta=0.03)
+    sampler.log_likelihood()
+    assert calls[:2] == [(0, "set_priors", sampler._alpha, 0.03),
+                         (1, "set_priors", sampler._alpha, 0.03)]
+    assert calls[2:] == [(0, "log_likelihood"), (1, "log_likelihood")]
+    # A sweep makes the fetched histograms stale.
+    sampler.prefetch = ()
+    sampler.sweeps(21, 22)
+    assert "doc" not in sampler._fetched and "word" not in sampler._fetched
 
 
 def test_gpu_cluster_gives_each_worker_its_own_gpu_first():
@@ -450,6 +499,9 @@ def test_two_gpu_workers_run_the_sweeps_themselves(kjv, gpu_reference, monkeypat
     _same_model(model, gpu_reference)
     assert joined == [2]
     assert counts["sweeps_summed"] == 4 and counts["sweep_summed"] == 0
+    # The prior updates after sweeps 10 and 20 read the histograms their runs brought back and
+    # send the priors with the next run: no call of their own.
+    assert not {"doc_topic_histogram", "word_topic_histogram", "set_priors"} & set(counts)
     # The loop's own accumulation is the first averaged sweep's; the runs do the others.
     assert counts["accumulate_word_topic"] == 1
 

@@ -278,6 +278,9 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
                     sampler = NcclDaskSampler(shards, plan.n_topics, plan.alpha.value,
                                               plan.beta.value, plan.seed, device, check_alive)
                     in_place = sampler.exchange or in_place  # tests and benchmarks may force it
+                    sampler.prefetch = tuple(name for name, prior in (("doc", plan.alpha),
+                                                                      ("word", plan.beta))
+                                             if prior.learn)
                     sampler.set_beta_cells(plan.beta_cells)
                     frequencies = np.sum(sampler.call_all("word_frequencies"), axis=0)
                 # Shards that will sum by changed cells plan room for the exchange's buffers.

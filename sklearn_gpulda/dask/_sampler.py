@@ -297,6 +297,28 @@ class NcclDaskSampler(DaskSampler):
     #: default). For tests, which make it small to take the whole-table branch.
     exchange_capacity = None
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        #: What the driver reads after every run, fetched by the run's own call: 'doc' (the
+        #: histogram learning alpha), 'word' (beta's). The fit sets it from the priors it learns.
+        self.prefetch = ()
+        self._fetched = {}
+        self._pending_priors = None
+
+    # Between two runs a fit with learned priors reads alpha's and beta's histograms and sets
+    # the priors found. As calls of their own these were three round trips to the workers per
+    # run besides the run's, most of the Dask workers' overhead over the in-process chain: the
+    # histograms now come back with the run, and the priors go out with the next one.
+    def call_each(self, method, args, shards=None):
+        if self._pending_priors is not None and method != "sweeps_summed":
+            priors, self._pending_priors = self._pending_priors, None
+            super().call_each("set_priors", [priors] * len(self.shards))
+        return super().call_each(method, args, shards)
+
+    def _priors_changed(self):
+        if self.corpus is not None:
+            self._pending_priors = (self._alpha, self.beta)
+
     def join(self, exchange="ring"):
         """Make the communicator: one shard draws its unique id, every shard joins at once.
 
@@ -324,12 +346,14 @@ class NcclDaskSampler(DaskSampler):
             raise NotImplementedError("shards draw their initial topics from iteration 0 only")
         self.call_all("init_topics_summed")
         self._b = None
+        self._fetched = {}
 
     def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
         if stream != STREAM_SAMPLE or sub:
             raise NotImplementedError("a sharded chain runs batch sweeps only")
         self.call_all("sweep_summed", int(iteration))
         self._b = None
+        self._fetched = {}
 
     def sweeps(self, first, last, accumulate_from=None):
         """Sweeps ``first`` to ``last`` on every shard in one call each
@@ -337,14 +361,28 @@ class NcclDaskSampler(DaskSampler):
         first, last = int(first), int(last)
         accumulate_from = None if accumulate_from is None else int(accumulate_from)
         count = self.change_log is not None
-        rest = (first, last, None, False)
-        results = self.call_each("sweeps_summed", [(first, last, accumulate_from, count)]
-                                 + [rest] * (len(self.shards) - 1))
+        priors, self._pending_priors = self._pending_priors, None
+        fetch = tuple(self.prefetch)
+        # Every shard's doc-topic histogram is its own; the summed B, and so beta's
+        # histogram, is the same on every shard: the first one's is read.
+        rest = (first, last, None, False, priors, tuple(f for f in fetch if f == "doc"))
         self._b = None
+        self._fetched = {}
+        results = self.call_each("sweeps_summed", [(first, last, accumulate_from, count, priors,
+                                                    fetch)] + [rest] * (len(self.shards) - 1))
+        if "doc" in fetch:
+            self._fetched["doc"] = merge_histograms([r["doc"] for r in results])
+        if "word" in fetch:
+            self._fetched["word"] = results[0]["word"]
         if accumulate_from is not None:
             self.n_accumulated += max(0, last - max(first, accumulate_from) + 1)
         if count:
-            self.change_log.extend(results[0])
+            self.change_log.extend(results[0]["changes"])
+
+    def doc_topic_histogram(self):
+        if "doc" in self._fetched:
+            return self._fetched["doc"]
+        return super().doc_topic_histogram()
 
     def _discard_sum(self):
         super()._discard_sum()
@@ -358,6 +396,8 @@ class NcclDaskSampler(DaskSampler):
         return self._b
 
     def word_topic_histogram(self):
+        if "word" in self._fetched:
+            return self._fetched["word"]
         return self._lead("word_topic_histogram")
 
     def seeded_counts(self):
@@ -369,3 +409,9 @@ class NcclDaskSampler(DaskSampler):
 
     def averaged_word_topic(self, divisor):
         return self._lead("accumulated", divisor)
+
+    def release(self):
+        # Priors not yet sent have nothing left to sample with.
+        self._pending_priors = None
+        self._fetched = {}
+        super().release()

@@ -209,7 +209,8 @@ class Shard:
         self._summed()
         self.iteration = iteration
 
-    def sweeps_summed(self, first, last, accumulate_from=None, count_changes=False):
+    def sweeps_summed(self, first, last, accumulate_from=None, count_changes=False, priors=None,
+                      fetch=()):
         """Sweeps ``first`` to ``last`` as :meth:`sweep_summed` runs each (E-step, the shard's
         M-step, B summed in place with the other shards), in one call: a run of the fit loop
         (:meth:`~sklearn_gpulda.backends.base.Sampler.sweeps`). Every shard runs the same
@@ -226,14 +227,24 @@ class Shard:
             Also count, per sweep, the cells of the summed B that the sweep changed (a copy of
             B and a comparison on the GPU each sweep: for measuring what a sweep would send as
             changes rather than as the whole table).
+        priors : tuple (alpha, beta), optional
+            Priors to sample the run with, set before its first sweep (a prior update the
+            driver made after the last run, sent with this call rather than in one of its own).
+        fetch : tuple of str, default=()
+            What the driver reads of the chain after the run, computed at its end and returned
+            with it: 'doc' the shard's :meth:`doc_topic_histogram`, 'word' the (summed)
+            :meth:`word_topic_histogram`.
 
         Returns
         -------
-        list of int or None
-            The changed cells of each sweep, with ``count_changes``.
+        dict
+            'changes': the changed cells of each sweep with ``count_changes``, else None; and
+            one entry per name in ``fetch``.
         """
         first, last = int(first), int(last)
         self._check_iteration(first)
+        if priors is not None:
+            self.set_priors(*priors)
         changed = [] if count_changes else None
         for iteration in range(first, last + 1):
             if count_changes:
@@ -251,7 +262,12 @@ class Shard:
                                        f"inside a run of sweeps: {exc}") from None
             if count_changes:
                 changed.append(self._changed_cells())
-        return changed
+        out = {"changes": changed}
+        if "doc" in fetch:
+            out["doc"] = self.doc_topic_histogram()
+        if "word" in fetch:
+            out["word"] = self.word_topic_histogram()
+        return out
 
     def _keep_previous(self):
         """Copy the summed B aside (on the GPU) before a sweep, for :meth:`_changed_cells`."""
