@@ -9,6 +9,7 @@
 // Segmented count: per document, sort (topic, position) keys in shared memory and run-length
 // encode them, which yields the row already sorted by topic as the sampler requires.
 
+#include "device_word.cuh"
 #include "entry.cuh"
 #include "rare_rows.cuh"
 #include "tree.cuh"
@@ -525,11 +526,16 @@ extern "C" __global__ void column_partials(const float* __restrict__ B, int n_ro
 // [in] partial (n_slices x K float64); extra_sums (K float64, or nullptr: a scalar prior);
 // [out] totals (K float64, unless partial is nullptr), denom (K float64).
 // NumPy: totals = partial.sum(axis=0); denom = (totals + n_words * beta) + extra_sums.
+// topic_totals_dev: the same, beta read from a device word (float64 (1,), device_word.cuh) by the
+// warps that add it, for a sweep captured in a CUDA graph: a prior update writes the word in place.
 // ---------------------------------------------------------------------------------------------
-extern "C" __global__ void topic_totals(const double* __restrict__ partial, int n_slices,
-                                        int n_topics, int n_words, double beta,
-                                        const double* __restrict__ extra_sums,
-                                        double* __restrict__ totals, double* __restrict__ denom) {
+namespace gpulda {
+template <typename BetaT>
+__device__ __forceinline__ void topic_totals_impl(const double* __restrict__ partial, int n_slices,
+                                                  int n_topics, int n_words, BetaT beta,
+                                                  const double* __restrict__ extra_sums,
+                                                  double* __restrict__ totals,
+                                                  double* __restrict__ denom) {
   const int k = (blockIdx.x * blockDim.x + threadIdx.x) / gpulda::kWarp;
   const int lane = threadIdx.x % gpulda::kWarp;
   if (k >= n_topics) return;
@@ -544,9 +550,26 @@ extern "C" __global__ void topic_totals(const double* __restrict__ partial, int 
     total = totals[k];
   }
   if (lane == 0) {
-    const double d = __dadd_rn(total, __dmul_rn(static_cast<double>(n_words), beta));
+    const double d =
+        __dadd_rn(total, __dmul_rn(static_cast<double>(n_words), gpulda::word_value(beta)));
     denom[k] = extra_sums != nullptr ? __dadd_rn(d, extra_sums[k]) : d;
   }
+}
+}  // namespace gpulda
+
+extern "C" __global__ void topic_totals(const double* __restrict__ partial, int n_slices,
+                                        int n_topics, int n_words, double beta,
+                                        const double* __restrict__ extra_sums,
+                                        double* __restrict__ totals, double* __restrict__ denom) {
+  gpulda::topic_totals_impl(partial, n_slices, n_topics, n_words, beta, extra_sums, totals, denom);
+}
+extern "C" __global__ void topic_totals_dev(const double* __restrict__ partial, int n_slices,
+                                            int n_topics, int n_words,
+                                            const double* __restrict__ beta,
+                                            const double* __restrict__ extra_sums,
+                                            double* __restrict__ totals,
+                                            double* __restrict__ denom) {
+  gpulda::topic_totals_impl(partial, n_slices, n_topics, n_words, beta, extra_sums, totals, denom);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 // the tail. Also here: the initial draws (stream 0 / 2) and the training log-likelihood, which
 // reuses the sampler's first pass.
 
+#include "device_word.cuh"
 #include "entry.cuh"
 #include "philox.cuh"
 #include "sparse_draw.cuh"
@@ -28,15 +29,15 @@ static_assert(sizeof(Item) == 16, "Item must match the host's (n_items, 4) int32
 // Fills the leaves with Bhat[v, :]: Eq. (2) of SaberLDA divided in float64 and rounded once, as
 // the oracle does, or copied from a fixed table. A dense row of B: a rare word's row (hybrid
 // storage) is patched into the prior's row by for_each_item instead.
-__device__ __forceinline__ void load_bhat_row(float* leaf, const BhatSource& src, int v,
-                                              int n_topics) {
+template <typename Source>
+__device__ __forceinline__ void load_bhat_row(float* leaf, const Source& src, int v, int n_topics) {
   const size_t row = static_cast<size_t>(v) * n_topics;
   if (src.fixed != nullptr) {
     for (int k = threadIdx.x; k < n_topics; k += blockDim.x) leaf[k] = src.fixed[row + k];
   } else {
     for (int k = threadIdx.x; k < n_topics; k += blockDim.x)
       leaf[k] = static_cast<float>(
-          __ddiv_rn(static_cast<double>(src.counts[row + k]) + src.beta, src.denom[k]));
+          __ddiv_rn(static_cast<double>(src.counts[row + k]) + word_value(src.beta), src.denom[k]));
   }
 }
 
@@ -52,7 +53,8 @@ struct ChunkTokens {
 // A rare word's occupied topics (hybrid storage) written into a leaf row that holds the prior's
 // values (restore = false), or the prior's values written back (restore = true); the tiles
 // written are flagged in `touched` (bit t % 32 of word t / 32). Whole block, no barrier.
-__device__ __forceinline__ void rare_leaves(float* leaf, const BhatSource& src, int v,
+template <typename Source>
+__device__ __forceinline__ void rare_leaves(float* leaf, const Source& src, int v,
                                             unsigned* touched, bool restore) {
   const long long o0 = src.rare_off[v - src.n_dense], o1 = src.rare_off[v - src.n_dense + 1];
   for (long long i = o0 + threadIdx.x; i < o1; i += blockDim.x) {
@@ -63,7 +65,7 @@ __device__ __forceinline__ void rare_leaves(float* leaf, const BhatSource& src, 
       leaf[k] = src.prior[k];
     } else {
       leaf[k] = static_cast<float>(
-          __ddiv_rn(static_cast<double>(rare_slot_count(s)) + src.beta, src.denom[k]));
+          __ddiv_rn(static_cast<double>(rare_slot_count(s)) + word_value(src.beta), src.denom[k]));
       atomicOr(touched + k / (kWarp * kWarp), 1u << ((k / kWarp) % kWarp));
     }
   }
@@ -82,9 +84,9 @@ __device__ __forceinline__ void rare_leaves(float* leaf, const BhatSource& src, 
 // and K / 32 tiles instead of K leaves (ezLDA's rare words are most of a large vocabulary);
 // dense items, which come first (decreasing frequency), overwrite the row. The hybrid kernels
 // read B, never a fixed Bhat (the host launches the dense ones for that: sample_sparse.py).
-template <bool kLargeK, bool kHybrid, typename Body>
+template <bool kLargeK, bool kHybrid, typename Source, typename Body>
 __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, int n_items,
-                                              int* counter, const BhatSource& src,
+                                              int* counter, const Source& src,
                                               const float* __restrict__ alpha, int n_topics,
                                               float* leaf_scratch, Body body) {
   extern __shared__ float smem[];
@@ -142,17 +144,13 @@ __device__ __forceinline__ void for_each_item(const Item* __restrict__ items, in
   }
 }
 
-// The sampler's iteration (the second word of the Philox key): a launch argument, or a device word
-// that a sweep replayed as a CUDA graph reads, since a graph holds its launch arguments fixed
-// (sklearn_gpulda/backends/cuda/sparse/sweep_graph.py). Read where the draw needs it.
-__device__ __forceinline__ unsigned iteration_value(unsigned iteration) { return iteration; }
-__device__ __forceinline__ unsigned iteration_value(const unsigned* __restrict__ iteration) {
-  return *iteration;
-}
-
-template <typename TopicT, bool kPacked, bool kLargeK, bool kHybrid, typename IterT>
+// The sampler's iteration (the second word of the Philox key) and beta (in `src`): launch
+// arguments, or device words that a sweep replayed as a CUDA graph reads, since a graph holds its
+// launch arguments fixed (device_word.cuh). Each is read where the draw needs it.
+template <typename TopicT, bool kPacked, bool kLargeK, bool kHybrid, typename IterT,
+          typename Source>
 __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ items, int n_items,
-                                                   int* counter, ChunkTokens ch, BhatSource src,
+                                                   int* counter, ChunkTokens ch, Source src,
                                                    const float* __restrict__ alpha, int n_topics,
                                                    unsigned seed, IterT iteration, unsigned stream,
                                                    unsigned sweep, TopicT* __restrict__ z,
@@ -178,8 +176,8 @@ __device__ __forceinline__ void sample_tokens_impl(const Item* __restrict__ item
           // Packed rows exist only for integer counts: every weight is 1 there.
           const float w = (!kPacked && valid && ch.weight != nullptr) ? ch.weight[t] : 1.0f;
           const float b_adj = own_bhat<kHybrid>(src, item.word, own, w, leaf[own], n_topics);
-          const float u = bits_to_uniform(
-              token_bits(seed, iteration_value(iteration), stream, ch.t0 + t, sweep));
+          const float u =
+              bits_to_uniform(token_bits(seed, word_value(iteration), stream, ch.t0 + t, sweep));
           const int n = min(kWarp, item.end - b);
           int mine = 0;
           for (int j = 0; j < n; ++j) {
@@ -266,28 +264,30 @@ using gpulda::Item;
 #define GPULDA_SAMPLE_HYBRID_REGS(PACKED) GPULDA_SAMPLE_LARGE_REGS(PACKED)
 #endif
 
-// NAME's iteration is ITER_T: `unsigned` for the launch argument, `const unsigned*` for the
-// device word of a graph's sweeps (the `_dev` kernels below).
-#define GPULDA_SAMPLE_AS(NAME, TOPIC_T, PACKED, LARGE, HYBRID, REGS, ITER_T)                       \
+// NAME's iteration is ITER_T and its beta BETA_T: `unsigned` and `double` for the launch
+// arguments, `const unsigned*` and `const double*` for the device words of a graph's sweeps (the
+// `_dev` kernels below); BETA is the BhatSourceOf type argument for BETA_T.
+#define GPULDA_SAMPLE_AS(NAME, TOPIC_T, PACKED, LARGE, HYBRID, REGS, ITER_T, BETA_T, BETA)         \
   extern "C" __global__ void __maxnreg__(REGS) NAME(                                               \
       const Item* __restrict__ items, int n_items, int* counter, const void* __restrict__ place,   \
       const int* __restrict__ doc, const int2* __restrict__ a_row, const void* __restrict__ a_ent, \
       const float* __restrict__ weight, long long t0, const float* __restrict__ B,                 \
-      const double* __restrict__ denom, double beta, const float* __restrict__ bhat,               \
+      const double* __restrict__ denom, BETA_T beta, const float* __restrict__ bhat,               \
       const unsigned* __restrict__ rare, const long long* __restrict__ rare_off,                   \
       const float* __restrict__ prior, int n_dense, const float* __restrict__ alpha, int n_topics, \
       unsigned seed, ITER_T iteration, unsigned stream, unsigned sweep, TOPIC_T* __restrict__ z,   \
       float* leaf_scratch) {                                                                       \
     gpulda::sample_tokens_impl<TOPIC_T, PACKED, LARGE, HYBRID>(                                    \
         items, n_items, counter, ChunkTokens{place, doc, a_row, a_ent, weight, t0},                \
-        BhatSource{B, denom, bhat, beta, rare, rare_off, prior, n_dense}, alpha, n_topics, seed,   \
-        iteration, stream, sweep, z, leaf_scratch);                                                \
+        gpulda::BhatSourceOf<BETA>{B, denom, bhat, beta, rare, rare_off, prior, n_dense}, alpha,   \
+        n_topics, seed, iteration, stream, sweep, z, leaf_scratch);                                \
   }
-#define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED, LARGE, HYBRID, REGS) \
-  GPULDA_SAMPLE_AS(sample_tokens_##SUFFIX, TOPIC_T, PACKED, LARGE, HYBRID, REGS, unsigned)
+#define GPULDA_SAMPLE(SUFFIX, TOPIC_T, PACKED, LARGE, HYBRID, REGS)                                \
+  GPULDA_SAMPLE_AS(sample_tokens_##SUFFIX, TOPIC_T, PACKED, LARGE, HYBRID, REGS, unsigned, double, \
+                   double)
 #define GPULDA_SAMPLE_DEV(SUFFIX, TOPIC_T, PACKED, LARGE, REGS)                       \
   GPULDA_SAMPLE_AS(sample_tokens_##SUFFIX##_dev, TOPIC_T, PACKED, LARGE, false, REGS, \
-                   const unsigned* __restrict__)
+                   const unsigned* __restrict__, const double* __restrict__, const double*)
 GPULDA_SAMPLE(u16_packed, unsigned short, true, false, false, GPULDA_SAMPLE_REGS(true))
 GPULDA_SAMPLE(u16_wide, unsigned short, false, false, false, GPULDA_SAMPLE_REGS(false))
 GPULDA_SAMPLE(i32_wide, int, false, false, false, GPULDA_SAMPLE_REGS(false))
@@ -303,11 +303,14 @@ GPULDA_SAMPLE(u16_wide_large_hybrid, unsigned short, false, true, true,
               GPULDA_SAMPLE_HYBRID_REGS(false))
 
 // sample_tokens_*_dev: the kernels above with B stored dense (no hybrid rows), reading the
-// iteration from a device word instead of an argument, since a sweep captured in a CUDA graph
-// replays its launch arguments unchanged. Same draws, same caps.
+// iteration and beta from device words instead of arguments, since a sweep captured in a CUDA
+// graph replays its launch arguments unchanged. Same draws, same caps.
 // [in] iteration: device uint32 (1,), written only by set_iteration / advance_iteration between
 //      launches (the captured sweep's last node moves it on), never during one; every thread
 //      reads the same value, which takes the place of the `unsigned iteration` argument above.
+// [in] beta: device float64 (1,), the topic-word prior, written in place (stream-ordered) by a
+//      prior update between launches; it takes the place of the `double beta` argument above,
+//      the same double, so the same Bhat and draws.
 // No i32_wide_dev: the sparse engine takes K <= kMaxTopics = 65,536, whose topics are always
 // uint16 (layout.py topic_dtype), so nothing launches an i32 sampler with a device iteration.
 GPULDA_SAMPLE_DEV(u16_packed, unsigned short, true, false, GPULDA_SAMPLE_REGS(true))

@@ -1,6 +1,7 @@
 // The draw of one token from a sparse A row and a word's table (doc/algorithm.md, "One
 // iteration"): the sampler of sample_sparse.cu and the test probes use these, so they live here.
 #pragma once
+#include "device_word.cuh"
 #include "entry.cuh"
 #include "rare_rows.cuh"
 #include "tree.cuh"
@@ -73,23 +74,27 @@ __device__ __forceinline__ float sparse_mass(const typename AEntry<kPacked>::T* 
 // What the block reads Bhat from: B and the topic totals in training, or a fixed table. In
 // hybrid storage (rare_rows.cuh) B holds the first n_dense words' rows and the others are rare
 // rows, whose cells of count 0 take `prior` (beta / denom, the same float a dense row gives).
-struct BhatSource {
+// BetaT: beta as a launch argument (double), or the device word a captured sweep reads it from
+// (const double*, device_word.cuh); read through word_value either way.
+template <typename BetaT>
+struct BhatSourceOf {
   const float* counts;  // B, n_dense x K (training), or nullptr
   const double* denom;  // n[k] + V * beta, K doubles
   const float* fixed;   // Bhat given (mini-batch with topics fixed), or nullptr
-  double beta;
+  BetaT beta;
   const unsigned* rare;       // rare rows' slots, or nullptr (all dense)
   const long long* rare_off;  // first slot of each rare word's row, and the total
   const float* prior;         // beta / denom in float32 (K), for the rare rows, then its tree's
                               // levels (first_levels: tiles, tiles, groups floats)
   int n_dense;                // first rare word (V when all dense)
 };
+using BhatSource = BhatSourceOf<double>;
 
 // Bhat[v, own] with the token's own weight taken out of B[v, own] and n[own]: the word side of
 // the collapsed conditional, (B - w + beta) / (n - w + V beta) divided in float64 as the oracle
 // does. With the topic-word side fixed the token is in neither, and Bhat is used as it is.
-template <bool kHybrid>
-__device__ __forceinline__ float own_bhat(const BhatSource& src, int v, int own, float w,
+template <bool kHybrid, typename Source>
+__device__ __forceinline__ float own_bhat(const Source& src, int v, int own, float w,
                                           float bhat_own, int n_topics) {
   if (src.counts == nullptr) return bhat_own;
   double b;
@@ -101,7 +106,7 @@ __device__ __forceinline__ float own_bhat(const BhatSource& src, int v, int own,
     b = static_cast<double>(rare_count(src.rare + o0, cap, static_cast<unsigned>(own)));
   }
   return static_cast<float>(
-      __ddiv_rn(__dadd_rn(__dsub_rn(b, w), src.beta), __dsub_rn(src.denom[own], w)));
+      __ddiv_rn(__dadd_rn(__dsub_rn(b, w), word_value(src.beta)), __dsub_rn(src.denom[own], w)));
 }
 
 // The two-branch draw of doc/algorithm.md for one token of topic `own`, weight `own_w` and

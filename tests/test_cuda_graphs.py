@@ -188,15 +188,16 @@ def fake_cupy(log):
 class FakeChain:
     """Records the sweeps it is asked to queue, eagerly or into the stream being captured."""
 
-    def __init__(self, graphs, log, allocate=False):
+    def __init__(self, graphs, log, allocate=False, unkeyed=()):
         self.graphs, self.log, self.allocate = graphs, log, allocate
         self.words = SimpleNamespace(B=FakeArray(100), beta=0.01, host=np.zeros(3))
         self.sum = None
         self.n_accumulated = 0
         self.adds = []
+        self.unkeyed = unkeyed
 
     def graph_inputs(self):
-        return [self.words], (7, 0)
+        return [self.words], (7, 0), self.unkeyed
 
     def running_sum(self):
         return self.sum
@@ -216,10 +217,10 @@ class FakeChain:
         self.n_accumulated += 1
 
 
-def _setup(allocate=False):
+def _setup(allocate=False, unkeyed=()):
     log = []
     graphs = SweepGraphs(fake_cupy(log), set_iteration=lambda word, v: log.append(("set", v)))
-    return graphs, FakeChain(graphs, log, allocate), log
+    return graphs, FakeChain(graphs, log, allocate, unkeyed), log
 
 
 def test_first_run_sweeps_once_kernel_by_kernel_then_captures_and_replays():
@@ -251,6 +252,73 @@ def test_a_changed_input_captures_again(change):
     graphs.run(chain, 3, 4)
     assert log == [("set", 3), ("capture", ("sweep",)), ("replay", ("sweep",)),
                    ("replay", ("sweep",))]
+
+
+def test_a_number_read_from_a_device_word_keeps_the_graph():
+    # The chain names beta unkeyed: its captured kernels read it from a device word that a
+    # prior update writes in place, so a new value replays the same graph.
+    graphs, chain, log = _setup(unkeyed=("beta",))
+    graphs.run(chain, 1, 2)
+    chain.words.beta = 0.02
+    del log[:]
+    graphs.run(chain, 3, 4)
+    assert log == [("set", 3), ("replay", ("sweep",)), ("replay", ("sweep",))]
+    chain.words.B = FakeArray(200)  # every other attribute is still keyed
+    del log[:]
+    graphs.run(chain, 5, 5)
+    assert log == [("set", 5), ("capture", ("sweep",)), ("replay", ("sweep",))]
+
+
+def test_unkeyed_names_leave_the_key_of_every_owner():
+    cp = fake_cupy([])
+    words, chunk = SimpleNamespace(beta=0.01, k=3), SimpleNamespace(beta=1.0, n=5)
+    key, _ = fingerprint(cp, [words, chunk], (1,), ("beta",))
+    words.beta, chunk.beta = 0.5, 2.0
+    assert fingerprint(cp, [words, chunk], (1,), ("beta",))[0] == key
+    assert fingerprint(cp, [words, chunk], (1,))[0] != key
+    chunk.n = 6
+    assert fingerprint(cp, [words, chunk], (1,), ("beta",))[0] != key
+
+
+def _keyed_sparse_chain():
+    """A :class:`CudaSparseSampler` made without a device, with what ``graph_inputs`` reads:
+    a word side of stand-in arrays and no chunks."""
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler, WordSide
+
+    chain = CudaSparseSampler.__new__(CudaSparseSampler)
+    chain.seed, chain.token_offset, chain.n_topics = 3, 0, 4
+    chain._n_sm, chain.large_k, chain._shape = 2, False, (4, 64, 256)
+    f64 = np.float64
+    chain.words = WordSide(
+        n_topics=4, n_words=3, B=FakeArray(1, (3, 4)), totals=FakeArray(2, (4,), f64),
+        denom=FakeArray(3, (4,), f64), partial=FakeArray(4, (1, 4), f64),
+        counter=FakeArray(5, (1,), np.int32), alpha=FakeArray(6), beta=0.01,
+        beta_word=FakeArray(7, (1,), f64))
+    chain.chunks = []
+    return chain
+
+
+def test_the_sparse_chain_keys_beta_by_its_device_word_only():
+    # A prior update writes alpha and beta's word in place and sets words.beta: the key of
+    # the sparse chain's captured sweep stays, so its graph is replayed with the new values.
+    chain = _keyed_sparse_chain()
+    cp = fake_cupy([])
+    key, held = fingerprint(cp, *chain.graph_inputs())
+    assert chain.words.beta_word in held and chain.words.alpha in held
+    chain.words.beta = 0.5
+    assert fingerprint(cp, *chain.graph_inputs())[0] == key
+    chain.words.beta_word = FakeArray(8, (1,), np.float64)
+    assert fingerprint(cp, *chain.graph_inputs())[0] != key
+
+
+def test_the_device_iteration_reads_beta_from_its_word_too():
+    from sklearn_gpulda.backends.cuda.sparse import sample_sparse
+
+    word = FakeArray(7, (1,), np.float64)
+    words = SimpleNamespace(B=FakeArray(1), denom=FakeArray(2), beta=0.01, beta_word=word,
+                            bhat_fixed=None, rare=None, prior=None, n_words=3)
+    assert sample_sparse._word_side(words)[2] == (0.01, "f64")
+    assert sample_sparse._word_side(words, beta_on_device=True)[2] == (word, np.float64)
 
 
 def test_host_arrays_do_not_enter_the_key():
@@ -397,16 +465,38 @@ def _assert_same_model(a, b):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
 
 
+def _default_fit_captures(n_iter, max_iter):
+    """Captures of a default fit (learned priors, default averaging) of ``n_iter`` sweeps with
+    graphs: prior updates keep the graphs (alpha and beta's word are written in place), so the
+    plain sweep is captured once, and the accumulating sweep once per averaging window, since
+    a window's new running sum is a new array. A fit of ``max_iter`` sweeps has one window
+    (its last half); one that stops by the rule (``max_iter=None``) opens one after each
+    anchor of the rule's grid that it goes past (_fitting/stopping.py)."""
+    from sklearn_gpulda._fitting.plan import stopping_rule
+
+    rule = stopping_rule(max_iter)
+    if rule is None:
+        return 2
+    return 1 + sum(anchor < n_iter for anchor in rule.anchors())
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("max_iter", [60, None])
 def test_default_fit_is_the_same_with_graphs(monkeypatch, max_iter):
+    # max_iter=60: runs 1-10 (sweep 1 eager, a capture at 2), 11-20, 21-30, 31 (its add makes
+    # the running sum), 32-40 (a capture of the graph that adds), 41-50, 51-60; priors learned
+    # after every tenth sweep, with no capture after any update: eager 1, captures 2,
+    # replays 59.
     X = _kjv()
     off, off_stats = _fit(monkeypatch, False, X, max_iter=max_iter)
     on, on_stats = _fit(monkeypatch, True, X, max_iter=max_iter)
     _assert_same_model(off, on)
     assert off_stats == {"eager": 0, "captures": 0, "replays": 0}
-    assert on_stats["eager"] == 1 and on_stats["captures"] >= 1
-    assert on_stats["replays"] > on_stats["captures"]
+    n_iter = on.n_iter_
+    assert on_stats == {"eager": 1, "captures": _default_fit_captures(n_iter, max_iter),
+                        "replays": n_iter - 1}
+    if max_iter is not None:
+        assert on_stats == {"eager": 1, "captures": 2, "replays": 59}
 
 
 @pytest.mark.gpu
@@ -458,6 +548,92 @@ def test_graphs_keep_every_chunks_chain(monkeypatch):
     np.testing.assert_array_equal(off.doc_topic_counts(), on.doc_topic_counts())
     np.testing.assert_array_equal(off.mean_word_topic(), on.mean_word_topic())
     assert off.n_accumulated == on.n_accumulated == 6
+
+
+def _prior_chain(graphs, monkeypatch, corpus, updates):
+    """A chain of 20 topics over ``corpus``, swept in runs of five with the priors of
+    ``updates`` set before the second and third runs (None: no change), and what its graphs
+    did."""
+    from sklearn_gpulda._runtime.device import Device
+    from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
+
+    if graphs:
+        monkeypatch.setenv(ENV, "1")
+    else:
+        monkeypatch.delenv(ENV, raising=False)
+    sweep_graph.reset_stats()
+    chain = CudaSparseSampler(20, 0.1, 0.01, 3, Device("cuda", (0,)))
+    chain.load(corpus)
+    chain.init_topics()
+    chain.sweeps(1, 5)
+    alpha_at, beta_at = chain.words.alpha.data.ptr, chain.words.beta_word.data.ptr
+    for run, priors in enumerate(updates):
+        if priors is not None:
+            chain.set_priors(**priors)
+        chain.sweeps(6 + 5 * run, 10 + 5 * run)
+    # Written in place: the addresses a graph holds are still the chain's.
+    assert (chain.words.alpha.data.ptr, chain.words.beta_word.data.ptr) == (alpha_at, beta_at)
+    np.testing.assert_array_equal(chain.words.alpha.get(), chain.alpha.astype(np.float32))
+    assert float(chain.words.beta_word.get()[0]) == chain.beta
+    return chain, dict(sweep_graph.STATS)
+
+
+@pytest.mark.gpu
+def test_a_prior_update_between_runs_reaches_the_replayed_graph(monkeypatch):
+    # Alpha (a vector, then a number) and beta set between runs: the graph captured in the
+    # first run is replayed after each update and draws what the chain without graphs draws,
+    # which differs from what the old priors would have drawn.
+    import scipy.sparse as sp
+
+    from sklearn_gpulda._input.corpus import tokens
+
+    corpus = tokens(sp.csr_matrix(_kjv()[:300]))
+    updates = [dict(alpha=np.linspace(0.02, 0.6, 20), beta=0.05), dict(alpha=0.3, beta=0.002)]
+    off, off_stats = _prior_chain(False, monkeypatch, corpus, updates)
+    on, on_stats = _prior_chain(True, monkeypatch, corpus, updates)
+    kept, _ = _prior_chain(True, monkeypatch, corpus, [None, None])
+    assert off_stats == {"eager": 0, "captures": 0, "replays": 0}
+    assert on_stats == {"eager": 1, "captures": 1, "replays": 14}
+    np.testing.assert_array_equal(off.topics(), on.topics())
+    np.testing.assert_array_equal(off.word_topic_counts(), on.word_topic_counts())
+    np.testing.assert_array_equal(off.doc_topic_counts(), on.doc_topic_counts())
+    np.testing.assert_array_equal(off.words.denom.get(), on.words.denom.get())
+    assert off.log_likelihood() == on.log_likelihood()
+    assert not np.array_equal(on.topics(), kept.topics())
+    for chain in (off, on, kept):
+        chain.release()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("from_partials", [True, False])
+@pytest.mark.parametrize("with_extra", [False, True])
+def test_topic_totals_read_beta_from_the_device_word_alike(from_partials, with_extra):
+    # topic_totals_dev (beta from a device word, as a captured sweep runs it) gives the
+    # argument kernel's totals and denominators, which are the contract's.
+    import cupy as cp
+
+    from sklearn_gpulda.backends.cuda import counts
+
+    rng = np.random.default_rng(2)
+    k, n_words, beta = 37, 1234, 0.0137
+    parts = cp.asarray(rng.integers(0, 50, size=(5, k)).astype(np.float64))
+    kept = rng.integers(0, 500, size=k).astype(np.float64)
+    extra = cp.asarray(rng.random(k)) if with_extra else None
+    results = []
+    for value in (beta, cp.full(1, beta, dtype=cp.float64)):
+        totals, denom = cp.asarray(kept), cp.empty(k, dtype=cp.float64)
+        counts.topic_totals(parts if from_partials else None, totals, denom, n_words, value,
+                            extra)
+        results.append((totals.get(), denom.get()))
+    (t_arg, d_arg), (t_dev, d_dev) = results
+    np.testing.assert_array_equal(t_dev, t_arg)
+    np.testing.assert_array_equal(d_dev, d_arg)
+    t = parts.get().sum(axis=0) if from_partials else kept
+    d = t + n_words * beta
+    if with_extra:
+        d = d + extra.get()
+    np.testing.assert_array_equal(t_arg, t)
+    np.testing.assert_array_equal(d_arg, d)
 
 
 def _long_document():

@@ -127,13 +127,21 @@ def topic_totals(partial, totals, denom, n_words, beta, extra_sums=None):
     totals + n_words * beta (``cuda/counts.cu``), plus ``extra_sums`` (K float64: what a
     matrix prior's seeded cells add to each topic) where given; with ``partial`` None only
     ``denom``, from the totals kept. Exact, so equal to CuPy's sum over the slices, for integer
-    counts: the sampler takes it for those only."""
+    counts: the sampler takes it for those only.
+
+    ``beta`` is a number, or a device array of one float64 that the kernel reads it from
+    (``topic_totals_dev``: a sweep captured in a CUDA graph, :mod:`.sparse.sweep_graph`)."""
+    import cupy
+
     n_topics = int(totals.shape[0])
     n_slices = 0 if partial is None else int(partial.shape[0])
+    on_device = isinstance(beta, cupy.ndarray)
     _kernels.launch(
-        STEM, "topic_totals", -(-n_topics * WARP // 128), 128,
+        STEM, "topic_totals_dev" if on_device else "topic_totals", -(-n_topics * WARP // 128),
+        128,
         [(partial, np.float64), (n_slices, "i32"), (n_topics, "i32"), (n_words, "i32"),
-         (beta, "f64"), (extra_sums, np.float64), (totals, np.float64), (denom, np.float64)],
+         (beta, np.float64) if on_device else (beta, "f64"), (extra_sums, np.float64),
+         (totals, np.float64), (denom, np.float64)],
     )
 
 

@@ -33,7 +33,7 @@ class DeviceShard(CudaSparseSampler):
     def _extra_bytes(self, corpus):
         return super()._extra_bytes(corpus) + int(self.exchange_bytes)
 
-    def _topic_totals(self):
+    def _topic_totals(self, beta=None):
         # The M-step's call, deferred: B holds this part's counts only until the parts are
         # summed (finish_reduction).
         pass

@@ -123,13 +123,15 @@ def _reads_rare_rows(words):
     return words.rare is not None and words.bhat_fixed is None
 
 
-def _word_side(words):
-    """The kernels' arguments from B to the rare rows: B and its denominators, a fixed Bhat, and
-    the rare rows (slots, offsets, prior row, first rare word; null and V when all dense)."""
+def _word_side(words, beta_on_device=False):
+    """The kernels' arguments from B to the rare rows: B and its denominators, beta (its
+    number, or where ``beta_on_device`` its device word), a fixed Bhat, and the rare rows
+    (slots, offsets, prior row, first rare word; null and V when all dense)."""
     fixed = words.bhat_fixed is not None
     rare = words.rare if _reads_rare_rows(words) else None
+    beta = (words.beta_word, np.float64) if beta_on_device else (words.beta, "f64")
     return [(None if fixed else words.B, np.float32),
-            (None if fixed else words.denom, np.float64), (words.beta, "f64"),
+            (None if fixed else words.denom, np.float64), beta,
             (words.bhat_fixed, np.float32),
             (None if rare is None else rare.slots, np.uint32),
             (None if rare is None else rare.offsets, np.int64),
@@ -145,9 +147,10 @@ def sample_tokens(chunk, words, shape, seed, iteration, stream, sweep, token_off
     ``words`` holds the word side (:class:`~.sparse.WordSide`): B with its denominators, or a
     fixed Bhat, the prior and the scheduling counter; ``shape`` is (grid, block, shared bytes).
 
-    ``iteration`` is a number, or a device array of one uint32 that the kernel reads it from
-    (the ``_dev`` kernels, B stored dense only: a sweep captured in a CUDA graph,
-    :mod:`.sweep_graph`).
+    ``iteration`` is a number, or a device array of one uint32 that the kernel reads it from;
+    then beta is read from the word side's device word too (``words.beta_word``, float64): the
+    ``_dev`` kernels, B stored dense only, for a sweep captured in a CUDA graph
+    (:mod:`.sweep_graph`).
     """
     if chunk.n_tokens == 0:
         return
@@ -159,8 +162,8 @@ def sample_tokens(chunk, words, shape, seed, iteration, stream, sweep, token_off
                          "only")
     _token_walk(
         f"sample_tokens_{chunk.suffix}_{chunk.fmt}", chunk, words, shape,
-        [(chunk.weight, np.float32), (token_offset + chunk.t0, "i64"), *_word_side(words),
-         (words.alpha, np.float32),
+        [(chunk.weight, np.float32), (token_offset + chunk.t0, "i64"),
+         *_word_side(words, beta_on_device=on_device), (words.alpha, np.float32),
          (words.n_topics, "i32"), (seed, "u32"),
          (iteration, np.uint32) if on_device else (iteration, "u32"), (stream, "u32"),
          (sweep, "u32"), (chunk.z, chunk.z.dtype)],

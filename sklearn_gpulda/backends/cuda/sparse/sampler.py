@@ -53,8 +53,9 @@ class WordSide:
     denom: object        # (K,) float64 n[k] + V beta
     partial: object      # (slices, K) float64 scratch of the totals
     counter: object      # (1,) int32 work-item counter
-    alpha: object        # (K,) float32
+    alpha: object        # (K,) float32, written in place by each prior update
     beta: float
+    beta_word: object    # (1,) float64: beta on the device, written in place by each update
     bhat_fixed: object = None  # (V, K) float32 when the topic-word side is held fixed
     leaf_scratch: object = None  # (grid, K) float32: the large-K sampler's Bhat rows, or None
     b_current: bool = True     # whether B counts the current topics
@@ -272,6 +273,7 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
             partial=cp.empty((max(1, -(-n_dense // counts.ROWS_PER_SLICE)), k),
                              dtype=cp.float64),
             counter=cp.zeros(1, dtype=cp.int32), alpha=None, beta=self.beta,
+            beta_word=cp.empty(1, dtype=cp.float64),
             leaf_scratch=(cp.empty((self._shape[0], k), dtype=cp.float32)
                           if self.large_k else None),
             rare=rare,
@@ -287,8 +289,20 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         cp = self.cp
         with self.device_context():
             w = self.words
-            w.alpha = cp.asarray(self.alpha.astype(np.float32))
+            # Alpha and beta's device word are written in place, by copies queued on the
+            # current stream, where the sweeps run: a kernel queued before reads the old
+            # values, every later one the new. A sweep captured in a CUDA graph keeps their
+            # addresses, so it draws with the new priors on its next replay (sweep_graph.py).
+            # The stream is named: without one CuPy may copy on the legacy default stream,
+            # which a non-blocking current stream's kernels are not ordered with.
+            stream = cp.cuda.get_current_stream()
+            alpha = self.alpha.astype(np.float32)
+            if w.alpha is None:
+                w.alpha = cp.asarray(alpha)
+            else:
+                w.alpha.set(alpha, stream=stream)
             w.beta = self.beta
+            w.beta_word.set(np.array([self.beta], dtype=np.float64), stream=stream)
             self._denominators()
             alpha_sum = float(self.alpha.sum())
             for ch in self._every_chunk():
@@ -400,10 +414,13 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
 
     def graph_inputs(self):
         """What a captured sweep reads (:func:`~.sweep_graph.fingerprint`): the word side and
-        the chunks, whose attributes, and the scalars the launches take besides them."""
+        the chunks, whose attributes, the scalars the launches take besides them, and the
+        attributes that stay out of the key: beta, which a captured sweep reads from the word
+        side's ``beta_word`` (written in place with it, as alpha is)."""
         return ([self.words, *self.chunks],
                 (self.seed, self.token_offset, self.n_topics, self._n_sm, self.large_k,
-                 self._shape, self.beta))
+                 self._shape),
+                ("beta",))
 
     def running_sum(self):
         """Averaging's running sum where a captured sweep can add to it in place (float64, the
@@ -415,18 +432,20 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         return None
 
     def sweep_from_device(self, iteration, accumulate=False):
-        """Queue one sweep as :meth:`sweep` queues it (B stored dense, nothing profiled), its
-        iteration read from the device word ``iteration`` (uint32, (1,)); then, where
-        ``accumulate``, its counts added to the running sum (:meth:`running_sum`, which must
-        exist); then the word moved on. What a graph captures: it makes no array and reads
-        nothing back."""
+        """Queue one sweep as :meth:`sweep` queues it (B stored dense, topic-word side learned,
+        nothing profiled), its iteration read from the device word ``iteration`` (uint32, (1,))
+        and beta from the word side's (``beta_word``); then, where ``accumulate``, its counts
+        added to the running sum (:meth:`running_sum`, which must exist); then the iteration
+        moved on. What a graph captures: it makes no array and reads nothing back."""
         w = self.words
         for ch in self.chunks:
             sample_sparse.sample_tokens(ch, w, self._shape, self.seed, iteration, STREAM_SAMPLE,
                                         0, self.token_offset)
         for ch in self.chunks:
             counts.rebuild_a(ch, self.n_topics, self._n_sm)
-        self._count_words()
+        # _count_words without its fixed-Bhat branch (graph_obstacle excludes a fixed side).
+        self._count_b()
+        self._topic_totals(beta=w.beta_word)
         if accumulate:
             model_kernels.accumulate(w.B, self.running_sum())
         sample_sparse.advance_iteration(iteration)
@@ -453,15 +472,18 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         self._count_b()
         self._topic_totals()
 
-    def _topic_totals(self):
+    def _topic_totals(self, beta=None):
         """The topic totals and the E-step's denominators from B (its dense rows summed in
-        float64 by slices, the rare rows' integer counts added)."""
+        float64 by slices, the rare rows' integer counts added). ``beta``: the device word the
+        one-kernel path reads beta from (a captured sweep), or None for the number."""
         w = self.words
         counts.column_partials(w.B, w.partial)
         if self._exact_totals():
-            counts.topic_totals(w.partial, w.totals, w.denom, w.n_words, w.beta,
-                                self._extra_sums())
+            counts.topic_totals(w.partial, w.totals, w.denom, w.n_words,
+                                w.beta if beta is None else beta, self._extra_sums())
             return
+        if beta is not None:
+            raise ValueError("beta is read from the device by the integer-count totals only")
         self.cp.sum(w.partial, axis=0, out=w.totals)
         if w.rare is not None:
             hybrid.add_rare_totals(w.rare, w.totals, self._n_sm)

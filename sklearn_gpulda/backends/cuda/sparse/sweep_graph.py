@@ -11,14 +11,18 @@ it: per chunk the scheduling counter's memset and the E-step; per chunk A's rebu
 and counted; its column partials, topic totals and denominators; averaging's accumulation into
 the running sum where the run accumulates; and last ``advance_iteration``.
 
-What changes from sweep to sweep is the iteration only (the Philox key's second word). A graph
-holds every argument it captured, so its sampler (the ``sample_tokens_*_dev`` kernels of
-``cuda/sample_sparse.cu``) reads the iteration from a device word instead: ``set_iteration``
-writes it before each run, and the graph's last node moves it on. Every other thing a captured
-kernel reads, by value (beta, the number of words, the seed, the shapes) or by address (every
-array), is in the graph's key (:func:`fingerprint`); a graph whose key no longer matches is
-captured again, never replayed (a prior update makes alpha a new array and beta a new number, so
-each run after one captures its graph once).
+What changes from sweep to sweep is the iteration (the Philox key's second word), and every
+few sweeps the priors, which learned priors update between runs. A graph holds every argument
+it captured, so its sampler (the ``sample_tokens_*_dev`` kernels of ``cuda/sample_sparse.cu``)
+reads the iteration from a device word instead: ``set_iteration`` writes it before each run, and
+the graph's last node moves it on. A prior update writes alpha's device array and beta's device
+word (the word side's ``beta_word``, which the ``_dev`` samplers and ``topic_totals_dev`` read
+in place of the ``beta`` argument) in place, queued on the stream the sweeps run on, so a
+captured graph stays valid across it and draws with the new priors. Every other thing a captured
+kernel reads, by value (the number of words, the seed, the shapes) or by address (every array,
+alpha's and beta's word included), is in the graph's key (:func:`fingerprint`); the chain names
+what stays out of it (beta's number). A graph whose key no longer matches is captured again,
+never replayed.
 
 Memory: every array a captured sweep touches exists before the capture, the capture allocates
 nothing (a memory hook counts CuPy's pool requests while it runs; one that asked raises), and a
@@ -150,14 +154,16 @@ def graph_obstacle(*, subclass, streamed, online_batches, hybrid, seeded, fixed_
 _VALUES = (bool, int, float, str, bytes, type(None), type, np.generic, np.dtype)
 
 
-def fingerprint(cp, owners, scalars=()):
+def fingerprint(cp, owners, scalars=(), unkeyed=()):
     """The key of what a captured sweep reads, and what a graph must hold alive.
 
-    Every attribute of every object of ``owners`` enters the key: a CuPy array as its name,
-    address, shape and dtype; a number, string, dtype or None by value; a NumPy array not at
-    all (a captured kernel cannot read host arrays); any other object by identity. The arrays
-    and those other objects are listed, so that a graph that keeps the list keeps every address
-    and identity of its key from being reused. ``scalars`` are added as they are.
+    Every attribute of every object of ``owners`` enters the key, but those named in
+    ``unkeyed`` (numbers a captured sweep reads from a device word instead, which the key holds
+    by address): a CuPy array as its name, address, shape and dtype; a number, string, dtype or
+    None by value; a NumPy array not at all (a captured kernel cannot read host arrays); any
+    other object by identity. The arrays and those other objects are listed, so that a graph
+    that keeps the list keeps every address and identity of its key from being reused.
+    ``scalars`` are added as they are.
 
     Returns
     -------
@@ -169,6 +175,8 @@ def fingerprint(cp, owners, scalars=()):
         entry = [type(owner).__name__]
         attributes = vars(owner)
         for name in sorted(attributes):
+            if name in unkeyed:
+                continue
             value = attributes[name]
             if isinstance(value, cp.ndarray):
                 held.append(value)
@@ -210,8 +218,9 @@ class SweepGraphs:
     """The graphs of one chain, and the device word its captured sampler reads the iteration
     from. Make it with the chain's GPU current.
 
-    The chain provides ``cp``; ``graph_inputs(accumulate)``, the objects whose attributes a
-    captured sweep reads and the scalars it captures (:func:`fingerprint`); ``running_sum()``,
+    The chain provides ``cp``; ``graph_inputs()``, the objects whose attributes a captured
+    sweep reads, the scalars it captures and the attribute names left out of the key
+    (:func:`fingerprint`'s ``owners``, ``scalars`` and ``unkeyed``); ``running_sum()``,
     averaging's running sum on the device where a captured sweep can add to it, else None;
     ``sweep_from_device(iteration, accumulate)``, which queues one sweep reading the
     iteration from the device word ``iteration``, adds the counts to the running sum where
