@@ -17,10 +17,12 @@ run again under ``torch.profiler``, and the differences give per sweep: the kern
 They also give the host's queueing calls per sweep (``launches``: kernel launches, graph
 launches and memsets, each a call the host makes into the CUDA API).
 
-``--graphs`` turns on the sparse engine's CUDA graphs (``SKLEARN_GPULDA_CUDA_GRAPHS=1``,
-``sklearn_gpulda/backends/cuda/sparse/sweep_graph.py``) for every fit of the run, and reports the
-graph replays per sweep of the timed fits; run the same command with and without it, on the same
-machine, to compare.
+``--graphs on`` or ``off`` replays the sparse engine's sweeps as CUDA graphs for every fit of
+the run, or never (``SKLEARN_GPULDA_CUDA_GRAPHS=1`` or ``0``,
+``sklearn_gpulda/backends/cuda/sparse/sweep_graph.py``); the default, ``auto``, leaves the
+choice to the package (chains of at most ``AUTO_MAX_TOKENS`` tokens). Each row reports the
+graph replays per sweep of its timed fits. Run the same command with each, on the same machine,
+to compare.
 
 ``--grid`` times ``GridSearchCV`` over 10 values of ``n_components`` with 5 folds on the first
 corpus given. ``--first-fit`` runs, in fresh processes with an empty CuPy kernel cache
@@ -38,7 +40,7 @@ Usage::
 
     python benchmarks/bench_users.py
     python benchmarks/bench_users.py --corpora kjv kjv40 --topics 20 --count
-    python benchmarks/bench_users.py --corpora kjv kjv40 --topics 20 --count --graphs
+    python benchmarks/bench_users.py --corpora kjv kjv40 --topics 20 --count --graphs off
     python benchmarks/bench_users.py --corpora 20news --topics 20 --grid --first-fit
 """
 
@@ -126,7 +128,7 @@ def point(name, X, k, args):
     n1, n2 = args.sweeps
 
     def timed(n):
-        # The fastest of the repeats, and the graph replays of one fit (0 without --graphs).
+        # The fastest of the repeats, and the graph replays of one fit (0 without graphs).
         sweep_graph.reset_stats()
         seconds = min(fit_seconds(X, k, args.device, max_iter=n)[0] for _ in range(args.repeats))
         return seconds, sweep_graph.STATS["replays"] / args.repeats
@@ -134,7 +136,7 @@ def point(name, X, k, args):
     (t1, r1), (t2, r2) = timed(n1), timed(n2)
     per_sweep = (t2 - t1) / (n2 - n1)
     default_s, lda = fit_seconds(X, k, args.device)
-    row = dict(corpus=name, docs=X.shape[0], tokens=n_tokens, k=k, graphs=bool(args.graphs),
+    row = dict(corpus=name, docs=X.shape[0], tokens=n_tokens, k=k, graphs=args.graphs,
                per_sweep_ms=per_sweep * 1e3,
                mtoken_s=n_tokens / max(per_sweep, 1e-12) / 1e6, default_fit_s=default_s,
                default_sweeps=int(lda.n_iter_), fixed_s=t1 - n1 * per_sweep,
@@ -225,9 +227,9 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--device", default="cuda")
     p.add_argument("--count", action="store_true")
-    p.add_argument("--graphs", action="store_true",
-                   help="replay the sparse engine's sweeps as CUDA graphs "
-                        f"({sweep_graph.ENV}=1)")
+    p.add_argument("--graphs", choices=["auto", "on", "off"], default="auto",
+                   help="replay the sparse engine's sweeps as CUDA graphs always "
+                        f"({sweep_graph.ENV}=1), never (0), or as the package chooses")
     p.add_argument("--grid", action="store_true")
     p.add_argument("--first-fit", action="store_true")
     p.add_argument("--profile-first", action="store_true",
@@ -237,15 +239,15 @@ def main(argv=None):
     default_json = str(output_path("bench_users", "bench_users.json"))
     p.add_argument("--json", default=default_json)
     args = p.parse_args(argv)
-    if args.graphs and args.json == default_json:
-        # A run with graphs beside one without: neither overwrites the other's results.
-        args.json = default_json[: -len(".json")] + "_graphs.json"
+    if args.graphs != "auto" and args.json == default_json:
+        # A run with graphs forced beside one without: neither overwrites the other's results.
+        args.json = default_json[: -len(".json")] + f"_graphs_{args.graphs}.json"
     # Read at every run of sweeps (sweep_graph.enabled), so set before the first fit; the
     # first-fit subprocesses inherit it.
-    if args.graphs:
-        os.environ[sweep_graph.ENV] = "1"
-    else:
+    if args.graphs == "auto":
         os.environ.pop(sweep_graph.ENV, None)
+    else:
+        os.environ[sweep_graph.ENV] = "1" if args.graphs == "on" else "0"
     start = time.perf_counter()
     result = dict(points=[], grid=None, first_fit=[])
     for name in args.corpora:
@@ -291,7 +293,7 @@ def table(result):
         return "" if value is None else format(value, fmt)
 
     for r in result["points"]:
-        print(f"| {r['corpus']} | {r['tokens']:,} | {r['k']} | {'on' if r['graphs'] else 'off'} "
+        print(f"| {r['corpus']} | {r['tokens']:,} | {r['k']} | {r['graphs']} "
               f"| {r['per_sweep_ms']:.3f} | {r['mtoken_s']:.0f} "
               f"| {cell(r.get('kernels_per_sweep'), '.1f')} "
               f"| {cell(r.get('launches_per_sweep'), '.1f')} "

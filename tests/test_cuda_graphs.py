@@ -17,18 +17,25 @@ ELIGIBLE = dict(subclass=False, streamed=False, online_batches=False, hybrid=Fal
 
 
 # -- the switch and eligibility (CPU) -----------------------------------------------------------
-def test_switch_is_on_only_for_1():
-    assert sweep_graph.enabled({ENV: "1"})
-    for value in ("0", "", "true", "yes"):
-        assert not sweep_graph.enabled({ENV: value})
-    assert not sweep_graph.enabled({})
+def test_switch_forces_graphs_on_or_off_else_small_chains_replay():
+    small, large = sweep_graph.AUTO_MAX_TOKENS, sweep_graph.AUTO_MAX_TOKENS + 1
+    for n in (small, large, None):
+        assert sweep_graph.enabled(n, {ENV: "1"})
+        assert not sweep_graph.enabled(n, {ENV: "0"})
+    for environ in ({}, {ENV: ""}, {ENV: "yes"}):
+        assert sweep_graph.enabled(small, environ)
+        assert sweep_graph.enabled(11_634, environ)
+        assert not sweep_graph.enabled(large, environ)
+        assert not sweep_graph.enabled(None, environ)
 
 
 def test_switch_reads_the_process_environment(monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
-    assert not sweep_graph.enabled()
+    assert sweep_graph.enabled(100) and not sweep_graph.enabled(10**6)
     monkeypatch.setenv(ENV, "1")
-    assert sweep_graph.enabled()
+    assert sweep_graph.enabled(10**6)
+    monkeypatch.setenv(ENV, "0")
+    assert not sweep_graph.enabled(100)
 
 
 def test_resident_dense_chain_may_replay_graphs():
@@ -451,7 +458,7 @@ def _fit(monkeypatch, graphs, X, **params):
     if graphs:
         monkeypatch.setenv(ENV, "1")
     else:
-        monkeypatch.delenv(ENV, raising=False)
+        monkeypatch.setenv(ENV, "0")
     from sklearn_gpulda import GPULatentDirichletAllocation
 
     sweep_graph.reset_stats()
@@ -525,7 +532,7 @@ def test_graphs_keep_every_chunks_chain(monkeypatch):
         if graphs:
             monkeypatch.setenv(ENV, "1")
         else:
-            monkeypatch.delenv(ENV, raising=False)
+            monkeypatch.setenv(ENV, "0")
         sweep_graph.reset_stats()
         chain = CudaSparseSampler(32, 0.1, 0.01, 99, Device("cuda", (0,)),
                                   max_chunk_tokens=60_000)
@@ -560,7 +567,7 @@ def _prior_chain(graphs, monkeypatch, corpus, updates):
     if graphs:
         monkeypatch.setenv(ENV, "1")
     else:
-        monkeypatch.delenv(ENV, raising=False)
+        monkeypatch.setenv(ENV, "0")
     sweep_graph.reset_stats()
     chain = CudaSparseSampler(20, 0.1, 0.01, 3, Device("cuda", (0,)))
     chain.load(corpus)

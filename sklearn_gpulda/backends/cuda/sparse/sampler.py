@@ -383,7 +383,8 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
     def _sweep_graphs(self):
         """The chain's :class:`~.sweep_graph.SweepGraphs` where the switch is on and its sweeps
         can be replayed as graphs (:func:`~.sweep_graph.graph_obstacle`), else None."""
-        if not sweep_graph.enabled() or self.graph_obstacle() is not None:
+        if (not sweep_graph.enabled(self._require().n_tokens)
+                or self.graph_obstacle() is not None):
             self._forget_graphs()
             return None
         if self._graphs is None:

@@ -34,18 +34,19 @@ Nothing in a captured sweep reads the device from the host.
 
 Where: only a chain whose whole corpus is resident on one GPU, with B stored dense, integer
 counts, a scalar topic-word prior and a topic-word side it learns, made by the sparse sampler's
-own class (:func:`graph_obstacle`); anything else, and every chain while the switch is off, runs
-its sweeps as before.
+own class (:func:`graph_obstacle`); anything else, and every chain while graphs are off, runs
+its sweeps kernel by kernel.
 
 Stages (:mod:`sklearn_gpulda._runtime.stages`): a sweep is charged to ``sweeps: sampling`` and
 an add to averaging's running sum made the ordinary way (the first, which makes the sum, and the
 run's eager sweep's) to ``sweeps: averaging``, as without graphs; an add captured inside a graph
 is one of its nodes and cannot be timed apart from the sweep, so it counts under sampling.
 
-The switch: graphs are used only where the environment variable ``SKLEARN_GPULDA_CUDA_GRAPHS``
-is ``1`` when a run starts (:func:`enabled` reads it; nothing else does). It is private and off
-by default until the GPU tests (``tests/test_cuda_graphs.py``) and the benchmark
-(``benchmarks/bench_users.py --graphs``) have run on a GPU.
+When: chains of at most :data:`AUTO_MAX_TOKENS` tokens, where a sweep's GPU work is shorter
+than the host's queueing (``doc/performance.md``, "Sweeps replayed as CUDA graphs"). The
+environment variable ``SKLEARN_GPULDA_CUDA_GRAPHS``, read when a run starts (by
+:func:`enabled`, nowhere else), forces them on for every chain that can (``1``) or off
+(``0``).
 """
 
 import os
@@ -57,7 +58,8 @@ from . import sample_sparse
 
 SAMPLING, AVERAGING = "sweeps: sampling", "sweeps: averaging"  # as Sampler.sweeps names them
 
-#: The environment variable that turns graphs on ("1"); read by :func:`enabled` only.
+#: The environment variable that turns graphs on ("1") or off ("0") whatever the chain's
+#: size; read by :func:`enabled` only.
 ENV = "SKLEARN_GPULDA_CUDA_GRAPHS"
 
 #: What the graphs of this process did, for tests and benchmarks: ``eager`` sweeps queued
@@ -66,10 +68,24 @@ ENV = "SKLEARN_GPULDA_CUDA_GRAPHS"
 STATS = {"eager": 0, "captures": 0, "replays": 0}
 
 
-def enabled(environ=None):
-    """Whether the switch is on: ``SKLEARN_GPULDA_CUDA_GRAPHS=1`` in ``environ`` (default: the
-    process's environment)."""
-    return (os.environ if environ is None else environ).get(ENV) == "1"
+#: Chains of at most this many tokens replay their sweeps as graphs unless the switch says
+#: otherwise. Where a sweep's GPU work is shorter than the host's time to queue it kernel by
+#: kernel (about 0.3 ms of Python and launches), replaying removes the host from the sweep: a
+#: chain of 11,634 tokens at K = 20 went from 0.35-0.48 to 0.28-0.36 ms a sweep in each of three
+#: runs. At 307,970 tokens the sweep's 0.24 ms of GPU work already hides the host's queueing,
+#: and graphs measured from 19% faster to 27% slower on two hosts: they stay off there.
+AUTO_MAX_TOKENS = 1 << 17
+
+
+def enabled(n_tokens=None, environ=None):
+    """Whether a chain of ``n_tokens`` tokens replays its runs of sweeps as graphs:
+    ``SKLEARN_GPULDA_CUDA_GRAPHS=1`` in ``environ`` (default: the process's environment) turns
+    them on for every chain that can, ``0`` off; otherwise chains of at most
+    :data:`AUTO_MAX_TOKENS` tokens replay them (None: no chain)."""
+    value = (os.environ if environ is None else environ).get(ENV)
+    if value in ("0", "1"):
+        return value == "1"
+    return n_tokens is not None and n_tokens <= AUTO_MAX_TOKENS
 
 
 def reset_stats():
