@@ -25,13 +25,14 @@ from ...._input.layouts import frequency_relabel
 from ...._runtime.stages import stage
 from ...base import Sampler
 from ...random import STREAM_INIT, STREAM_SAMPLE
-from .. import counts, model_kernels
+from .. import counts
 from ..chain import CudaChain, StageClock
 from ..constants import MAX_TOPICS
 from ..doc_topic import DocTopicReading
 from ..seeded import DeviceCells
 from ..transfer import topic_major_to_host
-from . import hybrid, layout_kernels, memory_plan, sample_sparse, sweep_graph
+from . import hybrid, layout_kernels, memory_plan, sample_sparse
+from .graph_replay import GraphReplay
 from .layout import build_chunks
 from .online_batches import OnlineBatchChain
 from .streamed_chain import StreamedChain
@@ -71,7 +72,8 @@ class WordSide:
         hybrid.zero(self.B, self.rare)
 
 
-class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaChain, Sampler):
+class CudaSparseSampler(GraphReplay, OnlineBatchChain, StreamedChain, DocTopicReading, CudaChain,
+                        Sampler):
     """ESCA on a CUDA GPU (see :class:`~sklearn_gpulda.backends.base.Sampler`).
 
     Parameters
@@ -111,6 +113,10 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
         What words are relabelled by (decreasing frequency); None: the loaded corpus's own. The
         shards of a multi-GPU chain set the whole corpus's, so that their B have the same rows.
     """
+
+    #: Runs of sweeps may replay as CUDA graphs (:class:`~.graph_replay.GraphReplay`): this
+    #: class only, not its subclasses.
+    replays_graphs = True
 
     def __init__(self, n_topics, alpha, beta, seed, device, max_chunk_tokens=None, profile=False,
                  max_device_memory=None, word_topic_storage="dense", averaging="optional"):
@@ -370,91 +376,6 @@ class CudaSparseSampler(OnlineBatchChain, StreamedChain, DocTopicReading, CudaCh
             self._count_words()
             clock.mark()
             self.stage_ms = clock.stage_ms(self.stage_ms)
-
-    # -- runs of sweeps as CUDA graphs (sweep_graph.py) ------------------------------------------
-    def sweeps(self, first, last, accumulate_from=None):
-        graphs = self._sweep_graphs()
-        if graphs is None:
-            return super().sweeps(first, last, accumulate_from)
-        with self.device_context():
-            # run charges each sweep and each ordinary add to the stages Sampler.sweeps uses.
-            graphs.run(self, first, last, accumulate_from)
-
-    def _sweep_graphs(self):
-        """The chain's :class:`~.sweep_graph.SweepGraphs` where the switch is on and its sweeps
-        can be replayed as graphs (:func:`~.sweep_graph.graph_obstacle`), else None."""
-        if (not sweep_graph.enabled(self._require().n_tokens)
-                or self.graph_obstacle() is not None):
-            self._forget_graphs()
-            return None
-        if self._graphs is None:
-            with self.device_context():
-                self._graphs = sweep_graph.SweepGraphs(self.cp)
-        return self._graphs
-
-    def graph_obstacle(self):
-        """Why this chain's sweeps cannot be replayed as CUDA graphs, or None where they can
-        (:func:`~.sweep_graph.graph_obstacle`)."""
-        self._require()
-        w = self.words
-        return sweep_graph.graph_obstacle(
-            # The class itself, not its sweep alone: a capture records _count_words,
-            # _topic_totals and _count_b too, which a subclass (DeviceShard) changes.
-            subclass=type(self) is not CudaSparseSampler, streamed=self.streamed,
-            online_batches=self._batches is not None,
-            hybrid=w.rare is not None, seeded=w.seeded is not None,
-            fixed_topic_word=w.bhat_fixed is not None, exact_totals=self._exact_totals(),
-            profile=bool(self.profile),
-            shard=self.token_offset != 0 or self.word_frequencies is not None,
-            foreign_allocator=not sweep_graph.default_pool_allocates(self.cp))
-
-    def _forget_graphs(self, accumulate=None):
-        graphs = getattr(self, "_graphs", None)
-        if graphs is not None:
-            graphs.forget(accumulate)
-
-    def graph_inputs(self):
-        """What a captured sweep reads (:func:`~.sweep_graph.fingerprint`): the word side and
-        the chunks, whose attributes, the scalars the launches take besides them, and the
-        attributes that stay out of the key: beta, which a captured sweep reads from the word
-        side's ``beta_word`` (written in place with it, as alpha is)."""
-        return ([self.words, *self.chunks],
-                (self.seed, self.token_offset, self.n_topics, self._n_sm, self.large_k,
-                 self._shape),
-                ("beta",))
-
-    def running_sum(self):
-        """Averaging's running sum where a captured sweep can add to it in place (float64, the
-        shape of B), else None."""
-        total, B = self._sum, self.words.B
-        if (isinstance(total, self.cp.ndarray) and total.dtype == self.cp.float64
-                and total.shape == B.shape and total.flags.c_contiguous):
-            return total
-        return None
-
-    def sweep_from_device(self, iteration, accumulate=False):
-        """Queue one sweep as :meth:`sweep` queues it (B stored dense, topic-word side learned,
-        nothing profiled), its iteration read from the device word ``iteration`` (uint32, (1,))
-        and beta from the word side's (``beta_word``); then, where ``accumulate``, its counts
-        added to the running sum (:meth:`running_sum`, which must exist); then the iteration
-        moved on. What a graph captures: it makes no array and reads nothing back."""
-        w = self.words
-        for ch in self.chunks:
-            sample_sparse.sample_tokens(ch, w, self._shape, self.seed, iteration, STREAM_SAMPLE,
-                                        0, self.token_offset)
-        for ch in self.chunks:
-            counts.rebuild_a(ch, self.n_topics, self._n_sm)
-        # _count_words without its fixed-Bhat branch (graph_obstacle excludes a fixed side).
-        self._count_b()
-        self._topic_totals(beta=w.beta_word)
-        if accumulate:
-            model_kernels.accumulate(w.B, self.running_sum())
-        sample_sparse.advance_iteration(iteration)
-
-    def _discard_sum(self):
-        # The graph that adds to the running sum holds it: let it go with the sum.
-        self._forget_graphs(accumulate=True)
-        super()._discard_sum()
 
     def _mstep(self):
         if not self.streamed:

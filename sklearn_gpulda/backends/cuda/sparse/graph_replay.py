@@ -1,0 +1,104 @@
+"""Runs of sweeps of the sparse chain replayed as CUDA graphs: the chain's side of
+:mod:`.sweep_graph` (which holds the graphs, the key and the switch).
+
+:class:`GraphReplay` is a base of :class:`~.sampler.CudaSparseSampler` and reads its
+internals (the word side, the chunks, the launch shape, averaging's running sum). Only a class
+that sets ``replays_graphs = True`` in its own body replays graphs, so that a subclass which
+changes what a sweep queues (``DeviceShard``: its M-step waits for the shards' sum) keeps the
+kernel-by-kernel sweep.
+"""
+
+from ...random import STREAM_SAMPLE
+from .. import counts, model_kernels
+from . import sample_sparse, sweep_graph
+
+
+class GraphReplay:
+    """The sparse chain's runs of sweeps as CUDA graphs, where they can be
+    (:func:`~.sweep_graph.graph_obstacle`) and are wanted (:func:`~.sweep_graph.enabled`);
+    kernel by kernel otherwise."""
+
+    def sweeps(self, first, last, accumulate_from=None):
+        graphs = self._sweep_graphs()
+        if graphs is None:
+            return super().sweeps(first, last, accumulate_from)
+        with self.device_context():
+            # run charges each sweep and each ordinary add to the stages Sampler.sweeps uses.
+            graphs.run(self, first, last, accumulate_from)
+
+    def _sweep_graphs(self):
+        """The chain's :class:`~.sweep_graph.SweepGraphs` where the switch is on and its sweeps
+        can be replayed as graphs (:func:`~.sweep_graph.graph_obstacle`), else None."""
+        if (not sweep_graph.enabled(self._require().n_tokens)
+                or self.graph_obstacle() is not None):
+            self._forget_graphs()
+            return None
+        if self._graphs is None:
+            with self.device_context():
+                self._graphs = sweep_graph.SweepGraphs(self.cp)
+        return self._graphs
+
+    def graph_obstacle(self):
+        """Why this chain's sweeps cannot be replayed as CUDA graphs, or None where they can
+        (:func:`~.sweep_graph.graph_obstacle`)."""
+        self._require()
+        w = self.words
+        return sweep_graph.graph_obstacle(
+            # The class itself, not its sweep alone: a capture records _count_words,
+            # _topic_totals and _count_b too, which a subclass (DeviceShard) changes.
+            subclass=not type(self).__dict__.get("replays_graphs", False),
+            streamed=self.streamed,
+            online_batches=self._batches is not None,
+            hybrid=w.rare is not None, seeded=w.seeded is not None,
+            fixed_topic_word=w.bhat_fixed is not None, exact_totals=self._exact_totals(),
+            profile=bool(self.profile),
+            shard=self.token_offset != 0 or self.word_frequencies is not None,
+            foreign_allocator=not sweep_graph.default_pool_allocates(self.cp))
+
+    def _forget_graphs(self, accumulate=None):
+        graphs = getattr(self, "_graphs", None)
+        if graphs is not None:
+            graphs.forget(accumulate)
+
+    def graph_inputs(self):
+        """What a captured sweep reads (:func:`~.sweep_graph.fingerprint`): the word side and
+        the chunks, whose attributes, the scalars the launches take besides them, and the
+        attributes that stay out of the key: beta, which a captured sweep reads from the word
+        side's ``beta_word`` (written in place with it, as alpha is)."""
+        return ([self.words, *self.chunks],
+                (self.seed, self.token_offset, self.n_topics, self._n_sm, self.large_k,
+                 self._shape),
+                ("beta",))
+
+    def running_sum(self):
+        """Averaging's running sum where a captured sweep can add to it in place (float64, the
+        shape of B), else None."""
+        total, B = self._sum, self.words.B
+        if (isinstance(total, self.cp.ndarray) and total.dtype == self.cp.float64
+                and total.shape == B.shape and total.flags.c_contiguous):
+            return total
+        return None
+
+    def sweep_from_device(self, iteration, accumulate=False):
+        """Queue one sweep as :meth:`sweep` queues it (B stored dense, topic-word side learned,
+        nothing profiled), its iteration read from the device word ``iteration`` (uint32, (1,))
+        and beta from the word side's (``beta_word``); then, where ``accumulate``, its counts
+        added to the running sum (:meth:`running_sum`, which must exist); then the iteration
+        moved on. What a graph captures: it makes no array and reads nothing back."""
+        w = self.words
+        for ch in self.chunks:
+            sample_sparse.sample_tokens(ch, w, self._shape, self.seed, iteration, STREAM_SAMPLE,
+                                        0, self.token_offset)
+        for ch in self.chunks:
+            counts.rebuild_a(ch, self.n_topics, self._n_sm)
+        # _count_words without its fixed-Bhat branch (graph_obstacle excludes a fixed side).
+        self._count_b()
+        self._topic_totals(beta=w.beta_word)
+        if accumulate:
+            model_kernels.accumulate(w.B, self.running_sum())
+        sample_sparse.advance_iteration(iteration)
+
+    def _discard_sum(self):
+        # The graph that adds to the running sum holds it: let it go with the sum.
+        self._forget_graphs(accumulate=True)
+        super()._discard_sum()
