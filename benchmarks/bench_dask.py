@@ -362,11 +362,18 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=0,
                    help="--gpu-compare: instead of the table, time the in-process chain and "
                         "the Dask workers (the largest --workers) in turn this many times")
+    p.add_argument("--nccl-debug", action="store_true",
+                   help="--gpu-compare: NCCL_DEBUG=INFO (subsystems INIT and P2P) in this process "
+                        "and the workers it starts: NCCL prints the transport each pair of ranks "
+                        "uses (P2P over NVLink, through CUDA IPC, or shared host memory)")
     p.add_argument("--profile", action="store_true",
                    help="--gpu-compare: also profile one fit of N2 sweeps on the driver, Dask "
                         "workers and the in-process several-GPU chain")
     args = p.parse_args(argv)
     if args.gpu_compare:
+        if args.nccl_debug:
+            # Before any communicator or worker exists: both read it when they start.
+            os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,P2P")
         if args.scale == 0.01:
             args.scale = 1.0  # the whole NYTimes shape unless asked otherwise
         args.sweeps = args.sweep_pair
