@@ -24,7 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sklearn_gpulda._input.corpus import tokens  # noqa: E402
-from sklearn_gpulda._input.layouts import frequency_relabel, pdow_chunks, segmented_csr  # noqa: E402
+from sklearn_gpulda._input.layouts import (  # noqa: E402
+    frequency_relabel, pdow_chunks, segmented_csr)
 from sklearn_gpulda.datasets import make_lda_corpus  # noqa: E402
 
 

@@ -431,7 +431,7 @@ def main(argv=None):
         # The first reduction belongs to the initial topics; the rest to sweeps 1.. n.
         reduce_s = float(np.mean(clock.seconds[2:])) if len(clock.seconds) > 2 else float("nan")
         same = "-" if reference is None else np.array_equal(model.components_,
-                                                             reference.components_)
+                                                            reference.components_)
         print(f"{n:>7} {per_sweep * 1e3:>9.1f} {reduce_s * 1e3:>9.1f} "
               f"{reduce_s / per_sweep:>6.0%} {np.mean(clock.up[1:]) / 1e6:>7.1f} "
               f"{np.mean(clock.down[1:]) / 1e6:>8.1f}  {same}")

@@ -21,8 +21,9 @@ the first timed fit. Then::
 
 The fixed cost is everything a fit does besides its sweeps: validation and upload, the layout,
 the initial topics, the final likelihood, copying the model back. A third fit of n2 sweeps is
-timed stage by stage (``sklearn_gpulda._runtime.stages``, the device drained at each boundary), with the
-device bytes in use at the end of each stage: that is where the fixed cost and the memory go.
+timed stage by stage (``sklearn_gpulda._runtime.stages``, the device drained at each boundary),
+with the device bytes in use at the end of each stage: that is where the fixed cost and the
+memory go.
 Also printed: the
 part of the longer fit outside ``fit_time_`` (the estimator's own clock around layout, initial
 topics and sweeps), and the device peak: the high-water mark of bytes in use in CuPy's memory
@@ -98,9 +99,10 @@ def timed_fit(X, n_topics, n_sweeps, device, options, track_peak):
 
 
 def stage_log(X, n_topics, n_sweeps, device, options):
-    """Seconds of each stage of one fit (``sklearn_gpulda._runtime.stages``), with the device drained at
-    every stage boundary so that queued work is charged where it was queued, and the bytes in
-    use in CuPy's pool at the end of each; a separate fit, as the draining slows it a little.
+    """Seconds of each stage of one fit (``sklearn_gpulda._runtime.stages``), with the device
+    drained at every stage boundary so that queued work is charged where it was queued, and the
+    bytes in use in CuPy's pool at the end of each; a separate fit, as the draining slows it a
+    little.
 
     Returns
     -------
@@ -148,7 +150,8 @@ def measure_point(X, n_tokens, n_topics, sweeps, device, alpha_spec, warmup_docs
     per_sweep = (wall2 - wall1) / (n2 - n1)
     stages, in_use = stage_log(X, n_topics, n2, device, options)
     return dict(
-        K=n_topics, n_tokens=n_tokens, alpha=alpha_spec or "default", warmup_s=warmup, sweeps=[n1, n2],
+        K=n_topics, n_tokens=n_tokens, alpha=alpha_spec or "default", warmup_s=warmup,
+        sweeps=[n1, n2],
         wall_s=[wall1, wall2], default_fit_s=wall_default,
         default_sweeps=default_sweeps, fixed_s=wall1 - n1 * per_sweep,
         per_sweep_ms=per_sweep * 1e3,
@@ -189,7 +192,8 @@ def stage_lines(seconds, n_sweeps, in_use, n_tokens):
     def line(indent, name, value, key):
         text = f"{' ' * indent}{name:<{24 - indent}} {value:7.3f} s"
         if key in in_use:
-            text += f"   {in_use[key] / 1e9:6.2f} GB in use after ({in_use[key] / n_tokens:5.1f} B/token)"
+            text += (f"   {in_use[key] / 1e9:6.2f} GB in use after "
+                     f"({in_use[key] / n_tokens:5.1f} B/token)")
         return text
 
     for name, value in sorted(top.items(), key=lambda kv: -kv[1]):

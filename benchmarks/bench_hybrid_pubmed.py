@@ -31,14 +31,14 @@ import scipy.sparse as sp
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]  # run from anywhere in a checkout
 
-from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._input.corpus import tokens
-from sklearn_gpulda._runtime.device import Device, parse_bytes
-from sklearn_gpulda.backends.cuda.sparse import memory_plan
-from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
-from sklearn_gpulda.datasets import make_lda_corpus
+from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
+from sklearn_gpulda._input.corpus import tokens  # noqa: E402
+from sklearn_gpulda._runtime.device import Device, parse_bytes  # noqa: E402
+from sklearn_gpulda.backends.cuda.sparse import memory_plan  # noqa: E402
+from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler  # noqa: E402
+from sklearn_gpulda.datasets import make_lda_corpus  # noqa: E402
 
-from _bench_common import budget_fit
+from _bench_common import budget_fit  # noqa: E402
 
 
 def fit(X, k, sweeps, budget):
@@ -109,13 +109,15 @@ def main(argv=None):
     GPULatentDirichletAllocation(n_components=8, max_iter=1, device="cuda").fit(X[:2000])
     for k in args.topics:
         plans = table_plans(corpus, k, budget)
-        print(f"K={k}: B dense {plans['dense'] / 1e9:.2f} GB, hybrid {plans['hybrid'] / 1e9:.2f} GB")
+        print(f"K={k}: B dense {plans['dense'] / 1e9:.2f} GB, "
+              f"hybrid {plans['hybrid'] / 1e9:.2f} GB")
         r = fit(X, k, args.sweeps, budget)
         r.update(K=k, table_dense_gb=plans["dense"] / 1e9, table_hybrid_gb=plans["hybrid"] / 1e9,
                  dense_within_budget=plans["dense_refused"] is None)
         print(f"K={k}: hybrid={r['hybrid']} (dense rows {r['n_dense']:,}), chunks {r['chunks']}, "
               f"peak {r['peak_gb']:.2f} GB of a {budget / 1e9:.1f} GB budget, "
-              f"{r['sweep_ms']:.1f} ms/sweep ({results['n_tokens'] / r['sweep_ms'] / 1e3:.0f} Mtoken/s), "
+              f"{r['sweep_ms']:.1f} ms/sweep "
+              f"({results['n_tokens'] / r['sweep_ms'] / 1e3:.0f} Mtoken/s), "
               f"set-up {r['setup_s']:.1f} s, wall {r['wall_s']:.1f} s, bound {r['bound']:.4f}, "
               f"finite {r['finite']}, averaging reserved {r['averaging_reserved']}, "
               f"dropped {r['averaging_dropped']}; peak at {r['peak_site']}")

@@ -6,7 +6,8 @@ floats, 256 KB at K = 65,536) in a global scratch row of its own (``cuda/sample_
 block size sets how many blocks are resident, hence how many rows compete for L1 and L2: one
 1,024-thread block per SM leaves one row per SM's L1, six 256-thread blocks leave six. This
 script times the same chain with each size (``LARGE_K_BLOCK`` of
-``sklearn_gpulda.backends.cuda.sparse.sample_sparse``) and checks that the topics do not depend on it.
+``sklearn_gpulda.backends.cuda.sparse.sample_sparse``) and checks that the topics do not depend
+on it.
 
 Corpus: ``make_lda_corpus(shape='nytimes', n_topics=100, random_state=0, scale=--scale)``.
 Printed per K and block: the grid, the mean of sweeps 2..n of the whole sweep and of its sampling

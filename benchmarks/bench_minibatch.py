@@ -144,7 +144,8 @@ def main():
                 for p in points:
                     rows.append({"corpus": corpus, "n_topics": k, "system": label, **p})
                 first, last = points[0], points[-1]
-                per_sweep = (last["seconds"] - first["seconds"]) / max(1, last["sweep"] - first["sweep"])
+                per_sweep = ((last["seconds"] - first["seconds"])
+                             / max(1, last["sweep"] - first["sweep"]))
                 line = " ".join(f"{p['sweep']}:{p['heldout']:.4f}" for p in points)
                 print(f"  K={k} {label:>16}: {per_sweep * 1e3:7.2f} ms/sweep "
                       f"({n_tokens / per_sweep / 1e6:,.0f} Mtoken/s)  {line}", flush=True)
@@ -155,11 +156,13 @@ def main():
                 sweeps_needed, secs = reach(points, target)
                 summary.append({"corpus": corpus, "n_topics": k, "system": label,
                                 "target": target, "sweeps": sweeps_needed, "seconds": secs,
-                                "final": points[-1]["heldout"], "best": max(p["heldout"] for p in points)})
+                                "final": points[-1]["heldout"],
+                                "best": max(p["heldout"] for p in points)})
                 when = "not reached" if secs is None else f"sweep {sweeps_needed}, {secs:.3f} s"
                 print(f"  K={k} {label:>16} reaches sparse's final - {args.tol} "
                       f"({target:.4f}): {when}; final {points[-1]['heldout']:.4f}")
     flush(args, name, rows, summary)
+
 
 if __name__ == "__main__":
     main()

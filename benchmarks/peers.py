@@ -303,7 +303,6 @@ def _no_run(corpus, n_topics, system, status, points=(), tol=0.0):
                 host_peak_mb=math.nan, device_peak_mb=math.nan, transform_s=math.nan)
 
 
-
 def _run_one(args, corpus_path, corpus, k, system, left):
     """One (corpus, K, system) run in a worker, within the budget and the time ``left``."""
     if left < 20:

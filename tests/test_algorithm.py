@@ -52,6 +52,7 @@ def _statistics(sampler, corpus, components, n_sweeps, iteration):
     return to_host(_fit_online._batch_statistics(plan, sampler, components, iteration,
                                                  False)[0])
 
+
 ALPHA, BETA, SEED = 0.1, 0.01, 4321
 
 
@@ -103,7 +104,8 @@ def test_numpy_dense_sweep_uses_the_sparse_engines_uniforms():
 def test_numpy_dense_batch_statistics(first):
     corpus = tokens(_kjv()[:150])
     k = 12
-    components = None if first else np.random.default_rng(5).gamma(1.0, size=(k, corpus.n_words)) + 0.1
+    components = (None if first
+                  else np.random.default_rng(5).gamma(1.0, size=(k, corpus.n_words)) + 0.1)
     stats_dense = _statistics(_numpy(k, "dense"), corpus, components, 4, 3)
     assert stats_dense.shape == (k, corpus.n_words)
     assert stats_dense.sum() == pytest.approx(corpus.n_tokens, rel=1e-12)
@@ -264,7 +266,7 @@ def test_resolved_algorithm_is_kept_for_later_calls(monkeypatch):
     assert model.algorithm_ == "sparse" and seen[-1] == "sparse"
 
 
-# -- the GPU engine ---------------------------------------------------------------------------------
+# -- the GPU engine ------------------------------------------------------------------------------
 def _dense_engine(n_topics, alpha=ALPHA, **kw):
     from sklearn_gpulda.backends.cuda.dense.sampler import CudaDenseSampler
 
@@ -361,7 +363,8 @@ def test_gpu_histograms_equal_numpy_engine():
 def test_gpu_batch_statistics(first):
     corpus = tokens(_kjv()[:300])
     k = 10
-    components = None if first else np.random.default_rng(2).gamma(1.0, size=(k, corpus.n_words)) + 0.1
+    components = (None if first
+                  else np.random.default_rng(2).gamma(1.0, size=(k, corpus.n_words)) + 0.1)
     got = _statistics(_dense_engine(k), corpus, components, 4, 3)
     assert got.shape == (k, corpus.n_words)
     assert got.sum() == pytest.approx(corpus.n_tokens, rel=1e-9)

@@ -56,7 +56,8 @@ def test_a_new_backend_is_one_registry_entry(monkeypatch):
 
 
 def test_unknown_algorithm_is_an_invalid_parameter():
-    with pytest.raises(InvalidParameterError, match="'algorithm' parameter .* 'dense', 'minibatch', 'sparse'"):
+    with pytest.raises(InvalidParameterError,
+                       match="'algorithm' parameter .* 'dense', 'minibatch', 'sparse'"):
         GPULatentDirichletAllocation(algorithm="gibbs", device="cpu").fit(
             load_kjv_chapters().data[:10])
 

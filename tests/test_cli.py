@@ -219,7 +219,7 @@ def test_demo_reports_an_unusable_gpu_in_one_line(monkeypatch, capsys):
 
 @pytest.mark.parametrize("compressed", [False, True])
 def test_fit_uci_saves_a_model_that_transforms_and_names_words(tmp_path, capsys, kjv,
-                                                                compressed):
+                                                               compressed):
     X = kjv.data[:60]
     docword = tmp_path / ("docword.kjv.txt.gz" if compressed else "docword.kjv.txt")
     vocab = tmp_path / "vocab.kjv.txt"

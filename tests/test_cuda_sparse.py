@@ -141,7 +141,8 @@ def _exact_draws(a_row, own, w, bhat, alpha, u):
     nz = np.flatnonzero(a_row)
     run_s = np.cumsum(a[nz] * b[nz])
     s = run_s[-1] if nz.size else 0.0
-    run_q = np.cumsum(np.broadcast_to(np.asarray(alpha, np.float32), b.shape).astype(np.float64) * b)
+    run_q = np.cumsum(
+        np.broadcast_to(np.asarray(alpha, np.float32), b.shape).astype(np.float64) * b)
     x = u.astype(np.float64) * (s + run_q[-1])
     sparse = x < s
     out = np.empty(u.size, dtype=np.int64)
@@ -467,7 +468,7 @@ def test_binned_histograms_equal_sorted_ones(monkeypatch, bins, fractional):
         monkeypatch.setattr(counts, "VALUE_BINS", bins)
         monkeypatch.setattr(counts, "KEY_BINS", bins)
     corpus = tokens(_lda_counts(120, 400, 8, 80, seed=3, long_docs=2,
-                                            fractional=fractional))
+                                fractional=fractional))
     eng = initialised(_engine(13, max_chunk_tokens=2500), corpus)
     eng.sweep(1)
     keys = cp.concatenate([eng._chunk_keys(ch) for ch in eng.chunks])
@@ -758,7 +759,8 @@ def test_fit_within_a_device_memory_budget_is_the_in_memory_fit(monkeypatch):
         real(self, cp, chunks)
 
     monkeypatch.setattr(streaming.ChunkStream, "__init__", spy)
-    streamed = GPULatentDirichletAllocation(max_device_memory=_held_now() + peak // 4, **params).fit(X)
+    streamed = GPULatentDirichletAllocation(max_device_memory=_held_now() + peak // 4,
+                                            **params).fit(X)
     assert made and made[0] > 1
     assert memory_plan.MIN_STREAM_CHUNK <= X.sum() / made[0]
     resident = GPULatentDirichletAllocation(**params).fit(X)

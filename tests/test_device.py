@@ -75,7 +75,8 @@ def test_resolve_checks_the_gpu_number(monkeypatch):
     assert str(resolve_device("cuda")) == "cuda:0"
     assert resolve_device("cuda:1").index == 1
     assert str(resolve_device("cuda:0,1")) == "cuda:0,1"
-    with pytest.raises(RuntimeError, match=r"names GPU 2, but this machine has 2 \(numbered 0 to 1\)"):
+    with pytest.raises(RuntimeError,
+                       match=r"names GPU 2, but this machine has 2 \(numbered 0 to 1\)"):
         resolve_device("cuda:2")
 
 

@@ -1,4 +1,5 @@
-"""GPULatentDirichletAllocation: behaviour a scikit-learn user relies on, on real and planted data."""
+"""GPULatentDirichletAllocation: behaviour a scikit-learn user relies on, on real and planted
+data."""
 
 import io
 import pickle
@@ -30,7 +31,8 @@ def kjv():
 
 @pytest.fixture(scope="module")
 def small_model(kjv):
-    return GPULatentDirichletAllocation(8, max_iter=15, random_state=0, device="cpu").fit(kjv.data[:300])
+    return GPULatentDirichletAllocation(8, max_iter=15, random_state=0,
+                                        device="cpu").fit(kjv.data[:300])
 
 
 def _lda(**kw):
@@ -41,9 +43,10 @@ def _lda(**kw):
 
 # -- what it learns -------------------------------------------------------------------------
 def test_planted_topics_are_recovered():
-    data = make_lda_corpus(n_docs=1000, n_words=400, n_topics=8, doc_length=120, alpha=0.1, beta=0.05,
-                           random_state=3)
-    model = _lda(n_components=8, max_iter=100, doc_topic_prior=0.1, topic_word_prior=0.05).fit(data.data)
+    data = make_lda_corpus(n_docs=1000, n_words=400, n_topics=8, doc_length=120, alpha=0.1,
+                           beta=0.05, random_state=3)
+    model = _lda(n_components=8, max_iter=100, doc_topic_prior=0.1,
+                 topic_word_prior=0.05).fit(data.data)
     learned = model.components_ / model.components_.sum(axis=1, keepdims=True)
     true = data.topic_word
     # Hellinger affinity (Bhattacharyya coefficient) between every true and learned topic.
@@ -58,7 +61,8 @@ def test_held_out_likelihood_not_worse_than_scikit_learn(kjv):
     train, test = X[order[:1070]], X[order[1070:]]
     k = 20
     ours = _lda(n_components=k, max_iter=100).fit(train)
-    theirs = LatentDirichletAllocation(n_components=k, learning_method="batch", random_state=0).fit(train)
+    theirs = LatentDirichletAllocation(n_components=k, learning_method="batch",
+                                       random_state=0).fit(train)
     ours_dc = document_completion(test, ours.components_, 1.0 / k, random_state=0)
     theirs_dc = document_completion(test, theirs.components_, 1.0 / k, random_state=0)
     assert ours_dc.per_token >= theirs_dc.per_token
@@ -226,7 +230,8 @@ def test_same_random_state_same_model(kjv):
 def test_score_adds_up_across_folds(small_model, kjv):
     a, b = kjv.data[300:350], kjv.data[350:420]
     both = sp.vstack([a, b]).tocsr()
-    assert small_model.score(a) + small_model.score(b) == pytest.approx(small_model.score(both), rel=1e-12)
+    assert (small_model.score(a) + small_model.score(b)
+            == pytest.approx(small_model.score(both), rel=1e-12))
 
 
 def test_perplexity_is_exp_of_minus_score_per_token(small_model, kjv):
@@ -251,7 +256,8 @@ def test_set_output_pandas(small_model, kjv):
     pd = pytest.importorskip("pandas")
     model = pickle.loads(pickle.dumps(small_model)).set_output(transform="pandas")
     out = model.transform(kjv.data[:3].toarray())
-    assert isinstance(out, pd.DataFrame) and list(out.columns) == list(model.get_feature_names_out())
+    assert (isinstance(out, pd.DataFrame)
+            and list(out.columns) == list(model.get_feature_names_out()))
 
 
 def _verbose_fit(X, callback=None, **params):
@@ -420,7 +426,8 @@ def test_joblib_round_trip_read_only(small_model, kjv, tmp_path):
     path = tmp_path / "model.joblib"
     joblib.dump(small_model, path)
     loaded = joblib.load(path, mmap_mode="r")
-    np.testing.assert_array_equal(loaded.transform(kjv.data[300:320]), small_model.transform(kjv.data[300:320]))
+    np.testing.assert_array_equal(loaded.transform(kjv.data[300:320]),
+                                  small_model.transform(kjv.data[300:320]))
 
 
 def test_model_trained_on_gpu_transforms_without_one(small_model, kjv, monkeypatch):
@@ -447,7 +454,8 @@ def test_device_cpu_on_a_gpu_trained_model_runs_inference_on_the_cpu(small_model
     model.device_ = "cuda:0"
     monkeypatch.setattr(device, "import_cupy", no_gpu)
     model.set_params(device="cpu")
-    np.testing.assert_array_equal(model.transform(kjv.data[300:310]), small_model.transform(kjv.data[300:310]))
+    np.testing.assert_array_equal(model.transform(kjv.data[300:310]),
+                                  small_model.transform(kjv.data[300:310]))
 
 
 # -- bad input ------------------------------------------------------------------------------------
@@ -471,7 +479,8 @@ def test_bad_counts_are_rejected(small_model, kjv, value, match, method):
 def test_wrong_number_of_columns_leaves_model_unchanged(small_model, kjv, method):
     model = pickle.loads(pickle.dumps(small_model))
     before = model.components_.copy()
-    with pytest.raises(ValueError, match=f"X has 100 features, but .* is expecting {kjv.data.shape[1]}"):
+    with pytest.raises(ValueError,
+                       match=f"X has 100 features, but .* is expecting {kjv.data.shape[1]}"):
         getattr(model, method)(kjv.data[:5, :100])
     np.testing.assert_array_equal(model.components_, before)
     assert model.n_features_in_ == kjv.data.shape[1]

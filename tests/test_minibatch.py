@@ -91,7 +91,7 @@ def test_draw_batch_probabilities_against_exact():
     dnt, denom = batch_doc_side(a, totals, corpus.n_words, alpha, BETA)
     got = draw_batch(doc, word, topic, None, u, a, b, denom, dnt, alpha, BETA)
     p = _exact_probabilities(corpus.doc[picks], corpus.word[picks], z[picks], None, a, b, totals,
-                            alpha, BETA)
+                             alpha, BETA)
     for i in range(picks.size):
         counts = np.bincount(got[i * reps:(i + 1) * reps], minlength=k)
         assert merged_chisquare(counts, p[i] * reps).pvalue > 1e-4, i

@@ -137,8 +137,8 @@ def test_counts_hold_every_token_after_every_sweep(kjv):
 
 def test_more_gpus_than_documents_uses_one_per_document(kjv):
     corpus = tokens(kjv[:2])
-    multi, single = initialised(_multi(8, gpus=(0, 0, 0, 0)), corpus), initialised(_single(8),
-                                                                                corpus)
+    multi, single = (initialised(_multi(8, gpus=(0, 0, 0, 0)), corpus),
+                     initialised(_single(8), corpus))
     assert len(multi._active) == 2
     _swept_alike(multi, single, [1])
 
@@ -252,7 +252,6 @@ def test_online_learning_on_two_gpus_runs_on_the_first(kjv):
     assert lda.device_ == "cuda:1"
     lda.partial_fit(kjv[300:400])
     assert lda.device_ == "cuda:1"
-
 
 
 def test_counts_already_on_the_gpu(kjv):

@@ -139,7 +139,7 @@ def test_resolve_prior_arrays():
         _priors.resolve_prior([0.1, 0.2, 0.3], 0.5, None, "topic_word_prior")
 
 
-# -- through the estimator --------------------------------------------------------------------------
+# -- through the estimator -----------------------------------------------------------------------
 def _match_topics(components, truth):
     """The true topic of each learned topic, by largest overlap of the word distributions."""
     learned = components / components.sum(axis=1, keepdims=True)
@@ -186,7 +186,7 @@ def test_online_learning_keeps_the_starting_priors(method):
 @pytest.mark.parametrize("prior", [0.3, [0.1, 0.2, 0.3, 0.4], "auto"])
 @pytest.mark.parametrize("learning_method", ["batch", "online"])
 def test_every_prior_form_pickles_and_transforms_without_a_gpu(prior, learning_method,
-                                                                monkeypatch):
+                                                               monkeypatch):
     import sklearn_gpulda._runtime.device as device
 
     X = load_kjv_chapters().data

@@ -27,7 +27,8 @@ def test_philox_known_answers(counter, key, expected):
 def test_vectorised_equals_one_at_a_time():
     tokens = np.array([0, 1, 2**32 - 1, 2**32, 2**40 + 7], dtype=np.int64)
     together = _random.token_bits(99, 5, _random.STREAM_SAMPLE, tokens, sweep=2)
-    alone = [int(_random.token_bits(99, 5, _random.STREAM_SAMPLE, np.array([t]), sweep=2)[0]) for t in tokens]
+    alone = [int(_random.token_bits(99, 5, _random.STREAM_SAMPLE, np.array([t]), sweep=2)[0])
+             for t in tokens]
     assert together.tolist() == alone
 
 

@@ -140,7 +140,8 @@ def test_gpu_fit_on_blocks_held_and_streamed(kjv, monkeypatch):
     blocks = _blocks(X, [300, 301, 900])
     _same_model(GPULatentDirichletAllocation(**params).fit(blocks), one)
     _, peak = CudaSparseSampler(20, 0.05, 0.05, 0, Device("cuda", (0,))).estimate_bytes(tokens(X))
-    streamed = GPULatentDirichletAllocation(max_device_memory=_held_now() + peak // 4, **params).fit(blocks)
+    streamed = GPULatentDirichletAllocation(max_device_memory=_held_now() + peak // 4,
+                                            **params).fit(blocks)
     _same_model(streamed, one)
 
 
@@ -155,6 +156,7 @@ def test_memory_mapped_blocks_stay_as_given(kjv, tmp_path):
             np.save(path, getattr(block, name).astype(np.int64 if name == "data" else np.int32))
             arrays.append(np.load(path, mmap_mode="r"))
         blocks.append(sp.csr_matrix(tuple(arrays), shape=block.shape, copy=False))
+
     def mapped(a):  # SciPy may hold a plain view of the map: walk to the array it views
         while a is not None and not isinstance(a, np.memmap):
             a = a.base

@@ -68,13 +68,13 @@ def test_transform_and_score_on_device_input(kjv):
     import cupy
 
     model = GPULatentDirichletAllocation(8, max_iter=10, random_state=0,
-    device="cuda").fit(kjv[:300])
+                                         device="cuda").fit(kjv[:300])
     X = kjv[300:360]
     theta_host = model.transform(X)
     np.testing.assert_allclose(model.transform(_device_sparse(X)), theta_host, rtol=1e-12,
-    atol=1e-14)
+                               atol=1e-14)
     np.testing.assert_allclose(model.transform(cupy.asarray(X.toarray())), theta_host, rtol=1e-12,
-    atol=1e-14)
+                               atol=1e-14)
     assert model.score(_device_sparse(X)) == pytest.approx(model.score(X), rel=1e-12)
     assert model.perplexity(_device_sparse(X)) == pytest.approx(model.perplexity(X), rel=1e-12)
 
@@ -91,8 +91,8 @@ def test_online_fit_on_device_input(kjv, monkeypatch):
     np.testing.assert_allclose(dev.components_, host.components_, rtol=1e-10)
 
 
-@pytest.mark.parametrize("value, match", [(-1.0, "Negative values"), (np.nan, "NaN"), (np.inf,
-"infinity")])
+@pytest.mark.parametrize("value, match",
+                         [(-1.0, "Negative values"), (np.nan, "NaN"), (np.inf, "infinity")])
 def test_bad_device_counts_are_rejected(kjv, value, match):
     import cupy
 
@@ -104,7 +104,7 @@ def test_bad_device_counts_are_rejected(kjv, value, match):
 
 def test_device_input_with_wrong_columns_leaves_model_unchanged(kjv):
     model = GPULatentDirichletAllocation(4, max_iter=3, random_state=0,
-    device="cuda").fit(kjv[:100])
+                                         device="cuda").fit(kjv[:100])
     before = model.components_.copy()
     with pytest.raises(ValueError, match="X has 100 features"):
         model.transform(_device_sparse(kjv[:5, :100]))
@@ -115,7 +115,7 @@ def test_device_input_on_cpu_engine_is_copied_to_the_host(kjv):
     X = kjv[:100]
     host = GPULatentDirichletAllocation(4, max_iter=3, random_state=0, device="cpu").fit(X)
     dev = GPULatentDirichletAllocation(4, max_iter=3, random_state=0,
-    device="cpu").fit(_device_sparse(X))
+                                       device="cpu").fit(_device_sparse(X))
     np.testing.assert_array_equal(dev.components_, host.components_)
     assert sp.issparse(X)
 

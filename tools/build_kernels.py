@@ -2,11 +2,11 @@
 """Compile every ``cuda/*.cu`` into one fatbin per file and check ptxas resource usage.
 
 Each fatbin holds SASS for the architectures we support plus PTX for the newest one, so that
-``sklearn_gpulda/backends/cuda/kernels.py`` can load it with ``cupy.RawModule(path=...)`` on any of those GPUs
-and the driver can JIT the PTX on newer ones. ``-Xptxas -v`` output is parsed into a table of
-registers / shared memory / stack per kernel and architecture; a register spill fails the build
-(``--allow-spills`` turns that into a warning), because a spill in a sampling kernel costs far more
-than the occupancy it buys.
+``sklearn_gpulda/backends/cuda/kernels.py`` can load it with ``cupy.RawModule(path=...)`` on any
+of those GPUs and the driver can JIT the PTX on newer ones. ``-Xptxas -v`` output is parsed into
+a table of registers / shared memory / stack per kernel and architecture; a register spill fails
+the build (``--allow-spills`` turns that into a warning), because a spill in a sampling kernel
+costs far more than the occupancy it buys.
 
 Usage::
 
