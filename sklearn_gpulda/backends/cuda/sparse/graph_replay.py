@@ -8,8 +8,7 @@ changes what a sweep queues (``DeviceShard``: its M-step waits for the shards' s
 kernel-by-kernel sweep.
 """
 
-from ...random import STREAM_SAMPLE
-from .. import counts, model_kernels
+from .. import model_kernels
 from . import sample_sparse, sweep_graph
 
 
@@ -85,17 +84,9 @@ class GraphReplay:
         and beta from the word side's (``beta_word``); then, where ``accumulate``, its counts
         added to the running sum (:meth:`running_sum`, which must exist); then the iteration
         moved on. What a graph captures: it makes no array and reads nothing back."""
-        w = self.words
-        for ch in self.chunks:
-            sample_sparse.sample_tokens(ch, w, self._shape, self.seed, iteration, STREAM_SAMPLE,
-                                        0, self.token_offset)
-        for ch in self.chunks:
-            counts.rebuild_a(ch, self.n_topics, self._n_sm)
-        # _count_words without its fixed-Bhat branch (graph_obstacle excludes a fixed side).
-        self._count_b()
-        self._topic_totals(beta=w.beta_word)
+        self._queue_sweep(iteration)
         if accumulate:
-            model_kernels.accumulate(w.B, self.running_sum())
+            model_kernels.accumulate(self.words.B, self.running_sum())
         sample_sparse.advance_iteration(iteration)
 
     def _discard_sum(self):

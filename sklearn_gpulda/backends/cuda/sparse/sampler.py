@@ -365,17 +365,27 @@ class CudaSparseSampler(GraphReplay, OnlineBatchChain, StreamedChain, DocTopicRe
             return self._sweep_streamed(iteration, stream, sub)
         with self.device_context():
             clock = StageClock(cp, ("sample", "rebuild_a", "count_b_totals"), self.profile)
-            with self._seeded_b():
-                for ch in self.chunks:
-                    sample_sparse.sample_tokens(ch, self.words, self._shape, self.seed,
-                                                iteration, stream, sub, self.token_offset)
-            clock.mark()
-            for ch in self.chunks:
-                counts.rebuild_a(ch, self.n_topics, self._n_sm)
-            clock.mark()
-            self._count_words()
-            clock.mark()
+            self._queue_sweep(iteration, stream, sub, clock)
             self.stage_ms = clock.stage_ms(self.stage_ms)
+
+    def _queue_sweep(self, iteration, stream=STREAM_SAMPLE, sub=0, clock=None):
+        """Queue a sweep of the resident chunks: every chunk's E-step, their A rows, then B and
+        the topic totals, marking ``clock`` (a :class:`~..chain.StageClock`) after each stage.
+        ``iteration`` is a number, or a device word (uint32, (1,)) that the kernels read it
+        from, as a sweep captured in a CUDA graph does (:mod:`.graph_replay`); beta is then read
+        from the word side's device word too."""
+        mark = clock.mark if clock is not None else (lambda: None)
+        with self._seeded_b():
+            for ch in self.chunks:
+                sample_sparse.sample_tokens(ch, self.words, self._shape, self.seed,
+                                            iteration, stream, sub, self.token_offset)
+        mark()
+        for ch in self.chunks:
+            counts.rebuild_a(ch, self.n_topics, self._n_sm)
+        mark()
+        self._count_words(self.words.beta_word if isinstance(iteration, self.cp.ndarray)
+                          else None)
+        mark()
 
     def _mstep(self):
         if not self.streamed:
@@ -384,15 +394,16 @@ class CudaSparseSampler(GraphReplay, OnlineBatchChain, StreamedChain, DocTopicRe
         # A streamed chain keeps no A between passes: each pass rebuilds it from the topics.
         self._count_words()
 
-    def _count_words(self):
+    def _count_words(self, beta=None):
         """B and the topic totals from the current topics; only marks B stale while the
-        topic-word side is fixed (the E-step does not read B then)."""
+        topic-word side is fixed (the E-step does not read B then). ``beta``: as
+        :meth:`_topic_totals` takes it."""
         w = self.words
         if w.bhat_fixed is not None:
             w.b_current = False
             return
         self._count_b()
-        self._topic_totals()
+        self._topic_totals(beta)
 
     def _topic_totals(self, beta=None):
         """The topic totals and the E-step's denominators from B (its dense rows summed in
