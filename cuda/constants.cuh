@@ -39,5 +39,9 @@ constexpr int kDenseLoglikBlock = 256;
 constexpr int kDenseLoglikTokens = 4;
 // Mini-batched sweeps (sample_minibatch.cu): threads per block of its three kernels.
 constexpr int kBatchBlock = 256;
+// Metropolis-Hastings chains (sample_mh.cu): threads per block (a thread per token), and the
+// largest K whose topic totals a block counts in shared memory before adding them to the global.
+constexpr int kMhBlock = 256;
+constexpr int kMhSharedTotals = 8192;
 
 }  // namespace gpulda

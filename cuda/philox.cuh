@@ -17,7 +17,9 @@ constexpr unsigned kStreamInit = 0;
 constexpr unsigned kStreamSample = 1;
 constexpr unsigned kStreamBatchInit = 2;
 constexpr unsigned kStreamBatchSample = 3;
-// 4: the Metropolis-Hastings steps of backends/numpy/mh_rule.py (no kernel yet).
+// The Metropolis-Hastings steps of backends/numpy/mh_rule.py and cuda/sample_mh.cu; the step's
+// number is the fourth counter word.
+constexpr unsigned kStreamMh = 4;
 
 struct Philox4 {
   unsigned x0, x1, x2, x3;
