@@ -284,6 +284,9 @@ def _paired_rounds(args, X, local, params, reference, results):
             print(f"round {r + 1} ({' then '.join(order)}): in-process, {n} GPUs "
                   f"{ms['in-process']:.2f} ms/sweep; Dask, {n} GPU workers {ms['dask']:.2f}; "
                   f"Dask / in-process {ratio:.3f}", flush=True)
+        if args.profile:
+            _profiled(f"Dask, {n} GPU workers", lambda: dask_fit(n2).fit(Xd))
+            _profiled(f"in-process, {n} GPUs", lambda: in_process(n2).fit(X))
     ratios = sorted(r["ratio"] for r in rounds)
     results["median_ratio"] = float(np.median(ratios))
     results["same_model"] = same

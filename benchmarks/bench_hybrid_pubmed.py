@@ -20,7 +20,9 @@ Usage::
 
 import argparse
 import json
+import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -54,6 +56,49 @@ def fit(X, k, sweeps, budget):
     r.update(seen, averaging_dropped=any("without averaging" in w for w in r.pop("warnings")),
              bound=float(lda.bound_), finite=bool(np.isfinite(lda.components_).all()))
     return r
+
+
+class WholeGpuPeak:
+    """The most memory the whole GPU held while the block ran: what ``cudaMemGetInfo`` reports
+    used (total less free), polled every few milliseconds, and nvidia-smi's ``memory.used``
+    polled beside it where nvidia-smi runs. Both count what this process holds outside CuPy's
+    pool (its context, loaded modules, kernels' local memory), which is what an 8 GB card has
+    to fit; on a lent machine nothing else runs on the GPU."""
+
+    def __init__(self, period_s=0.002):
+        self.period_s = period_s
+        self.peak_bytes = 0
+        self.smi_peak_mib = None
+        self._stop = threading.Event()
+
+    def _poll(self):
+        import cupy
+
+        while not self._stop.is_set():
+            free, total = cupy.cuda.runtime.memGetInfo()
+            self.peak_bytes = max(self.peak_bytes, total - free)
+            self._stop.wait(self.period_s)
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        try:
+            self._smi = subprocess.Popen(
+                ["nvidia-smi", "--id=0", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
+                 "-lms", "50"], stdout=subprocess.PIPE, text=True)
+        except OSError:
+            self._smi = None
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        if self._smi is not None:
+            self._smi.terminate()
+            out = self._smi.communicate()[0]
+            readings = [int(line) for line in out.split() if line.strip().isdigit()]
+            self.smi_peak_mib = max(readings) if readings else None
+        return False
 
 
 def table_plans(corpus, k, budget):
@@ -111,7 +156,11 @@ def main(argv=None):
         plans = table_plans(corpus, k, budget)
         print(f"K={k}: B dense {plans['dense'] / 1e9:.2f} GB, "
               f"hybrid {plans['hybrid'] / 1e9:.2f} GB")
-        r = fit(X, k, args.sweeps, budget)
+        with WholeGpuPeak() as whole:
+            r = fit(X, k, args.sweeps, budget)
+        r.update(whole_gpu_peak_gb=whole.peak_bytes / 1e9, smi_peak_mib=whole.smi_peak_mib)
+        print(f"K={k}: whole GPU peak {whole.peak_bytes / 2**20:,.0f} MiB by cudaMemGetInfo, "
+              f"{whole.smi_peak_mib} MiB by nvidia-smi; budget {budget / 2**20:,.0f} MiB")
         r.update(K=k, table_dense_gb=plans["dense"] / 1e9, table_hybrid_gb=plans["hybrid"] / 1e9,
                  dense_within_budget=plans["dense_refused"] is None)
         print(f"K={k}: hybrid={r['hybrid']} (dense rows {r['n_dense']:,}), chunks {r['chunks']}, "
