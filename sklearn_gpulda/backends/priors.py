@@ -308,7 +308,7 @@ def update_alpha(alpha, table, rest, length, n_length, numerator=table_numerator
         gains = numerator(alpha, table)
         if topic.size:
             gains += bincount(topic, multiply(n_docs, pair_gain, pair_gain), n_topics)
-        maximum(divide(multiply(alpha, gains), denominator), FLOOR, new)
+        maximum(divide(multiply(alpha, gains), denominator), FLOOR, out=new)
         if maximum.reduce(divide(absolute(subtract(new, alpha)), alpha)) < TOLERANCE:
             break
     return rows[current][1].copy()
