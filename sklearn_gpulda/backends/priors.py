@@ -165,7 +165,7 @@ def table_numerator(alpha, table):
     gain = np.add.accumulate(terms, 1)
     np.multiply(table, gain, gain)
     np.add.accumulate(gain, 1, None, terms)
-    return terms[:, -1].copy()
+    return terms[:, -1]
 
 
 def _column_sums(alpha, table):
@@ -298,7 +298,7 @@ def update_alpha(alpha, table, rest, length, n_length, numerator=table_numerator
     states[0, :n_topics] = alpha
     rows = [(s, s[:n_topics], s[n_topics:].reshape(())) for s in states]
     add, subtract, multiply, divide = np.add, np.subtract, np.multiply, np.divide
-    maximum, absolute, dot, bincount = np.maximum, np.absolute, np.dot, np.bincount
+    maximum, absolute, bincount = np.maximum, np.absolute, np.bincount
     length_gain, pair_gain = digammas.length_gain, digammas.pair_gain
     current = 0
     for _ in range(MAX_ITERATIONS):
@@ -307,7 +307,8 @@ def update_alpha(alpha, table, rest, length, n_length, numerator=table_numerator
         new = rows[current][1]
         add.reduce(alpha, 0, None, total)
         digammas.evaluate(state)
-        denominator = dot(n_length, length_gain)
+        # ndarray.dot is np.dot (both are PyArray_MatrixProduct2), without its dispatch.
+        denominator = n_length.dot(length_gain)
         gains = numerator(alpha, table)
         if topic.size:
             gains += bincount(topic, multiply(n_docs, pair_gain, pair_gain), n_topics)
@@ -369,7 +370,7 @@ def update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, cell_co
         np.add(count, beta, out=cell_gain)
         digamma(cell_gain, out=cell_gain)
         np.subtract(cell_gain, psi_beta, out=cell_gain)
-        numerator = np.dot(n_cells, cell_gain)
+        numerator = n_cells.dot(cell_gain)  # np.dot, called as update_alpha does
         sums = n_words * beta
         if cells is not None:
             # The seeded cells' terms at their own prior instead of the base's.
