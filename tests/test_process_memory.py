@@ -76,6 +76,100 @@ def test_measure_reads_the_driver_the_pool_and_the_kernels(monkeypatch):
     assert pm.held_bytes(cp, tuple(locals_)) == reading.fixed + 90
 
 
+class _FakePool:
+    """What PoolCaps reads and writes of a CuPy pool: its limit, its total, its cache."""
+
+    def __init__(self, limit=0, total=0):
+        self.limit, self.total, self.freed = limit, total, 0
+
+    def get_limit(self):
+        return self.limit
+
+    def set_limit(self, size):
+        self.limit = size
+
+    def total_bytes(self):
+        return self.total
+
+    def free_all_blocks(self):
+        self.freed += 1
+        self.total = 0
+
+
+def test_pool_caps_apply_the_tightest_and_restore_the_callers_limit():
+    caps, pool = pm.PoolCaps(), _FakePool()
+    let_a = caps.hold(pool, 0, 300 * MIB)
+    assert pool.limit == 300 * MIB
+    let_b = caps.hold(pool, 0, 200 * MIB)
+    assert pool.limit == 200 * MIB
+    let_a()  # the tighter cap is still held
+    assert pool.limit == 200 * MIB
+    let_b()
+    assert pool.limit == 0  # no limit, as the caller had it
+    # A limit the caller set stays the bound where it is tighter, and comes back after.
+    pool = _FakePool(limit=100 * MIB)
+    let_go = caps.hold(pool, 0, 300 * MIB)
+    assert pool.limit == 100 * MIB
+    let_go()
+    assert pool.limit == 100 * MIB
+
+
+def test_a_spent_budget_caps_the_pool_at_one_byte():
+    # CuPy reads a limit of 0 as none: a process that holds its whole budget already must
+    # still get a cap.
+    caps, pool = pm.PoolCaps(), _FakePool()
+    let_go = caps.hold(pool, 0, -5)
+    assert pool.limit == 1
+    let_go()
+    assert pool.limit == 0
+
+
+def test_pool_caps_return_cached_blocks_above_the_cap():
+    # Blocks cached before the cap would be reused without the limit's check.
+    caps, pool = pm.PoolCaps(), _FakePool(total=900 * MIB)
+    caps.hold(pool, 0, 300 * MIB)()
+    assert pool.freed == 1
+    pool = _FakePool(total=100 * MIB)
+    caps.hold(pool, 0, 300 * MIB)()
+    assert pool.freed == 0
+
+
+@pytest.mark.gpu
+def test_cached_blocks_count_against_max_device_memory():
+    # A pool that cached 1 GiB before the fit: with a budget of what the process uses plus
+    # 8 MiB, the cache must go back to the driver rather than stay beside the chain, and the
+    # caller's own pool limit (none) comes back after the fit.
+    import cupy
+
+    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda.backends import choose_backend
+    from sklearn_gpulda._runtime.device import Device
+    from sklearn_gpulda.datasets import load_kjv_chapters
+
+    X = load_kjv_chapters().data
+    sampler = choose_backend("sparse", 20, Device("cuda", (0,))).sampler_class()
+    with cupy.cuda.Device(0):
+        gc.collect()
+        pool = cupy.get_default_memory_pool()
+        pool.free_all_blocks()
+        limit = pm.held_bytes(cupy, sampler.budget_kernels) + 8 * MIB
+        block = cupy.empty(1 << 30, dtype=cupy.uint8)
+        del block  # cached by the pool, not used
+        assert pool.total_bytes() >= 1 << 30
+        total = cupy.cuda.runtime.memGetInfo()[1]
+        used = []
+
+        def watch(iteration, info):
+            used.append(total - cupy.cuda.runtime.memGetInfo()[0])
+
+        GPULatentDirichletAllocation(n_components=20, max_iter=5, random_state=0,
+                                     device="cuda:0", algorithm="sparse",
+                                     max_device_memory=limit).fit(X, callback=watch)
+        assert pool.get_limit() == 0
+    assert len(used) == 5
+    assert max(used) <= limit, (max(used) - limit) / MIB
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("algorithm, budget", [("sparse", 8 * MIB), ("dense", 256 * MIB)])
 def test_fit_keeps_the_process_within_max_device_memory(algorithm, budget):

@@ -122,6 +122,13 @@ class CudaChain:
         if fixed is None:
             with self.device_context():
                 fixed = self._fixed = process_memory.measure(self.cp, self.budget_kernels).fixed
+                limit = getattr(self, "max_device_memory", None)
+                if limit is not None and getattr(self, "_let_go_pool", None) is None:
+                    # The pool's cached blocks count against the budget too: capped at what
+                    # the budget leaves it, the pool gives them back rather than outgrow it.
+                    self._let_go_pool = process_memory.POOL_CAPS.hold(
+                        self.cp.get_default_memory_pool(), self.cp.cuda.Device().id,
+                        int(limit) - fixed)
         return fixed
 
     def _memory_budget(self):
@@ -339,6 +346,10 @@ class CudaChain:
         super().release()
         # Measured again at the next ask: the context and the modules may have grown since.
         self._fixed = None
+        let_go, self._let_go_pool = getattr(self, "_let_go_pool", None), None
+        if let_go is not None:
+            with self.device_context():
+                let_go()
         if not return_cache:
             return
         try:

@@ -19,8 +19,16 @@ what grows after planning and is not measured: CuPy's run-time kernels loaded la
 NCCL workspaces, the driver's own bookkeeping. ``pool_used`` is every array of the process in the
 pool, the chain's and the caller's alike. The arithmetic is pure (:func:`chain_room`,
 :func:`local_growth`); :func:`measure` reads the device.
+
+Planning counts the arrays in use, but CuPy's pool also keeps the blocks arrays gave back, and
+a sweep's temporaries of changing sizes leave it holding more than it uses (measured: a K =
+32,768 PubMed-shaped fit used at most 5.8 GB of its pool, yet the whole GPU reached 8,173 MiB
+against an 8 GB budget). So while a chain with a budget is loaded, :class:`PoolCaps` also caps
+the pool's total (used and cached) at the budget less what lies outside it; at the cap CuPy
+returns its cached blocks to the driver and tries again before it reports a shortage.
 """
 
+import threading
 from dataclasses import dataclass
 
 from . import kernels
@@ -127,3 +135,45 @@ def held_bytes(cp, kernel_names=()):
     ``max_device_memory`` of ``held_bytes(...) + n`` leaves a chain ``n`` bytes."""
     reading = measure(cp, kernel_names)
     return reading.fixed + reading.pool_used
+
+
+class PoolCaps:
+    """Caps on CuPy's pools (:meth:`~cupy.cuda.MemoryPool.set_limit`) held by the chains that
+    have a budget, one pool per device: the tightest cap held applies, and the caller's own
+    limit comes back when the last is let go. Several chains may hold caps at once (a
+    several-GPU fit, concurrent fits in threads)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._held = {}  # (pool id, device) -> [the caller's limit, [caps held]]
+
+    def hold(self, pool, device, nbytes):
+        """Cap ``pool`` on ``device`` (the current device) at ``nbytes`` (at least 1: CuPy reads
+        0 as no limit) until the returned function is called."""
+        key, nbytes = (id(pool), int(device)), max(int(nbytes), 1)
+        with self._lock:
+            entry = self._held.setdefault(key, [pool.get_limit(), []])
+            entry[1].append(nbytes)
+            pool.set_limit(size=self._tightest(entry))
+            # A cap limits what the pool takes from the driver; blocks it cached before are
+            # reused without that check, so those above the cap go back now.
+            if pool.total_bytes() > self._tightest(entry):
+                pool.free_all_blocks()
+
+        def let_go():
+            with self._lock:
+                entry[1].remove(nbytes)
+                pool.set_limit(size=self._tightest(entry))
+                if not entry[1]:
+                    del self._held[key]
+
+        return let_go
+
+    @staticmethod
+    def _tightest(entry):
+        caller, caps = entry
+        return min(caps + ([caller] if caller else [])) if caps else caller
+
+
+#: The process's caps (a pool is the process's, so its caps are too).
+POOL_CAPS = PoolCaps()
