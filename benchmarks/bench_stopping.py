@@ -158,9 +158,12 @@ def _print_curve(points, rule):
           f"{'held-out':>10s}")
     train = {p["sweep"]: p["train_ll"] for p in points}
     grid = [p["sweep"] for p in points]
+    # A long fit (--ceiling) goes past the rule's ceiling (--rule-ceiling), where the rule
+    # has no doubling to judge.
+    judged = set(rule.check_points())
     for i, p in enumerate(points):
         gain = p["train_ll"] - train[grid[i - 2]] if i >= 2 else math.nan
-        spread = rule.spread(p["sweep"], train)
+        spread = rule.spread(p["sweep"], train) if p["sweep"] in judged else None
         print(f"  {p['sweep']:>6d} {p['seconds']:>9.2f} {p['train_ll']:>10.4f} {gain:>9.4f} "
               f"{math.nan if spread is None else spread:>9.4f} {p['heldout_ll']:>10.4f}")
 
