@@ -122,14 +122,20 @@ class CudaChain:
         if fixed is None:
             with self.device_context():
                 fixed = self._fixed = process_memory.measure(self.cp, self.budget_kernels).fixed
-                limit = getattr(self, "max_device_memory", None)
-                if limit is not None and getattr(self, "_let_go_pool", None) is None:
-                    # The pool's cached blocks count against the budget too: capped at what
-                    # the budget leaves it, the pool gives them back rather than outgrow it.
-                    self._let_go_pool = process_memory.POOL_CAPS.hold(
-                        self.cp.get_default_memory_pool(), self.cp.cuda.Device().id,
-                        int(limit) - fixed)
         return fixed
+
+    def _cap_pool(self):
+        """Where the chain has a budget, cap CuPy's pool on its GPU at what the budget leaves it
+        (:class:`.process_memory.PoolCaps`) until :meth:`release`: the pool's cached blocks
+        count against the budget too, and capped, the pool hands them back rather than outgrow
+        it. Called by a load once it has planned within the budget."""
+        limit = getattr(self, "max_device_memory", None)
+        if limit is None or getattr(self, "_let_go_pool", None) is not None:
+            return
+        with self.device_context():
+            self._let_go_pool = process_memory.POOL_CAPS.hold(
+                self.cp.get_default_memory_pool(), self.cp.cuda.Device().id,
+                int(limit) - self._fixed_bytes())
 
     def _memory_budget(self):
         """Device bytes the chain may still allocate: what the GPU has free or, where the
@@ -161,6 +167,7 @@ class CudaChain:
         if peak > budget:
             _, total = free_device_bytes(self.cp)
             raise MemoryError(self._memory_message(corpus, steady, peak, budget, total))
+        self._cap_pool()
 
     # -- averaging on the device ----------------------------------------------------------------
     def _accumulate(self):

@@ -253,7 +253,9 @@ class CudaSparseSampler(GraphReplay, OnlineBatchChain, StreamedChain, DocTopicRe
         by."""
         with stage("load: plan"):
             sizes = memory_plan.corpus_sizes(corpus, frequencies)
-            return memory_plan.load_plan(sizes, self.plan_settings(), self._extra_bytes(corpus))
+            plan = memory_plan.load_plan(sizes, self.plan_settings(), self._extra_bytes(corpus))
+            self._cap_pool()
+            return plan
 
     def _drop_build_scratch(self, plan):
         """Return the layout's sort scratch to the driver before the large table, so that the
