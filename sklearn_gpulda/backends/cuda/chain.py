@@ -128,7 +128,7 @@ class CudaChain:
         """Where the chain has a budget, cap CuPy's pool on its GPU at what the budget leaves it
         (:class:`.process_memory.PoolCaps`) until :meth:`release`: the pool's cached blocks
         count against the budget too, and capped, the pool hands them back rather than outgrow
-        it. Called by a load once it has planned within the budget."""
+        it. Called by a load once its plan is accepted."""
         limit = getattr(self, "max_device_memory", None)
         if limit is None or getattr(self, "_let_go_pool", None) is not None:
             return
@@ -167,7 +167,6 @@ class CudaChain:
         if peak > budget:
             _, total = free_device_bytes(self.cp)
             raise MemoryError(self._memory_message(corpus, steady, peak, budget, total))
-        self._cap_pool()
 
     # -- averaging on the device ----------------------------------------------------------------
     def _accumulate(self):
@@ -348,18 +347,22 @@ class CudaChain:
         """Free the chain's device arrays and, unless ``return_cache`` is False (a chain about
         to load again, whose new arrays reuse the blocks), return CuPy's cached blocks to the
         driver."""
-        self._sum = None
-        self._release_state()
-        super().release()
+        let_go, self._let_go_pool = getattr(self, "_let_go_pool", None), None
+        try:
+            self._sum = None
+            self._release_state()
+            super().release()
+        finally:
+            # The pool's cap goes with the chain's arrays, even where freeing them failed.
+            if let_go is not None:
+                with self.device_context():
+                    let_go()
         # Measured again at the next ask: the context and the modules may have grown since.
         self._fixed = None
-        let_go, self._let_go_pool = getattr(self, "_let_go_pool", None), None
-        if let_go is not None:
-            with self.device_context():
-                let_go()
         if not return_cache:
             return
         try:
-            self.cp.get_default_memory_pool().free_all_blocks()
+            with self.device_context():  # the chain's GPU's pool, whichever GPU is current
+                self.cp.get_default_memory_pool().free_all_blocks()
         except Exception:  # noqa: BLE001 -- freeing cached blocks is best effort
             pass

@@ -21,11 +21,13 @@ pool, the chain's and the caller's alike. The arithmetic is pure (:func:`chain_r
 :func:`local_growth`); :func:`measure` reads the device.
 
 Planning counts the arrays in use, but CuPy's pool also keeps the blocks arrays gave back, and
-a sweep's temporaries of changing sizes leave it holding more than it uses (measured: a K =
-32,768 PubMed-shaped fit used at most 5.8 GB of its pool, yet the whole GPU reached 8,173 MiB
-against an 8 GB budget). So while a chain with a budget is loaded, :class:`PoolCaps` also caps
-the pool's total (used and cached) at the budget less what lies outside it; at the cap CuPy
-returns its cached blocks to the driver and tries again before it reports a shortage.
+a sweep's temporaries of changing sizes leave it holding more than it uses, which took a
+PubMed-shaped fit past its budget (doc/performance.md, "PubMed shape within 8 GB"). So while a
+chain with a budget is loaded, :class:`PoolCaps` also caps the pool's total (used and cached) at
+the budget less what lies outside it; at the cap CuPy returns its wholly unused cached blocks to
+the driver and tries again before it reports a shortage. (A cached block split among arrays still
+in use cannot go back, so a pool near its cap can refuse what the plan, which counts arrays in
+use, allowed.)
 """
 
 import threading
@@ -140,29 +142,33 @@ def held_bytes(cp, kernel_names=()):
 class PoolCaps:
     """Caps on CuPy's pools (:meth:`~cupy.cuda.MemoryPool.set_limit`) held by the chains that
     have a budget, one pool per device: the tightest cap held applies, and the caller's own
-    limit comes back when the last is let go. Several chains may hold caps at once (a
-    several-GPU fit, concurrent fits in threads)."""
+    limit (read when the first cap is taken) comes back when the last is let go. Several chains
+    may hold caps at once (a several-GPU fit, concurrent fits in threads); the pool is the
+    process's, so its other users are capped meanwhile too."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._held = {}  # (pool id, device) -> [the caller's limit, [caps held]]
+        self._held = {}  # (pool id, device) -> [the caller's limit, {token: cap}]
 
     def hold(self, pool, device, nbytes):
         """Cap ``pool`` on ``device`` (the current device) at ``nbytes`` (at least 1: CuPy reads
-        0 as no limit) until the returned function is called."""
-        key, nbytes = (id(pool), int(device)), max(int(nbytes), 1)
+        0 as no limit) until the returned function is called (once or more: later calls do
+        nothing)."""
+        key, nbytes, token = (id(pool), int(device)), max(int(nbytes), 1), object()
         with self._lock:
-            entry = self._held.setdefault(key, [pool.get_limit(), []])
-            entry[1].append(nbytes)
-            pool.set_limit(size=self._tightest(entry))
+            entry = self._held.setdefault(key, [pool.get_limit(), {}])
+            entry[1][token] = nbytes
+            cap = self._tightest(entry)
+            pool.set_limit(size=cap)
             # A cap limits what the pool takes from the driver; blocks it cached before are
-            # reused without that check, so those above the cap go back now.
-            if pool.total_bytes() > self._tightest(entry):
+            # reused without that check, so the unused ones go back now.
+            if pool.total_bytes() > cap:
                 pool.free_all_blocks()
 
         def let_go():
             with self._lock:
-                entry[1].remove(nbytes)
+                if entry[1].pop(token, None) is None:
+                    return
                 pool.set_limit(size=self._tightest(entry))
                 if not entry[1]:
                     del self._held[key]
@@ -172,7 +178,9 @@ class PoolCaps:
     @staticmethod
     def _tightest(entry):
         caller, caps = entry
-        return min(caps + ([caller] if caller else [])) if caps else caller
+        if not caps:
+            return caller
+        return min(list(caps.values()) + ([caller] if caller else []))
 
 
 #: The process's caps (a pool is the process's, so its caps are too).

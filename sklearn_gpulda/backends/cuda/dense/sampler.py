@@ -157,6 +157,7 @@ class CudaDenseSampler(CudaChain, Sampler):
             if corpus.n_docs < 1 or corpus.n_words < 1:
                 raise ValueError("the dense CUDA engine needs at least one document and one word")
             self._check_memory(corpus)
+            self._cap_pool()
             st = _DenseState()
             st.n_docs, st.n_words, st.n_tokens = corpus.n_docs, corpus.n_words, corpus.n_tokens
             # The pointers and the master index are made on the host: CuPy's diff, argsort and

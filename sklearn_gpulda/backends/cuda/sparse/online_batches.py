@@ -47,6 +47,7 @@ class OnlineBatchChain:
             self.release(return_cache=False)
             frequencies = self._frequencies(corpus)
             plan = self._load_plan(corpus, frequencies)
+            self._cap_pool()
             if plan.streamed or plan.table.hybrid or not fits_one_chunk(corpus, ranges):
                 return super().load_online_batches(corpus, ranges)
             with stage("load: relabel"):

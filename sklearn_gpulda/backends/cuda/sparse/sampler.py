@@ -235,6 +235,7 @@ class CudaSparseSampler(GraphReplay, OnlineBatchChain, StreamedChain, DocTopicRe
             self.release(return_cache=False)
             frequencies = self._frequencies(corpus)
             plan = self._load_plan(corpus, frequencies)
+            self._cap_pool()
             with stage("load: relabel"):
                 self.new_of_old, self.old_of_new = frequency_relabel(frequencies)
             with stage("load: layout"):
@@ -253,9 +254,7 @@ class CudaSparseSampler(GraphReplay, OnlineBatchChain, StreamedChain, DocTopicRe
         by."""
         with stage("load: plan"):
             sizes = memory_plan.corpus_sizes(corpus, frequencies)
-            plan = memory_plan.load_plan(sizes, self.plan_settings(), self._extra_bytes(corpus))
-            self._cap_pool()
-            return plan
+            return memory_plan.load_plan(sizes, self.plan_settings(), self._extra_bytes(corpus))
 
     def _drop_build_scratch(self, plan):
         """Return the layout's sort scratch to the driver before the large table, so that the
