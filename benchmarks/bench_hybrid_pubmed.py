@@ -63,29 +63,39 @@ class WholeGpuPeak:
     used (total less free), polled every few milliseconds, and nvidia-smi's ``memory.used``
     polled beside it where nvidia-smi runs. Both count what this process holds outside CuPy's
     pool (its context, loaded modules, kernels' local memory), which is what an 8 GB card has
-    to fit; on a lent machine nothing else runs on the GPU."""
+    to fit; they count other processes on the GPU too, so run it on a GPU of its own."""
 
     def __init__(self, period_s=0.002):
         self.period_s = period_s
         self.peak_bytes = 0
         self.smi_peak_mib = None
         self._stop = threading.Event()
+        self._error = None
 
-    def _poll(self):
+    def _poll(self, gpu):
         import cupy
 
-        while not self._stop.is_set():
-            free, total = cupy.cuda.runtime.memGetInfo()
-            self.peak_bytes = max(self.peak_bytes, total - free)
-            self._stop.wait(self.period_s)
+        try:
+            with cupy.cuda.Device(gpu):
+                while not self._stop.is_set():
+                    free, total = cupy.cuda.runtime.memGetInfo()
+                    self.peak_bytes = max(self.peak_bytes, total - free)
+                    self._stop.wait(self.period_s)
+        except Exception as exc:  # noqa: BLE001 -- raised again in __exit__
+            self._error = exc
 
     def __enter__(self):
-        self._thread = threading.Thread(target=self._poll, daemon=True)
+        import cupy
+
+        gpu = cupy.cuda.Device()
+        self._thread = threading.Thread(target=self._poll, args=(gpu.id,), daemon=True)
         self._thread.start()
         try:
+            # The PCI bus id names the fit's GPU whatever CUDA_VISIBLE_DEVICES renumbers.
             self._smi = subprocess.Popen(
-                ["nvidia-smi", "--id=0", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
-                 "-lms", "50"], stdout=subprocess.PIPE, text=True)
+                ["nvidia-smi", f"--id={gpu.pci_bus_id}", "--query-gpu=memory.used",
+                 "--format=csv,noheader,nounits", "-lms", "50"],
+                stdout=subprocess.PIPE, text=True)
         except OSError:
             self._smi = None
         return self
@@ -93,6 +103,8 @@ class WholeGpuPeak:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        if self._error is not None:
+            raise RuntimeError("polling the GPU's memory failed") from self._error
         if self._smi is not None:
             self._smi.terminate()
             out = self._smi.communicate()[0]

@@ -17,7 +17,7 @@ import sys
 import time
 
 
-def _timed(cp, run, repeats, sync):
+def _timed(run, repeats, sync):
     run()
     sync()
     tic = time.perf_counter()
@@ -42,7 +42,14 @@ def in_process(n_gpus, cells, repeats):
         for gpu in range(n_gpus):
             cp.cuda.Device(gpu).synchronize()
 
-    return _timed(cp, lambda: reduce.all_reduce(parts), repeats, sync)
+    try:
+        return _timed(lambda: reduce.all_reduce(parts), repeats, sync)
+    finally:
+        reduce.close()
+        parts.clear()
+        for gpu in range(n_gpus):
+            with cp.cuda.Device(gpu):
+                cp.get_default_memory_pool().free_all_blocks()
 
 
 def _rank(rank, n_ranks, unique_id, cells, repeats, visible, queue):
@@ -53,9 +60,10 @@ def _rank(rank, n_ranks, unique_id, cells, repeats, visible, queue):
 
     nccl_rank = NcclRank(cp, 0, n_ranks, unique_id, rank)
     array = cp.ones(cells, dtype=cp.float32)
-    seconds = _timed(cp, lambda: nccl_rank.all_reduce(array), repeats,
+    seconds = _timed(lambda: nccl_rank.all_reduce(array), repeats,
                      cp.cuda.Device(0).synchronize)
     queue.put((rank, seconds, float(array[0])))
+    nccl_rank.close()
 
 
 def across_processes(n_gpus, cells, repeats, own_only):
@@ -72,9 +80,17 @@ def across_processes(n_gpus, cells, repeats, own_only):
                                                          repeats, visible, queue)))
     for process in ranks:
         process.start()
-    results = [queue.get(timeout=300) for _ in ranks]
-    for process in ranks:
-        process.join()
+    try:
+        results = [queue.get(timeout=300) for _ in ranks]
+    finally:
+        for process in ranks:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+    # Every cell started at 1 and was summed (repeats + 1) times in place over the ranks.
+    expected = float(n_gpus) ** (repeats + 1)
+    if any(value != expected for _, _, value in results):
+        raise RuntimeError(f"the sums are wrong: {[v for _, _, v in results]} != {expected}")
     return max(seconds for _, seconds, _ in results)
 
 
