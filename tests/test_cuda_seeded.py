@@ -11,7 +11,8 @@ from sklearn_gpulda._fitting import loop as _fit
 from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda._runtime.device import CPU, Device
 from sklearn_gpulda.backends.numpy import NumpySampler
-from sklearn_gpulda.backends.priors import CellPrior, update_beta
+from sklearn_gpulda.backends.prior_learning import update_beta
+from sklearn_gpulda.backends.priors import CellPrior
 
 from _engine_checks import initialised
 from test_seeded_topics import K, _corpus, _seeds, _top_words, check_seeds_on_top

@@ -7,7 +7,7 @@ import scipy.sparse as sp
 import _gpu_probes
 from sklearn_gpulda._fitting import online as _fit_online
 from sklearn_gpulda._fitting.plan import Online, Plan
-from sklearn_gpulda.backends import priors as _priors
+from sklearn_gpulda.backends import prior_learning as _learning
 from sklearn_gpulda.backends import random as _random
 from sklearn_gpulda._input.corpus import tokens
 from sklearn_gpulda._input.layouts import frequency_relabel, pdow_chunks
@@ -438,15 +438,15 @@ def test_histograms_and_running_sum_equal_numpy_engine():
     # Alpha learnt from the table on the device (a larger K's) is the host table's, bit for bit
     # (a Dask fit merges its shards' tables on the host and must learn the single-GPU fit's).
     start = np.linspace(0.05, 0.5, k)
-    lengths = _priors.length_histogram(corpus.doc_lengths())
+    lengths = _learning.length_histogram(corpus.doc_lengths())
     on_device = cp.asarray(table)
     np.testing.assert_array_equal(eng.alpha_table_numerator(start, on_device),
-                                  _priors.table_numerator(start, want_table))
+                                  _learning.table_numerator(start, want_table))
     for kept in (table, on_device):
         np.testing.assert_array_equal(
-            _priors.update_alpha(start, kept, rest, *lengths,
-                                 numerator=eng.alpha_table_numerator),
-            _priors.update_alpha(start, want_table, want_rest, *lengths))
+            _learning.update_alpha(start, kept, rest, *lengths,
+                                   numerator=eng.alpha_table_numerator),
+            _learning.update_alpha(start, want_table, want_rest, *lengths))
     for sampler in (eng, ref):
         sampler.accumulate_word_topic()
         sampler.accumulate_word_topic()

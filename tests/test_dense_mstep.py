@@ -289,7 +289,7 @@ def _expected_histogram(A):
 @pytest.mark.gpu
 @pytest.mark.parametrize("n_topics", [16, 200])  # alpha's table on the host, then the device
 def test_alpha_histogram_and_table_are_the_counts(n_topics):
-    from sklearn_gpulda.backends import priors
+    from sklearn_gpulda.backends import prior_learning
 
     corpus = tokens(_corpora()["mixed"])  # long documents: counts of 64 and more overflow
     eng = _sampler(n_topics)
@@ -307,23 +307,23 @@ def test_alpha_histogram_and_table_are_the_counts(n_topics):
         A = eng.doc_topic_counts()
         want = _expected_histogram(A)
         got = eng.doc_topic_histogram()
-        assert (want[1] >= priors.TABLE_COUNTS).any()
+        assert (want[1] >= prior_learning.TABLE_COUNTS).any()
         for g, w, name in zip(got, want, ("topic", "count", "n_docs")):
             assert g.dtype == w.dtype, name
             np.testing.assert_array_equal(g, w, err_msg=name)
         table, rest = eng.doc_topic_table()
-        ref_table, ref_rest = priors.alpha_table(*want, n_topics)
+        ref_table, ref_rest = prior_learning.alpha_table(*want, n_topics)
         np.testing.assert_array_equal(table if isinstance(table, np.ndarray) else table.get(),
                                       ref_table)
         for g, w in zip(rest, ref_rest):
             np.testing.assert_array_equal(g, w)
         # The fixed point learns the same alpha wherever the table lies.
-        lengths = priors.length_histogram(corpus.doc_lengths())
+        lengths = prior_learning.length_histogram(corpus.doc_lengths())
         alpha = eng.alpha
         np.testing.assert_array_equal(
-            priors.update_alpha(alpha, table, rest, *lengths,
-                                numerator=eng.alpha_table_numerator),
-            priors.update_alpha(alpha, ref_table, ref_rest, *lengths))
+            prior_learning.update_alpha(alpha, table, rest, *lengths,
+                                        numerator=eng.alpha_table_numerator),
+            prior_learning.update_alpha(alpha, ref_table, ref_rest, *lengths))
     finally:
         eng.release()
 

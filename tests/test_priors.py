@@ -8,6 +8,7 @@ import pytest
 from scipy.special import digamma
 
 from sklearn_gpulda import GPULatentDirichletAllocation
+from sklearn_gpulda.backends import prior_learning as _learning
 from sklearn_gpulda.backends import priors as _priors
 from sklearn_gpulda.backends.numpy.sampler import value_counts
 from sklearn_gpulda.datasets import load_kjv_chapters, make_lda_corpus
@@ -23,7 +24,7 @@ def _alpha_histograms(counts):
     doc, topic = np.nonzero(counts)
     (topic, count), n_docs = value_counts(topic.astype(np.int64),
                                           counts[doc, topic].astype(np.float64))
-    return (topic, count, n_docs), _priors.length_histogram(counts.sum(axis=1))
+    return (topic, count, n_docs), _learning.length_histogram(counts.sum(axis=1))
 
 
 def _direct_alpha_step(alpha, counts):
@@ -34,12 +35,12 @@ def _direct_alpha_step(alpha, counts):
     return alpha * num / den
 
 
-def _update_alpha(start, hist, lengths, n_counts=_priors.TABLE_COUNTS):
-    table, rest = _priors.alpha_table(*hist, np.size(start), n_counts)
-    return _priors.update_alpha(start, table, rest, *lengths)
+def _update_alpha(start, hist, lengths, n_counts=_learning.TABLE_COUNTS):
+    table, rest = _learning.alpha_table(*hist, np.size(start), n_counts)
+    return _learning.update_alpha(start, table, rest, *lengths)
 
 
-@pytest.mark.parametrize("n_counts", [_priors.TABLE_COUNTS, 8, 1])
+@pytest.mark.parametrize("n_counts", [_learning.TABLE_COUNTS, 8, 1])
 def test_one_histogram_step_equals_the_direct_sums(n_counts):
     # MAX_ITERATIONS = 1 makes update_alpha a single step of the iteration. Counts below
     # n_counts go through the table's running sums of reciprocals, the others through digamma:
@@ -49,11 +50,11 @@ def test_one_histogram_step_equals_the_direct_sums(n_counts):
     counts = _dirichlet_multinomial_counts(alpha, rng.integers(5, 60, 300), rng)
     start = np.full(4, 0.3)
     (hist, lengths) = _alpha_histograms(counts)
-    table, rest = _priors.alpha_table(*hist, 4, n_counts)
+    table, rest = _learning.alpha_table(*hist, 4, n_counts)
     assert table.sum() + rest[2].sum() == hist[2].sum()
-    assert (rest[2].size == 0) == (n_counts == _priors.TABLE_COUNTS)
+    assert (rest[2].size == 0) == (n_counts == _learning.TABLE_COUNTS)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_priors, "MAX_ITERATIONS", 1)
+        mp.setattr(_learning, "MAX_ITERATIONS", 1)
         step = _update_alpha(start, hist, lengths, n_counts)
     np.testing.assert_allclose(step, _direct_alpha_step(start, counts), rtol=1e-12)
 
@@ -72,10 +73,10 @@ def _numerator_count_by_count(alpha, table):
 @pytest.mark.parametrize("n_topics,n_counts", [(1, 1), (7, 2), (20, 63), (300, 63), (3, 0)])
 def test_table_numerator_is_the_count_by_count_sum_to_the_bit(n_topics, n_counts):
     rng = np.random.default_rng(n_topics + n_counts)
-    alpha = rng.gamma(0.3, 1.0, n_topics) + _priors.FLOOR
+    alpha = rng.gamma(0.3, 1.0, n_topics) + _learning.FLOOR
     table = rng.integers(0, 5000, (n_topics, n_counts)).astype(np.float64)
     table[rng.random(table.shape) < 0.3] = 0.0
-    got = _priors.table_numerator(alpha, table)
+    got = _learning.table_numerator(alpha, table)
     want = _numerator_count_by_count(alpha, table)
     assert got.shape == (n_topics,)
     assert np.array_equal(got.view(np.int64), want.view(np.int64))
@@ -97,7 +98,7 @@ def test_beta_is_recovered_from_dirichlet_multinomial_counts():
     counts = np.vstack([rng.multinomial(n, p) for n, p in
                         zip(rng.integers(5000, 20000, n_topics), phi)])
     (count,), n_cells = value_counts(counts[counts > 0].astype(np.float64))
-    learned = _priors.update_beta(0.5, count, n_cells, counts.sum(axis=1), n_words)
+    learned = _learning.update_beta(0.5, count, n_cells, counts.sum(axis=1), n_words)
     assert learned == pytest.approx(beta, rel=0.05)
 
 
@@ -105,7 +106,7 @@ def test_a_topic_nobody_uses_stops_at_the_floor():
     counts = np.array([[5, 0, 3], [2, 0, 7], [0, 0, 4]])
     hist, lengths = _alpha_histograms(counts)
     learned = _update_alpha(np.full(3, 0.5), hist, lengths)
-    assert learned[1] == _priors.FLOOR and learned[0] > _priors.FLOOR
+    assert learned[1] == _learning.FLOOR and learned[0] > _learning.FLOOR
 
 
 def test_weighted_counts_are_histogrammed_by_value():
@@ -115,7 +116,7 @@ def test_weighted_counts_are_histogrammed_by_value():
     scaled = counts * 0.5
     hist, lengths = _alpha_histograms(scaled)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_priors, "MAX_ITERATIONS", 1)
+        mp.setattr(_learning, "MAX_ITERATIONS", 1)
         step = _update_alpha(np.array([0.3, 0.3]), hist, lengths)
     np.testing.assert_allclose(step, _direct_alpha_step(np.array([0.3, 0.3]), scaled), rtol=1e-12)
 

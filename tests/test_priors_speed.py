@@ -12,8 +12,9 @@ from scipy.special import digamma
 
 from sklearn_gpulda import GPULatentDirichletAllocation
 from sklearn_gpulda._fitting import batch
-from sklearn_gpulda.backends import priors as _priors
-from sklearn_gpulda.backends.priors import FLOOR, CellPrior
+from sklearn_gpulda.backends import prior_learning as _learning
+from sklearn_gpulda.backends.prior_learning import FLOOR
+from sklearn_gpulda.backends.priors import CellPrior
 
 # ---- verbatim copies of the functions before the rewrite (names prefixed with _old) ---------
 # (MAX_ITERATIONS and TOLERANCE are read from the module, so both versions iterate alike.)
@@ -48,7 +49,7 @@ def _old_update_alpha(alpha, table, rest, length, n_length, numerator=_old_table
     n_length = np.asarray(n_length, dtype=np.float64)
     if not n_length.sum():
         return alpha
-    for _ in range(_priors.MAX_ITERATIONS):
+    for _ in range(_learning.MAX_ITERATIONS):
         total = alpha.sum()
         denominator = np.dot(n_length, digamma(length + total) - digamma(total))
         gains = numerator(alpha, table)
@@ -56,7 +57,7 @@ def _old_update_alpha(alpha, table, rest, length, n_length, numerator=_old_table
             pair_gain = digamma(count + alpha[topic]) - digamma(alpha)[topic]
             gains += np.bincount(topic, weights=n_docs * pair_gain, minlength=n_topics)
         new = np.maximum(alpha * gains / denominator, FLOOR)
-        done = (np.abs(new - alpha) / alpha).max() < _priors.TOLERANCE
+        done = (np.abs(new - alpha) / alpha).max() < _learning.TOLERANCE
         alpha = new
         if done:
             break
@@ -74,7 +75,7 @@ def _old_update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, ce
         keep = cells.value != 0
         seeded = np.asarray(cell_counts, dtype=np.float64)[keep]
         extra = cells.value[keep]
-    for _ in range(_priors.MAX_ITERATIONS):
+    for _ in range(_learning.MAX_ITERATIONS):
         numerator = np.dot(n_cells, _old_digamma_gain(count, beta))
         sums = n_words * beta
         if cells is not None:
@@ -83,7 +84,7 @@ def _old_update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, ce
             sums = sums + cells.topic_sums
         denominator = n_words * _old_digamma_gain(totals, sums).sum()
         new = max(beta * numerator / denominator, FLOOR)
-        done = abs(new - beta) / beta < _priors.TOLERANCE
+        done = abs(new - beta) / beta < _learning.TOLERANCE
         beta = new
         if done:
             break
@@ -99,11 +100,11 @@ def _captured_updates(X, n_topics, max_iter, **params):
     def alpha_spy(alpha, table, rest, length, n_length, numerator=None):
         calls["alpha"].append((np.array(alpha), np.array(table), tuple(map(np.array, rest)),
                                np.array(length), np.array(n_length)))
-        return _priors.update_alpha(alpha, table, rest, length, n_length)
+        return _learning.update_alpha(alpha, table, rest, length, n_length)
 
     def beta_spy(*args):
         calls["beta"].append(args)
-        return _priors.update_beta(*args)
+        return _learning.update_beta(*args)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(batch, "update_alpha", alpha_spy)
@@ -131,24 +132,24 @@ def _synthetic_alpha_inputs(n_topics, weighted=False, with_rest=True, seed=0):
     if weighted:
         counts *= rng.choice([0.5, 1.0, 1.7], counts.shape)
     if not with_rest:
-        counts = np.minimum(counts, _priors.TABLE_COUNTS - 1.0)
+        counts = np.minimum(counts, _learning.TABLE_COUNTS - 1.0)
     doc, topic = np.nonzero(counts)
     keys, n = np.unique(np.stack([topic, counts[doc, topic]]), axis=1, return_counts=True)
-    table, rest = _priors.alpha_table(keys[0].astype(np.int64), keys[1], n, n_topics)
-    length, n_length = _priors.length_histogram(counts.sum(axis=1))
+    table, rest = _learning.alpha_table(keys[0].astype(np.int64), keys[1], n, n_topics)
+    length, n_length = _learning.length_histogram(counts.sum(axis=1))
     start = rng.gamma(0.5, 0.2, n_topics) + FLOOR
     return start, table, rest, length, n_length
 
 
 def _assert_same_alpha(args):
     want = _old_update_alpha(*args)
-    got = _priors.update_alpha(*args)
+    got = _learning.update_alpha(*args)
     assert got.dtype == want.dtype and got.shape == want.shape
     assert np.array_equal(got.view(np.int64), want.view(np.int64))
 
 
 def _assert_same_beta(args):
-    want, got = _old_update_beta(*args), _priors.update_beta(*args)
+    want, got = _old_update_beta(*args), _learning.update_beta(*args)
     assert got == want and type(got) is type(want)
     assert np.float64(got).view(np.int64) == np.float64(want).view(np.int64)
 
@@ -159,12 +160,12 @@ def _assert_same_beta(args):
 def test_alpha_updates_of_kjv_fits_are_unchanged(kjv_updates, column_sums):
     with pytest.MonkeyPatch.context() as mp:
         if column_sums:  # every table summed by column, whatever its K
-            mp.setattr(_priors, "COLUMN_SUM_TOPICS", 1)
+            mp.setattr(_learning, "COLUMN_SUM_TOPICS", 1)
         for calls in kjv_updates:
             for args in calls["alpha"]:
                 _assert_same_alpha(args)
                 alpha, table = args[:2]
-                assert np.array_equal(_priors.table_numerator(alpha, table),
+                assert np.array_equal(_learning.table_numerator(alpha, table),
                                       _old_table_numerator(alpha, table))
 
 
@@ -180,7 +181,7 @@ def test_kjv_inputs_cover_both_parts_and_both_sum_orders(kjv_updates):
     alpha_args = [args for calls in kjv_updates for args in calls["alpha"]]
     assert any(args[2][0].size for args in alpha_args)
     sizes = {args[0].size for args in alpha_args}
-    assert min(sizes) < _priors.COLUMN_SUM_TOPICS <= max(sizes)
+    assert min(sizes) < _learning.COLUMN_SUM_TOPICS <= max(sizes)
 
 
 @pytest.mark.parametrize("n_topics", [1, 20, 1000])
@@ -198,8 +199,8 @@ def test_table_numerator_is_unchanged_by_rows_and_by_columns(n_topics):
     want = _old_table_numerator(alpha, table)
     for threshold in (1, 10 ** 9):
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(_priors, "COLUMN_SUM_TOPICS", threshold)
-            assert np.array_equal(_priors.table_numerator(alpha, table), want)
+            mp.setattr(_learning, "COLUMN_SUM_TOPICS", threshold)
+            assert np.array_equal(_learning.table_numerator(alpha, table), want)
 
 
 def test_alpha_update_with_a_given_numerator_is_unchanged():
@@ -213,14 +214,14 @@ def test_alpha_update_with_a_given_numerator_is_unchanged():
         return _old_table_numerator(alpha, table)
 
     want = _old_update_alpha(*args)
-    got = _priors.update_alpha(*args, numerator=numerator)
+    got = _learning.update_alpha(*args, numerator=numerator)
     assert np.array_equal(got, want) and len(seen) > 1
     assert np.array_equal(seen[0], args[0])
 
 
 def test_alpha_update_without_documents_returns_the_start():
     start, table, rest = _synthetic_alpha_inputs(5)[:3]
-    got = _priors.update_alpha(start, table, rest, np.zeros(0), np.zeros(0))
+    got = _learning.update_alpha(start, table, rest, np.zeros(0), np.zeros(0))
     assert np.array_equal(got, start) and got is not start
 
 
@@ -264,5 +265,5 @@ def test_device_table_numerator_is_the_hosts(n_topics):
     got = counts.alpha_table_numerator(cp.asarray(alpha), cp.asarray(table)).get()
     for threshold in (1, 10 ** 9):
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(_priors, "COLUMN_SUM_TOPICS", threshold)
-            assert np.array_equal(got, _priors.table_numerator(alpha, table))
+            mp.setattr(_learning, "COLUMN_SUM_TOPICS", threshold)
+            assert np.array_equal(got, _learning.table_numerator(alpha, table))

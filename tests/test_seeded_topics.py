@@ -19,11 +19,8 @@ from sklearn_gpulda.backends.numpy.dense_rule import draw_topics_dense
 from sklearn_gpulda.backends.numpy.minibatch_rule import batch_doc_side, draw_batch
 from sklearn_gpulda.backends.numpy.sampler import NumpySampler
 from sklearn_gpulda.backends.numpy.sparse_rule import draw_topics
-from sklearn_gpulda.backends.priors import (
-    CellPrior,
-    resolve_topic_word_prior,
-    update_beta,
-)
+from sklearn_gpulda.backends.prior_learning import update_beta
+from sklearn_gpulda.backends.priors import CellPrior, resolve_topic_word_prior
 from sklearn_gpulda.datasets import make_lda_corpus
 
 K = 5

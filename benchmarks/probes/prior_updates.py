@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda._fitting import batch  # noqa: E402
-from sklearn_gpulda.backends import priors  # noqa: E402
+from sklearn_gpulda.backends import prior_learning  # noqa: E402
 from sklearn_gpulda.datasets import load_kjv_chapters  # noqa: E402
 from test_priors_speed import (  # noqa: E402
     _old_table_numerator, _old_update_alpha, _old_update_beta)
@@ -93,22 +93,22 @@ def main():
         a, b = last_update(X, k, args.max_iter)
         alpha, table = a[:2]
         want = _old_update_alpha(*a)
-        assert np.array_equal(priors.update_alpha(*a), want), "update_alpha changed"
-        assert np.array_equal(priors.table_numerator(alpha, table),
+        assert np.array_equal(prior_learning.update_alpha(*a), want), "update_alpha changed"
+        assert np.array_equal(prior_learning.table_numerator(alpha, table),
                               _old_table_numerator(alpha, table)), "table_numerator changed"
-        assert priors.update_beta(*b) == _old_update_beta(*b), "update_beta changed"
+        assert prior_learning.update_beta(*b) == _old_update_beta(*b), "update_beta changed"
         calls = []
-        priors.update_alpha(*a, numerator=lambda x, t: calls.append(1) or
-                            priors.table_numerator(x, t))
+        prior_learning.update_alpha(*a, numerator=lambda x, t: calls.append(1) or
+                                    prior_learning.table_numerator(x, t))
         iters = len(calls)
         print(f"K={k} docs={X.shape[0]}: {a[2][0].size} pairs outside the table, "
               f"{a[3].size} lengths, {iters} iterations")
         reps = max(5, args.reps * 20 // max(k, 20))
-        report("update_alpha", lambda: _old_update_alpha(*a), lambda: priors.update_alpha(*a),
-               reps, iters)
+        report("update_alpha", lambda: _old_update_alpha(*a),
+               lambda: prior_learning.update_alpha(*a), reps, iters)
         report("table_numerator", lambda: _old_table_numerator(alpha, table),
-               lambda: priors.table_numerator(alpha, table), reps * 5)
-        report("update_beta", lambda: _old_update_beta(*b), lambda: priors.update_beta(*b),
+               lambda: prior_learning.table_numerator(alpha, table), reps * 5)
+        report("update_beta", lambda: _old_update_beta(*b), lambda: prior_learning.update_beta(*b),
                reps * 2)
 
 

@@ -3,7 +3,7 @@
 the model it gives (``doc/algorithm.md``)."""
 
 from .._runtime.stages import stage
-from ..backends.priors import length_histogram, update_alpha, update_beta
+from ..backends.prior_learning import length_histogram, update_alpha, update_beta
 from .fitted import FittedState, public_prior
 from .score import Score
 

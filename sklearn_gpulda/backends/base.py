@@ -26,7 +26,7 @@ import abc
 import numpy as np
 
 from .._runtime.stages import stage
-from . import priors as _priors
+from . import prior_learning as _learning
 from .random import STREAM_INIT, STREAM_SAMPLE
 
 
@@ -285,18 +285,17 @@ class Sampler(abc.ABC):
         """
 
     def doc_topic_table(self):
-        """:meth:`doc_topic_histogram` split by :func:`sklearn_gpulda.backends.priors.alpha_table`:
-        ``(table, (topic, count, n_docs))``, what
-        :func:`~sklearn_gpulda.backends.priors.update_alpha`
-        reads. A GPU engine may return the table on its device."""
-        return _priors.alpha_table(*self.doc_topic_histogram(), self.n_topics)
+        """:meth:`doc_topic_histogram` split by
+        :func:`sklearn_gpulda.backends.prior_learning.alpha_table`: ``(table, (topic, count,
+        n_docs))``, what :func:`~sklearn_gpulda.backends.prior_learning.update_alpha` reads. A
+        GPU engine may return the table on its device."""
+        return _learning.alpha_table(*self.doc_topic_histogram(), self.n_topics)
 
     def alpha_table_numerator(self, alpha, table):
         """The table's part of alpha's numerator for a table :meth:`doc_topic_table` returned
-        (:func:`sklearn_gpulda.backends.priors.table_numerator`); a GPU engine runs it where its
-        table
-        lies."""
-        return _priors.table_numerator(alpha, table)
+        (:func:`sklearn_gpulda.backends.prior_learning.table_numerator`); a GPU engine runs it
+        where its table lies."""
+        return _learning.table_numerator(alpha, table)
 
     @abc.abstractmethod
     def word_topic_histogram(self):

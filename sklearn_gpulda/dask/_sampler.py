@@ -24,7 +24,7 @@ import numpy as np
 from ..backends.base import Sampler
 from ..backends.numpy.row_tasks import nonzero_histogram, transposed
 from ..backends.numpy.threads import ThreadTeam
-from ..backends.priors import merge_histograms
+from ..backends.prior_learning import merge_histograms
 from ..backends.random import STREAM_INIT, STREAM_SAMPLE
 from ._wire import cell_dtype, dense_word_topic
 

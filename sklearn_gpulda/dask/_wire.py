@@ -3,7 +3,7 @@
 A shard's part of the word-topic matrix B, and the corpus-wide total sent back, travel as their
 non-zero cells: cell ids ``word * K + topic`` (:func:`cell_dtype`) and float32 counts. The
 document-topic histograms that prior learning reads travel as ``(topic, count, n_docs)`` triples
-and are merged by :func:`~sklearn_gpulda.backends.priors.merge_histograms`.
+and are merged by :func:`~sklearn_gpulda.backends.prior_learning.merge_histograms`.
 """
 
 import numpy as np

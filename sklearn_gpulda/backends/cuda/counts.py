@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .. import priors as _priors
+from .. import prior_learning as _learning
 from . import kernels as _kernels
 from .constants import COUNT_BLOCK, HIST_MAX_TOPICS, LONG_HIST_WINDOW, SHORT_DOC_MAX, WARP
 
@@ -201,8 +201,8 @@ def a_entry_keys(chunk, key_off, keys, n_sm):
 #: Integer values 1 .. VALUE_BINS - 1 of B are counted in a shared-memory table per block.
 VALUE_BINS = 4096
 #: Integer counts 1 .. KEY_BINS - 1 of A are counted in a (K, KEY_BINS) table: the columns of
-#: the table learning alpha reads (``_priors.TABLE_COUNTS``).
-KEY_BINS = _priors.TABLE_COUNTS
+#: the table learning alpha reads (``_learning.TABLE_COUNTS``).
+KEY_BINS = _learning.TABLE_COUNTS
 
 
 def value_histogram(values, n_bins, capacity, n_sm):
@@ -245,7 +245,7 @@ def a_entry_histogram(chunk, table, overflow, n_overflow, n_sm):
 
 def alpha_table_numerator(alpha, table):
     """Device ``(K,)`` float64: the table's part of alpha's numerator
-    (:func:`sklearn_gpulda.backends.priors.table_numerator`, bit for bit) from ``alpha`` (K
+    (:func:`sklearn_gpulda.backends.prior_learning.table_numerator`, bit for bit) from ``alpha`` (K
     float64) and
     ``table`` (K x C float64, C-contiguous), both on the device."""
     import cupy as cp

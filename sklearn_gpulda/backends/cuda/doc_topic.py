@@ -8,14 +8,14 @@ the corpus and the device; split from it so that each module keeps one job.
 import numpy as np
 
 from ..._runtime.device import is_device_array
-from .. import priors as _priors
+from .. import prior_learning as _learning
 from . import counts
 from .chain import decode_keys
 
 
 #: Cells of A's binned table (K x KEY_BINS) up to which a prior update reads it on the host,
-#: where the fixed point runs its part (``priors.table_numerator``) without a device round trip
-#: per iteration (K <= 128); a larger table stays on the device, which runs that part
+#: where the fixed point runs its part (``prior_learning.table_numerator``) without a device
+#: round trip per iteration (K <= 128); a larger table stays on the device, which runs that part
 #: (``alpha_table_numerator``) on it: at K = 1,000 the host's arithmetic over the table cost
 #: more than the round trips. Both give the same bits.
 HOST_TABLE_CELLS = 1 << 13
@@ -104,7 +104,7 @@ class DocTopicReading:
         with self.device_context():
             on_host = self.n_topics * counts.KEY_BINS <= HOST_TABLE_CELLS
             bins = self.doc_topic_bins(corpus, on_host=on_host)
-            if bins is None or bins[0].shape[1] != _priors.TABLE_COUNTS:
+            if bins is None or bins[0].shape[1] != _learning.TABLE_COUNTS:
                 return super().doc_topic_table()
             table, big_keys, n_big = bins
             if on_host:

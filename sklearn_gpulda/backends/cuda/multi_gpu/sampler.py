@@ -29,7 +29,7 @@ from ...._input.layouts import split_documents
 from ...._runtime.device import Device, is_device_array
 from ...._runtime.stages import stage
 from ...base import Sampler
-from ...priors import TABLE_COUNTS, merge_histograms
+from ...prior_learning import TABLE_COUNTS, merge_histograms
 from ...random import STREAM_INIT, STREAM_SAMPLE
 from ..counts import KEY_BINS
 from ..doc_topic import HOST_TABLE_CELLS, alpha_table_of_bins, table_on_device
