@@ -774,7 +774,7 @@ GPULDA_ENTRY_HISTOGRAM(packed, true)
 GPULDA_ENTRY_HISTOGRAM(wide, false)
 
 // ---------------------------------------------------------------------------------------------
-// alpha_table_numerator: the table's part of alpha's fixed point (_priors.table_numerator),
+// alpha_table_numerator: the table's part of alpha's fixed point (prior_learning.table_numerator),
 // out[k] = sum_c table[k, c] * sum_{j <= c} 1 / (alpha[k] + j), one thread per topic.
 // Launch: grid any (grid-strided), block any.
 // [in] alpha (K float64), table (K x n_counts float64, row-major); [out] out (K float64).
