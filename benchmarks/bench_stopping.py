@@ -143,8 +143,10 @@ def stops(points, tols, floor, ceiling):
                    sweep_4x=None, heldout_4x=math.nan)
         if n is not None:
             row.update(seconds=by_sweep[n]["seconds"], heldout=by_sweep[n]["heldout_ll"])
-            grid = rule.check_points()
-            later = grid.index(n) + 4       # two doublings: four grid steps
+            # Two doublings later: four steps along the long fit's own check points, which run
+            # on past the replayed rule's ceiling where --ceiling asks for a longer fit.
+            grid = sorted(by_sweep)
+            later = grid.index(n) + 4
             if later < len(grid) and grid[later] in by_sweep:
                 row.update(sweep_4x=grid[later], heldout_4x=by_sweep[grid[later]]["heldout_ll"])
         out.append(row)
