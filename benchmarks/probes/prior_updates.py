@@ -1,84 +1,79 @@
-"""Host time of the prior fixed points (``update_alpha``, ``table_numerator``, ``update_beta``)
-before and after their rewrite for speed (issue 35), on the inputs of the last prior update of
-default CPU fits of the KJV chapters.
+"""Host time of alpha's fixed point (``update_alpha``) and of its table numerator summed along
+each topic's row against across topics (``prior_learning.COLUMN_SUM_TOPICS``), on the inputs of
+the last prior update of default CPU fits of the KJV chapters.
 
-The previous versions are the verbatim copies kept in ``tests/test_priors_speed.py``; every
-result is checked to be the same bits before anything is timed. Old and new calls alternate,
+Both sums are checked to give the same bits before anything is timed. The two forms alternate,
 so a busy host slows both alike; the minimum and the median of ``--reps`` calls are printed.
 
 Usage::
 
     python benchmarks/probes/prior_updates.py --topics 20 100 1000 --max-iter 21 --reps 200
-
-Output, one block per fit::
-
-    K=20 docs=1189: 1053 pairs outside the table, 461 lengths, 24 iterations
-      update_alpha     old   1406 us  new   1378 us  (min; 2% less) ...
 """
 
 import argparse
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the checkout
-sys.path.insert(0, str(ROOT / "tests"))
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
 from sklearn_gpulda._fitting import batch  # noqa: E402
 from sklearn_gpulda.backends import prior_learning  # noqa: E402
 from sklearn_gpulda.datasets import load_kjv_chapters  # noqa: E402
-from test_priors_speed import (  # noqa: E402
-    _old_table_numerator, _old_update_alpha, _old_update_beta)
 
 
-def last_update(X, n_topics, max_iter):
-    """The arguments of the last update_alpha and update_beta calls of a CPU fit of ``X``."""
+def last_alpha_update(X, n_topics, max_iter):
+    """The arguments of the last update_alpha call of a CPU fit of ``X``."""
     seen = {}
-    alpha_fn, beta_fn = batch.update_alpha, batch.update_beta
+    real = batch.update_alpha
 
-    def alpha_spy(alpha, table, rest, length, n_length, numerator=None):
+    def spy(alpha, table, rest, length, n_length, numerator=None):
         seen["alpha"] = (np.array(alpha), np.array(table), tuple(map(np.array, rest)),
                          np.array(length), np.array(n_length))
-        return alpha_fn(alpha, table, rest, length, n_length)
+        return real(alpha, table, rest, length, n_length)
 
-    def beta_spy(*args):
-        seen["beta"] = args
-        return beta_fn(*args)
-
-    batch.update_alpha, batch.update_beta = alpha_spy, beta_spy
+    batch.update_alpha = spy
     try:
         GPULatentDirichletAllocation(n_components=n_topics, max_iter=max_iter, device="cpu",
                                      random_state=0).fit(X)
     finally:
-        batch.update_alpha, batch.update_beta = alpha_fn, beta_fn
-    return seen["alpha"], seen["beta"]
+        batch.update_alpha = real
+    return seen["alpha"]
 
 
-def alternate(old, new, reps):
-    """Seconds per call of ``old`` and ``new``, called in turn: (min, median) of each."""
-    times = ([], [])
+@contextmanager
+def summed(by):
+    """Every table numerator summed ``by`` 'rows' or 'columns' inside the block."""
+    saved = prior_learning.COLUMN_SUM_TOPICS
+    prior_learning.COLUMN_SUM_TOPICS = 10 ** 9 if by == "rows" else 1
+    try:
+        yield
+    finally:
+        prior_learning.COLUMN_SUM_TOPICS = saved
+
+
+def timed(by, fn):
+    with summed(by):
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+
+def report(name, fn, reps):
+    """Seconds per call of ``fn`` by rows and by columns, called in turn."""
+    times = {"rows": [], "columns": []}
     for r in range(reps):
-        order = (0, 1) if r % 2 else (1, 0)
-        for i in order:
-            fn = (old, new)[i]
-            t0 = time.perf_counter()
-            fn()
-            times[i].append(time.perf_counter() - t0)
-    return [(min(t), float(np.median(t))) for t in times]
-
-
-def report(name, old, new, reps, per=None):
-    (old_min, old_med), (new_min, new_med) = alternate(old, new, reps)
-    line = (f"  {name:15s} old {old_min * 1e6:8.1f} us  new {new_min * 1e6:8.1f} us  (min; "
-            f"{1 - new_min / old_min:.0%} less)  median old {old_med * 1e6:8.1f} new "
-            f"{new_med * 1e6:8.1f}")
-    if per:
-        line += f"  | per iteration old {old_min / per * 1e6:.1f} new {new_min / per * 1e6:.1f}"
-    print(line, flush=True)
+        for by in (("rows", "columns") if r % 2 else ("columns", "rows")):
+            times[by].append(timed(by, fn))
+    (rows_min, rows_med), (cols_min, cols_med) = [
+        (min(times[by]), float(np.median(times[by]))) for by in ("rows", "columns")]
+    print(f"  {name:15s} rows {rows_min * 1e6:8.1f} us  columns {cols_min * 1e6:8.1f} us  "
+          f"(min)  median rows {rows_med * 1e6:8.1f} columns {cols_med * 1e6:8.1f}", flush=True)
 
 
 def main():
@@ -90,26 +85,21 @@ def main():
     args = p.parse_args()
     X = load_kjv_chapters().data[:args.docs]
     for k in args.topics:
-        a, b = last_update(X, k, args.max_iter)
+        a = last_alpha_update(X, k, args.max_iter)
         alpha, table = a[:2]
-        want = _old_update_alpha(*a)
-        assert np.array_equal(prior_learning.update_alpha(*a), want), "update_alpha changed"
-        assert np.array_equal(prior_learning.table_numerator(alpha, table),
-                              _old_table_numerator(alpha, table)), "table_numerator changed"
-        assert prior_learning.update_beta(*b) == _old_update_beta(*b), "update_beta changed"
-        calls = []
-        prior_learning.update_alpha(*a, numerator=lambda x, t: calls.append(1) or
-                                    prior_learning.table_numerator(x, t))
-        iters = len(calls)
+        results = {}
+        for by in ("rows", "columns"):
+            with summed(by):
+                results[by] = (prior_learning.table_numerator(alpha, table),
+                               prior_learning.update_alpha(*a))
+        assert all(np.array_equal(r, c) for r, c in zip(results["rows"], results["columns"])), \
+            "the sums by rows and by columns differ"
         print(f"K={k} docs={X.shape[0]}: {a[2][0].size} pairs outside the table, "
-              f"{a[3].size} lengths, {iters} iterations")
+              f"{a[3].size} lengths; the default sums by "
+              f"{'columns' if k >= prior_learning.COLUMN_SUM_TOPICS else 'rows'}")
         reps = max(5, args.reps * 20 // max(k, 20))
-        report("update_alpha", lambda: _old_update_alpha(*a),
-               lambda: prior_learning.update_alpha(*a), reps, iters)
-        report("table_numerator", lambda: _old_table_numerator(alpha, table),
-               lambda: prior_learning.table_numerator(alpha, table), reps * 5)
-        report("update_beta", lambda: _old_update_beta(*b), lambda: prior_learning.update_beta(*b),
-               reps * 2)
+        report("update_alpha", lambda: prior_learning.update_alpha(*a), reps)
+        report("table_numerator", lambda: prior_learning.table_numerator(alpha, table), reps * 5)
 
 
 if __name__ == "__main__":

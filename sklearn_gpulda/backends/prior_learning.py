@@ -103,15 +103,8 @@ def table_numerator(alpha, table):
     # Both running sums as accumulations along each row: NumPy's accumulate adds one element
     # at a time, left to right (it never pairs them as its reductions do), so every value is
     # the count-by-count loop's to the bit, in a handful of calls instead of two per count.
-    # Each operation is the loop's, on the same operands in the same order (alpha_k + j, 1 /
-    # that, the running sum, table * gain, its running sum), written in place; add.outer
-    # makes alpha_k + j faster than a broadcast addition does.
-    terms = np.add.outer(alpha, _steps(n_counts))
-    np.divide(1.0, terms, terms)
-    gain = np.add.accumulate(terms, 1)
-    np.multiply(table, gain, gain)
-    np.add.accumulate(gain, 1, None, terms)
-    return terms[:, -1]
+    gain = np.add.accumulate(1.0 / (alpha[:, None] + _steps(n_counts)[None, :]), axis=1)
+    return np.add.accumulate(table * gain, axis=1)[:, -1]
 
 
 def _column_sums(alpha, table):
@@ -125,67 +118,18 @@ def _column_sums(alpha, table):
     n_counts = table.shape[1]
     terms = np.add(alpha, _steps(n_counts, column=True))
     np.divide(1.0, terms, out=terms)
-    add = np.add
     for c in range(1, n_counts):
-        add(terms[c - 1], terms[c], out=terms[c])
+        np.add(terms[c - 1], terms[c], out=terms[c])
     np.multiply(table.T, terms, out=terms)
     total = terms[0].copy()
     for c in range(1, n_counts):
-        add(total, terms[c], out=total)
+        np.add(total, terms[c], out=total)
     return total
 
 
-class _AlphaDigammas:
-    """The digammas of one iteration of alpha's fixed point, evaluated in one call.
-
-    Its arguments are laid out as::
-
-        [length_j + total | count_i + alpha[topic_i] | alpha_k | total]
-
-    with ``total = sum_k alpha_k``, gathered with one ``take`` from ``state = [alpha | total]``
-    and one addition of the lengths and counts: the same operands added in the same order as
-    ``length + total`` and ``count + alpha[topic]`` (or the value itself), and ``digamma`` is a
-    function of each element alone, so each is the same bits as in an array of its own. The
-    gains ``psi(length_j + total) - psi(total)`` and ``psi(count_i + alpha_t) - psi(alpha_t)``
-    then take one gather of the second terms and one subtraction.
-
-    Parameters
-    ----------
-    length : ndarray of float64
-    topic : ndarray of int64
-    count : ndarray of float64
-    n_topics : int
-
-    Attributes
-    ----------
-    length_gain, pair_gain : ndarray of float64
-        The gains after :meth:`evaluate`, views of one array.
-    """
-
-    def __init__(self, length, topic, count, n_topics):
-        n_lengths, n_gains = length.size, length.size + count.size
-        # Where each gain's digamma arguments come from in `state`: the base (total for a
-        # length, alpha_t for a pair), and the prior values themselves at the end.
-        self.base = np.concatenate([np.full(n_lengths, n_topics, dtype=np.intp),
-                                    topic.astype(np.intp)])
-        self.source = np.concatenate([self.base, np.arange(n_topics + 1, dtype=np.intp)])
-        self.offset = np.concatenate([length, count])
-        self.values = np.empty(self.source.size, dtype=np.float64)
-        self.shifted, self.psi_state = self.values[:n_gains], self.values[n_gains:]
-        self.gain = np.empty(n_gains, dtype=np.float64)
-        self.length_gain, self.pair_gain = self.gain[:n_lengths], self.gain[n_lengths:]
-
-    def evaluate(self, state):
-        """Fill the gains at ``state = [alpha | total]``."""
-        values, gain = self.values, self.gain
-        # mode='clip' rather than the default 'raise', which copies through a buffer; every
-        # index is in range, so both give the same elements.
-        # (Outputs are passed by position: NumPy parses a keyword out= slower.)
-        state.take(self.source, None, values, "clip")
-        np.add(self.offset, self.shifted, self.shifted)
-        digamma(values, values)
-        self.psi_state.take(self.base, None, gain, "clip")
-        np.subtract(self.shifted, gain, gain)
+def _digamma_gain(counts, prior):
+    """``psi(counts + prior) - psi(prior)``, elementwise."""
+    return digamma(counts + prior) - digamma(prior)
 
 
 def update_alpha(alpha, table, rest, length, n_length, numerator=table_numerator):
@@ -226,42 +170,23 @@ def update_alpha(alpha, table, rest, length, n_length, numerator=table_numerator
     n_length = np.asarray(n_length, dtype=np.float64)
     if not n_length.sum():
         return alpha
-    # The fixed point runs every few sweeps while a GPU waits for it, and at small K a NumPy
-    # call costs about as much as its arithmetic. So an iteration computes only what changes
-    # (psi(alpha_k) once per topic rather than once per pair: the same function of the same
-    # value, so the same bits; no bincount when the table holds every pair), evaluates all its
-    # digammas in one call (_AlphaDigammas), and writes the long arrays into buffers made once
-    # per update. Each arithmetic operation is the formula's, on the same operands in the same
-    # order; the dot product, bincount and the reductions read the same values, in the same
-    # order and number, as from the formula's temporaries. (Measured, this saves only about 5%
-    # at K = 20: most of an iteration is the digammas and the table's two running sums, which
-    # no reordering may touch.)
-    digammas = _AlphaDigammas(length, topic, count, n_topics)
-    # Alpha and its total live in a row `state = [alpha | total]`; each iteration writes the
-    # next alpha into the other row, so nothing is copied. Arrays of K values are cheaper
-    # made than written through out= at small K; outputs are passed by position.
-    states = np.empty((2, n_topics + 1), dtype=np.float64)
-    states[0, :n_topics] = alpha
-    rows = [(s, s[:n_topics], s[n_topics:].reshape(())) for s in states]
-    add, subtract, multiply, divide = np.add, np.subtract, np.multiply, np.divide
-    maximum, absolute, bincount = np.maximum, np.absolute, np.bincount
-    length_gain, pair_gain = digammas.length_gain, digammas.pair_gain
-    current = 0
+    # The fixed point runs every few sweeps and its digammas are most of a small fit's host
+    # time, so each iteration computes only what changes, in as few NumPy calls as it can:
+    # psi(alpha_k) once per topic rather than once per pair (the same function of the same
+    # value, so the same bits), and no bincount when the table holds every pair.
     for _ in range(MAX_ITERATIONS):
-        state, alpha, total = rows[current]
-        current = 1 - current
-        new = rows[current][1]
-        add.reduce(alpha, 0, None, total)
-        digammas.evaluate(state)
-        # ndarray.dot is np.dot (both are PyArray_MatrixProduct2), without its dispatch.
-        denominator = n_length.dot(length_gain)
+        total = alpha.sum()
+        denominator = np.dot(n_length, digamma(length + total) - digamma(total))
         gains = numerator(alpha, table)
         if topic.size:
-            gains += bincount(topic, multiply(n_docs, pair_gain, pair_gain), n_topics)
-        maximum(divide(multiply(alpha, gains), denominator), FLOOR, out=new)
-        if maximum.reduce(divide(absolute(subtract(new, alpha)), alpha)) < TOLERANCE:
+            pair_gain = digamma(count + alpha[topic]) - digamma(alpha)[topic]
+            gains += np.bincount(topic, weights=n_docs * pair_gain, minlength=n_topics)
+        new = np.maximum(alpha * gains / denominator, FLOOR)
+        done = (np.abs(new - alpha) / alpha).max() < TOLERANCE
+        alpha = new
+        if done:
             break
-    return rows[current][1].copy()
+    return alpha
 
 
 def update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, cell_counts=None):
@@ -304,37 +229,15 @@ def update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, cell_co
         keep = cells.value != 0
         seeded = np.asarray(cell_counts, dtype=np.float64)[keep]
         extra = cells.value[keep]
-    # As in update_alpha: arrays made once (out=) and every operation the formula's, on the
-    # same operands in the same order; the dot product and the sums get arrays of the same
-    # values and length as the formula's temporaries.
-    cell_gain = np.empty(count.size, dtype=np.float64)
-    topic_gain = np.empty(totals.size, dtype=np.float64)
-    if cells is not None:
-        seeded_gain, seeded_base, seeded_eta = (np.empty(seeded.size) for _ in range(3))
     for _ in range(MAX_ITERATIONS):
-        psi_beta = digamma(beta)
-        np.add(count, beta, out=cell_gain)
-        digamma(cell_gain, out=cell_gain)
-        np.subtract(cell_gain, psi_beta, out=cell_gain)
-        numerator = n_cells.dot(cell_gain)  # np.dot, called as update_alpha does
+        numerator = np.dot(n_cells, _digamma_gain(count, beta))
         sums = n_words * beta
         if cells is not None:
             # The seeded cells' terms at their own prior instead of the base's.
-            np.add(seeded, beta, out=seeded_gain)
-            digamma(seeded_gain, out=seeded_gain)
-            np.subtract(seeded_gain, psi_beta, out=seeded_gain)
-            np.add(beta, extra, out=seeded_base)
-            np.add(seeded, seeded_base, out=seeded_eta)
-            digamma(seeded_eta, out=seeded_eta)
-            digamma(seeded_base, out=seeded_base)
-            np.subtract(seeded_eta, seeded_base, out=seeded_eta)
-            numerator = (numerator - np.add.reduce(seeded_gain)
-                         + np.add.reduce(seeded_eta))
+            numerator = (numerator - _digamma_gain(seeded, beta).sum()
+                         + _digamma_gain(seeded, beta + extra).sum())
             sums = sums + cells.topic_sums
-        np.add(totals, sums, out=topic_gain)
-        digamma(topic_gain, out=topic_gain)
-        np.subtract(topic_gain, digamma(sums), out=topic_gain)
-        denominator = n_words * np.add.reduce(topic_gain)
+        denominator = n_words * _digamma_gain(totals, sums).sum()
         new = max(beta * numerator / denominator, FLOOR)
         done = abs(new - beta) / beta < TOLERANCE
         beta = new
