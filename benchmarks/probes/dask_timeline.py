@@ -149,8 +149,9 @@ def analyse_device(name, device, n_sweeps):
             if label == "sum":
                 continue  # the Dask shard's sum encloses the totals: counted by them
             if label == "totals":
-                # From the sampling's end (the sum's start) to the totals' end.
-                total["sum"] += t1 - end
+                # From the sampling's end (the sum's start) to the totals' end; the initial
+                # topics' sum has no sampling before it.
+                total["sum"] += 0.0 if end is None else t1 - end
                 end = t1
                 continue
             if end is not None:
