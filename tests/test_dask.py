@@ -372,11 +372,17 @@ class _RecordingShard:
     def __init__(self, calls, rank):
         self.calls, self.rank = calls, rank
 
-    def sweeps_summed(self, first, last, accumulate_from, count_changes, priors=None, fetch=()):
+    def sweeps_summed(self, first, last, accumulate_from, count_changes, priors=None, fetch=(),
+                      updates=None):
         self.calls.append((self.rank, first, last, accumulate_from, count_changes))
         if priors is not None or fetch:
             self.calls.append((self.rank, "priors", priors, "fetch", fetch))
         out = {"changes": list(range(first, last + 1)) if count_changes else None}
+        if updates is not None:
+            # The sweeps the run updated the priors after, and what it learned.
+            due = [i for i in range(first, last + 1) if updates.due(i)]
+            self.calls.append((self.rank, "updates", due))
+            out["priors"] = (np.full(4, 0.5 + last), 0.01 * last)
         if "doc" in fetch:  # one document holding `rank + 1` tokens of topic 0
             out["doc"] = (np.array([0]), np.array([float(self.rank + 1)]), np.array([1]))
         if "word" in fetch:
@@ -451,6 +457,35 @@ def test_prior_updates_travel_with_the_runs():
     assert "doc" not in sampler._fetched and "word" not in sampler._fetched
 
 
+def test_prior_updates_run_on_the_shards_inside_the_runs():
+    # With integer counts the shards make the updates themselves: the driver passes the fit's
+    # updates with each run that holds one, sends no priors and fetches no histograms, and
+    # reads the priors the run learned from the first shard's answer.
+    from sklearn_gpulda._fitting.batch import PriorUpdates
+    from sklearn_gpulda.backends.priors import Prior
+
+    corpus = type("Corpus", (), dict(n_words=7, doc_lengths=lambda self: np.array([3.0, 4.0])))()
+    updates = PriorUpdates(Prior(0.25, True), Prior(0.01, True), 5, 10, corpus)
+    calls = []
+    sampler = _nccl_sampler(2, calls)
+    sampler.load(object())
+    sampler.prefetch = ("doc", "word")
+    assert not sampler.run_prior_updates(updates)  # counts not known to be integers
+    sampler.integral = True
+    assert sampler.run_prior_updates(updates) and sampler.prefetch == ()
+    sampler.sweeps(1, 4)  # no update due: none sent
+    assert calls == [(0, 1, 4, None, False), (1, 1, 4, None, False)]
+    calls.clear()
+    sampler.sweeps(5, 30)
+    assert calls == [(0, 5, 30, None, False), (0, "updates", [15, 25]),
+                     (1, 5, 30, None, False), (1, "updates", [15, 25])]
+    assert sampler.alpha.tolist() == [30.5] * 4 and sampler.beta == 0.3
+    # The shards hold them already: nothing goes out before the next call.
+    calls.clear()
+    sampler.log_likelihood()
+    assert calls == [(0, "log_likelihood"), (1, "log_likelihood")]
+
+
 def test_gpu_cluster_gives_each_worker_its_own_gpu_first():
     from sklearn_gpulda.dask._cluster import local_gpu_cluster
 
@@ -489,24 +524,29 @@ def _count_shard_calls(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(gpu_count() < 2, reason="needs two GPUs")
-def test_two_gpu_workers_run_the_sweeps_themselves(kjv, gpu_reference, monkeypatch):
+@pytest.mark.parametrize("n_topics", [20, 200])
+def test_two_gpu_workers_run_the_sweeps_themselves(kjv, gpu_reference, n_topics, monkeypatch):
     # One worker per GPU (dask-cuda, or one process per GPU without it), B summed over NCCL:
-    # the one-GPU model, and the driver calls the shards once per run, not once per sweep:
-    # runs 1-10, 11-14 (sweep 14 is the first averaged), 15-20, 21-25.
+    # the one-GPU model, and the driver calls the shards once per run, not once per sweep.
+    # The shards make the prior updates (after sweeps 10 and 20) inside the runs, alpha's
+    # table summed among them (on the host at K = 20, on the GPU at K = 200): the runs are
+    # 1-14 (sweep 14 is the first averaged) and 15-25.
     from sklearn_gpulda.backends.cuda.multi_gpu.all_reduce import nccl_module
     from sklearn_gpulda.dask._cluster import local_gpu_cluster
 
     if nccl_module() is None:
         pytest.skip("CuPy has no NCCL here")
+    params = dict(GPU_PARAMS, n_components=n_topics)
+    reference = (gpu_reference if n_topics == GPU_PARAMS["n_components"]
+                 else GPULatentDirichletAllocation(**params).fit(kjv))
     joined = _spy_on_nccl(monkeypatch)
     counts = _count_shard_calls(monkeypatch)
     with local_gpu_cluster(2) as cluster, distributed.Client(cluster) as client:
-        model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
-    _same_model(model, gpu_reference)
+        model = LatentDirichletAllocation(client=client, **params).fit(kjv)
+    _same_model(model, reference)
     assert joined == [2]
-    assert counts["sweeps_summed"] == 4 and counts["sweep_summed"] == 0
-    # The prior updates after sweeps 10 and 20 read the histograms their runs brought back and
-    # send the priors with the next run: no call of their own.
+    assert counts["sweeps_summed"] == 2 and counts["sweep_summed"] == 0
+    # No call of their own for the updates: no histograms read, no priors sent.
     assert not {"doc_topic_histogram", "word_topic_histogram", "set_priors"} & set(counts)
     # The loop's own accumulation is the first averaged sweep's; the runs do the others.
     assert counts["accumulate_word_topic"] == 1

@@ -129,7 +129,10 @@ def _iterate(plan, learning, history, start):
     averaging = _Averaging(plan, stopping)
     updates = learning.prior_updates
     cadence = Cadence()
-    # Where the loop needs the chain after a sweep: a run of sweeps ends there (runs.py).
+    # Where the loop needs the chain after a sweep: a run of sweeps ends there (runs.py). A
+    # chain that makes the prior updates inside its runs takes them over (Dask's GPU shards).
+    if updates is not None and sampler.run_prior_updates(updates):
+        updates = None
     stops = [iterations.evaluates, averaging.starts_at]
     if updates is not None:
         stops.append(updates.due)

@@ -179,6 +179,27 @@ class Sampler(abc.ABC):
                     exc.sweep = iteration
                     raise
 
+    def run_prior_updates(self, updates):
+        """Whether this chain runs a batch fit's prior updates itself, inside its runs of
+        sweeps, rather than having the fit loop end a run at each update and make it.
+
+        A chain whose runs cost a round trip (a Dask fit whose GPU shards sum B among
+        themselves) can make the updates where its counts are, with the same arithmetic, so
+        that a run goes on across them. Here: no, the loop makes them.
+
+        Parameters
+        ----------
+        updates : sklearn_gpulda._fitting.batch.PriorUpdates
+            When and how the fit updates its priors; a chain that accepts keeps it and runs
+            ``updates.update`` after every sweep ``n`` of a run where ``updates.due(n)``, once
+            that sweep's counts are averaged, as the loop would.
+
+        Returns
+        -------
+        bool
+        """
+        return False
+
     @abc.abstractmethod
     def fix_topic_word(self, components, row_sums=None):
         """Hold ``Bhat`` at the normalised rows of ``components`` (K x V, on the host or, for a

@@ -271,13 +271,15 @@ class LatentDirichletAllocation(GPULatentDirichletAllocation):
                 sampler.set_beta_cells(plan.beta_cells)
                 summaries = sampler.call_all("summary")
                 offsets = np.cumsum([0] + [n_tokens for n_tokens, _, _ in summaries])[:-1]
+                integral = all(sampler.call_all("integral"))
                 in_place = None if device.kind != "cuda" else _in_place_exchange(
-                    sampler.call_all("gpu_identity"), integral=all(sampler.call_all("integral")))
+                    sampler.call_all("gpu_identity"), integral=integral)
                 frequencies = None
                 if in_place:
                     sampler = NcclDaskSampler(shards, plan.n_topics, plan.alpha.value,
                                               plan.beta.value, plan.seed, device, check_alive)
                     in_place = sampler.exchange or in_place  # tests and benchmarks may force it
+                    sampler.integral = integral
                     sampler.prefetch = tuple(name for name, prior in (("doc", plan.alpha),
                                                                       ("word", plan.beta))
                                              if prior.learn)

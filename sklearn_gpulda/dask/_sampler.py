@@ -279,7 +279,10 @@ class NcclDaskSampler(DaskSampler):
     The sweep loop runs on the workers: the fit loop hands over a run of sweeps up to the next
     point where it needs the chain (:meth:`sweeps`), and every shard runs the whole run in one
     call, summing B with its peers after each sweep and, on the first shard, adding it to the
-    averaging's running sum. The driver is contacted once per run, not once per sweep.
+    averaging's running sum. For integer counts the shards also make the prior updates
+    (:meth:`run_prior_updates`, :mod:`._rank_priors`), so a run ends only where the fit
+    evaluates, starts averaging or stops. The driver is contacted once per run, not once per
+    sweep or per update.
 
     Every shard must be on its own GPU (NCCL takes one rank per GPU) and have been prepared
     with the whole corpus's word frequencies (the same rows of B everywhere).
@@ -302,13 +305,18 @@ class NcclDaskSampler(DaskSampler):
         #: What the driver reads after every run, fetched by the run's own call: 'doc' (the
         #: histogram learning alpha), 'word' (beta's). The fit sets it from the priors it learns.
         self.prefetch = ()
+        #: Whether every shard's counts are integers (set by the fit): the shards then make the
+        #: prior updates themselves (:meth:`run_prior_updates`).
+        self.integral = False
         self._fetched = {}
         self._pending_priors = None
+        self._updates = None
 
-    # Between two runs a fit with learned priors reads alpha's and beta's histograms and sets
-    # the priors found. As calls of their own these were three round trips to the workers per
-    # run besides the run's, most of the Dask workers' overhead over the in-process chain: the
-    # histograms now come back with the run, and the priors go out with the next one.
+    # Where the shards cannot make the prior updates themselves (weighted counts), a fit with
+    # learned priors reads alpha's and beta's histograms between two runs and sets the priors
+    # found. As calls of their own these were three round trips to the workers per run
+    # besides the run's: the histograms come back with the run, and the priors go out with
+    # the next one.
     def call_each(self, method, args, shards=None):
         if self._pending_priors is not None and method != "sweeps_summed":
             priors, self._pending_priors = self._pending_priors, None
@@ -318,6 +326,16 @@ class NcclDaskSampler(DaskSampler):
     def _priors_changed(self):
         if self.corpus is not None:
             self._pending_priors = (self._alpha, self.beta)
+
+    def run_prior_updates(self, updates):
+        """The shards make the prior updates inside their runs (:mod:`._rank_priors`), for
+        integer counts: a run then goes on across them, and the driver reads the priors back
+        once, after it."""
+        if not self.integral:
+            return False
+        self._updates = updates
+        self.prefetch = ()
+        return True
 
     def join(self, exchange="ring"):
         """Make the communicator: one shard draws its unique id, every shard joins at once.
@@ -363,13 +381,22 @@ class NcclDaskSampler(DaskSampler):
         count = self.change_log is not None
         priors, self._pending_priors = self._pending_priors, None
         fetch = tuple(self.prefetch)
+        updates = self._updates
+        if updates is not None and not any(updates.due(i) for i in range(first, last + 1)):
+            updates = None
         # Every shard's doc-topic histogram is its own; the summed B, and so beta's
         # histogram, is the same on every shard: the first one's is read.
-        rest = (first, last, None, False, priors, tuple(f for f in fetch if f == "doc"))
+        rest = (first, last, None, False, priors, tuple(f for f in fetch if f == "doc"), updates)
         self._b = None
         self._fetched = {}
         results = self.call_each("sweeps_summed", [(first, last, accumulate_from, count, priors,
-                                                    fetch)] + [rest] * (len(self.shards) - 1))
+                                                    fetch, updates)]
+                                 + [rest] * (len(self.shards) - 1))
+        if updates is not None:
+            # Every shard holds these already: kept here without sending them out again.
+            alpha, beta = results[0]["priors"]
+            self._set_alpha(alpha)
+            self.beta = float(beta)
         if "doc" in fetch:
             self._fetched["doc"] = merge_histograms([r["doc"] for r in results])
         if "word" in fetch:
@@ -413,5 +440,6 @@ class NcclDaskSampler(DaskSampler):
     def release(self):
         # Priors not yet sent have nothing left to sample with.
         self._pending_priors = None
+        self._updates = None
         self._fetched = {}
         super().release()

@@ -10,7 +10,8 @@ _sampler`). The chain is an engine's own, made for data-parallel training and dr
 its public methods: the NumPy sampler on a CPU worker, the multi-GPU engine's device shard on a
 GPU worker. GPU shards of one host, one per GPU, instead sum B among themselves over NCCL (the
 whole table; across hosts, where asked for, the cells each changed), and run whole runs of sweeps
-in one call (:meth:`Shard.sweeps_summed`).
+in one call (:meth:`Shard.sweeps_summed`), with the prior updates due in them
+(:mod:`._rank_priors`).
 
 Nothing here imports Dask: the class is plain Python, and Dask makes it an actor.
 """
@@ -89,6 +90,7 @@ class Shard:
         # instead of a shard that has forgotten its topics.
         self.iteration = None
         self._rank = None  # the NCCL rank summing B among the GPU workers, if they do
+        self._n_ranks = None
         self._exchange = None  # summing B by changed cells instead of NCCL's all-reduce
         self._previous = None  # B before the sweep, where sweeps_summed counts changed cells
 
@@ -162,6 +164,7 @@ class Shard:
         if exchange not in ("ring", "changes"):
             raise ValueError(f"exchange must be 'ring' or 'changes', got {exchange!r}")
         self._rank = NcclRank(self.chain.cp, self.chain.gpu, n_ranks, unique_id, rank)
+        self._n_ranks = int(n_ranks)
         self._exchange = None
         if exchange == "changes":
             from ..backends.cuda.multi_gpu.change_exchange import ChangeExchange
@@ -210,7 +213,7 @@ class Shard:
         self.iteration = iteration
 
     def sweeps_summed(self, first, last, accumulate_from=None, count_changes=False, priors=None,
-                      fetch=()):
+                      fetch=(), updates=None):
         """Sweeps ``first`` to ``last`` as :meth:`sweep_summed` runs each (E-step, the shard's
         M-step, B summed in place with the other shards), in one call: a run of the fit loop
         (:meth:`~sklearn_gpulda.backends.base.Sampler.sweeps`). Every shard runs the same
@@ -234,12 +237,16 @@ class Shard:
             What the driver reads of the chain after the run, computed at its end and returned
             with it: 'doc' the shard's :meth:`doc_topic_histogram`, 'word' the (summed)
             :meth:`word_topic_histogram`.
+        updates : sklearn_gpulda._fitting.batch.PriorUpdates, optional
+            The fit's prior updates, made here after every sweep they are due (once its counts
+            are averaged), every shard at once (:mod:`._rank_priors`).
 
         Returns
         -------
         dict
-            'changes': the changed cells of each sweep with ``count_changes``, else None; and
-            one entry per name in ``fetch``.
+            'changes': the changed cells of each sweep with ``count_changes``, else None;
+            'priors': ``(alpha, beta)`` after the run where ``updates`` is given; and one entry
+            per name in ``fetch``.
         """
         first, last = int(first), int(last)
         self._check_iteration(first)
@@ -262,7 +269,13 @@ class Shard:
                                        f"inside a run of sweeps: {exc}") from None
             if count_changes:
                 changed.append(self._changed_cells())
+            if updates is not None and updates.due(iteration):
+                from ._rank_priors import RankView
+
+                updates.update(RankView(self.chain, self._rank, self._n_ranks))
         out = {"changes": changed}
+        if updates is not None:
+            out["priors"] = (np.array(self.chain.alpha), float(self.chain.beta))
         if "doc" in fetch:
             out["doc"] = self.doc_topic_histogram()
         if "word" in fetch:

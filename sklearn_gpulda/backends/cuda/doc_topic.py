@@ -30,6 +30,24 @@ def alpha_table_of_bins(xp, table, keys, n):
     return table[:, 1:].astype(xp.float64), (topic, count, n.astype(np.float64))
 
 
+def merged_alpha_table(cp, tables, keys, n_docs):
+    """:meth:`~sklearn_gpulda.backends.base.Sampler.doc_topic_table`'s pair for a corpus in
+    parts, from each part's :meth:`DocTopicReading.doc_topic_bins` (host arrays, in part
+    order): the tables summed and the other entries' keys merged (integers: exact in any
+    order), which is the one-GPU chain's table. A large one goes to the current GPU, as one
+    GPU's does."""
+    table = np.array(tables[0], dtype=np.uint64)
+    for other in tables[1:]:
+        table += other
+    keys, where = np.unique(np.concatenate(keys), return_inverse=True)
+    n = np.bincount(where.ravel(), weights=np.concatenate(n_docs),
+                    minlength=keys.size).astype(np.uint64)
+    host = alpha_table_of_bins(np, table, keys, n)
+    if table.shape[0] * counts.KEY_BINS <= HOST_TABLE_CELLS:
+        return host
+    return table_on_device(cp, host)
+
+
 def histogram_of_bins(table, big_keys, n_big):
     """The ``(topic, count, n_docs)`` pairs of a host copy of ``doc_topic_bins``' arrays, in
     increasing (topic, count) order, as every engine gives them. The table (K x KEY_BINS cells)

@@ -31,8 +31,7 @@ from ...._runtime.stages import stage
 from ...base import Sampler
 from ...prior_learning import TABLE_COUNTS, merge_histograms
 from ...random import STREAM_INIT, STREAM_SAMPLE
-from ..counts import KEY_BINS
-from ..doc_topic import HOST_TABLE_CELLS, alpha_table_of_bins, table_on_device
+from ..doc_topic import merged_alpha_table
 from .all_reduce import make_all_reduce
 from .shard import DeviceShard
 
@@ -212,9 +211,9 @@ class MultiGpuSampler(Sampler):
         return merge_histograms([s.doc_topic_histogram() for s in self._active])
 
     def doc_topic_table(self):
-        """The shards' binned tables summed on the first GPU (integers: exact) and their other
-        entries merged, which is the one-GPU chain's table; the host's way for weighted
-        counts, as there."""
+        """The shards' binned tables summed and their other entries merged
+        (:func:`~..doc_topic.merged_alpha_table`), which is the one-GPU chain's table; the
+        host's way for weighted counts, as there."""
         corpus = self._require()
         lead = self._lead
         bins = []
@@ -224,25 +223,16 @@ class MultiGpuSampler(Sampler):
                     bins.append(shard.doc_topic_bins(shard.corpus))
         if not bins or any(b is None for b in bins) or bins[0][0].shape[1] != TABLE_COUNTS:
             return super().doc_topic_table()
-        # The K x 64 tables are summed on the host (integers: exact in any order) and a large
-        # one goes back to the first GPU, as one GPU's does: CuPy's uint64 addition would be a
-        # kernel it compiles on a user's machine.
-        tables = []
-        for shard, (table, _, _) in zip(self._active, bins):
+        # Summed on the host: CuPy's uint64 addition would be a kernel it compiles on a user's
+        # machine.
+        tables, keys, n = [], [], []
+        for shard, (table, k, m) in zip(self._active, bins):
             with shard.device_context():
                 tables.append(table.get())
-        table = tables[0]
-        for other in tables[1:]:
-            table += other
-        keys = np.concatenate([k.get() for _, k, _ in bins])
-        n = np.concatenate([m.get() for _, _, m in bins])
-        keys, where = np.unique(keys, return_inverse=True)
-        n = np.bincount(where.ravel(), weights=n, minlength=keys.size).astype(np.uint64)
-        host = alpha_table_of_bins(np, table, keys, n)
-        if self.n_topics * KEY_BINS <= HOST_TABLE_CELLS:
-            return host
+                keys.append(k.get())
+                n.append(m.get())
         with lead.device_context():
-            return table_on_device(lead.cp, host)
+            return merged_alpha_table(lead.cp, tables, keys, n)
 
     def alpha_table_numerator(self, alpha, table):
         if not is_device_array(table):

@@ -55,6 +55,15 @@ class DeviceShard(CudaSparseSampler):
             super()._topic_totals()
             self.words.b_current = True
 
+    def alpha_bins(self):
+        """This part's share of alpha's binned table, on the host: ``(table, keys, n)`` of
+        :meth:`~..doc_topic.DocTopicReading.doc_topic_bins`, which
+        :func:`~..doc_topic.merged_alpha_table` sums over the parts; None for weighted
+        counts."""
+        corpus = self._require()
+        with self.device_context():
+            return self.doc_topic_bins(corpus, on_host=True)
+
     def word_topic_cells(self, dtype=np.int64):
         """The non-zero cells of B as it is now, the part's counts after an M-step and the
         corpus's once summed: ``(cells, counts)`` host arrays, cells ``word * n_topics +
