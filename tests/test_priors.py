@@ -82,6 +82,31 @@ def test_table_numerator_is_the_count_by_count_sum_to_the_bit(n_topics, n_counts
     assert np.array_equal(got.view(np.int64), want.view(np.int64))
 
 
+def test_fixed_points_do_not_depend_on_the_blas_threads():
+    # A Dask worker runs the updates with one BLAS thread where its driver has every core: the
+    # priors learned must not depend on that. A BLAS dot product of 40,000 terms is split over
+    # the threads it may use (and then rounds differently); NumPy's sums are not.
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    rng = np.random.default_rng(3)
+    n = 40_000
+    count = np.arange(1, n + 1, dtype=np.float64)
+    # Many cells of small counts, few of large ones, as in a real B.
+    n_cells = np.maximum(1.0, np.round(1e7 / count ** 1.5)) + rng.integers(0, 3, n)
+    totals = np.full(300, (count * n_cells).sum() / 300)
+    length = np.arange(1, n + 1, dtype=np.float64)
+    n_length = rng.integers(1, 50, n).astype(np.float64)
+    table = rng.integers(0, 500, (300, _learning.TABLE_COUNTS - 1)).astype(np.float64)
+    empty = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+    found = []
+    for threads in (1, 4):
+        with threadpoolctl.threadpool_limits(limits=threads):
+            found.append((_learning.update_beta(0.01, count, n_cells, totals, n),
+                          _learning.update_alpha(np.full(300, 0.05), table, empty, length,
+                                                 n_length)))
+    assert found[0][0] == found[1][0]
+    np.testing.assert_array_equal(found[0][1], found[1][1])
+
+
 def test_alpha_is_recovered_from_dirichlet_multinomial_counts():
     rng = np.random.default_rng(1)
     truth = np.array([0.02, 0.1, 0.3, 0.6, 1.5])

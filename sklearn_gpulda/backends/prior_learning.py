@@ -127,6 +127,14 @@ def _column_sums(alpha, table):
     return total
 
 
+def _weighted_sum(weights, values):
+    """``sum_i weights[i] * values[i]`` by NumPy's own summation. A BLAS dot product splits a
+    long one over as many threads as the process allows (a Dask worker allows one, its driver
+    every core), so its last bits would depend on where the fixed point runs; NumPy's sum
+    adds in one order whatever the threads."""
+    return np.sum(weights * values)
+
+
 def _digamma_gain(counts, prior):
     """``psi(counts + prior) - psi(prior)``, elementwise."""
     return digamma(counts + prior) - digamma(prior)
@@ -176,7 +184,7 @@ def update_alpha(alpha, table, rest, length, n_length, numerator=table_numerator
     # value, so the same bits), and no bincount when the table holds every pair.
     for _ in range(MAX_ITERATIONS):
         total = alpha.sum()
-        denominator = np.dot(n_length, digamma(length + total) - digamma(total))
+        denominator = _weighted_sum(n_length, digamma(length + total) - digamma(total))
         gains = numerator(alpha, table)
         if topic.size:
             pair_gain = digamma(count + alpha[topic]) - digamma(alpha)[topic]
@@ -230,7 +238,7 @@ def update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, cell_co
         seeded = np.asarray(cell_counts, dtype=np.float64)[keep]
         extra = cells.value[keep]
     for _ in range(MAX_ITERATIONS):
-        numerator = np.dot(n_cells, _digamma_gain(count, beta))
+        numerator = _weighted_sum(n_cells, _digamma_gain(count, beta))
         sums = n_words * beta
         if cells is not None:
             # The seeded cells' terms at their own prior instead of the base's.
