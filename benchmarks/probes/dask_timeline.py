@@ -32,10 +32,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 
-def install():
+def install(where="driver"):
     """Wrap the shard's, the sampler's and the driver's methods in this process (idempotent);
     what they record goes to a dict kept on the shard module. Run on the driver and, through
-    ``client.run``, on every worker."""
+    ``client.run``, on every worker (``where='worker'``: its host-side records are named so)."""
     import time as _time
 
     from sklearn_gpulda._fitting import batch
@@ -59,26 +59,29 @@ def install():
             e.record()
         return e
 
-    def wrap(cls, name, label, chain_of=None):
+    def wrap(cls, name, label, chain_of=None, host_only=False):
         """``chain_of(self)``: the DeviceShard the method runs on (its GPU is waited for, or
-        marked with events), or None for a host-side method (timed on the host only)."""
+        marked with events, unless ``host_only``: then it only names the GPU), or None for a
+        driver-side method (timed on the host only)."""
         original = getattr(cls, name)
 
         def wrapper(self, *args, **kwargs):
             if not state["on"]:
                 return original(self, *args, **kwargs)
             chain = chain_of(self) if chain_of is not None else None
-            if chain is not None and not state["sync"]:
+            marked = chain is not None and not host_only
+            if marked and not state["sync"]:
                 e0 = event(chain)
             t0 = _time.perf_counter()
             out = original(self, *args, **kwargs)
-            if chain is not None:
+            if marked:
                 if state["sync"]:
                     chain.synchronize()
                 else:
                     state["events"].append((label, physical(chain), e0, event(chain)))
             gpu = physical(chain) if chain is not None else -1
-            state["records"].append((label, gpu, t0, _time.perf_counter()))
+            name = label if chain is not None or where == "driver" else f"{label} (worker)"
+            state["records"].append((name, gpu, t0, _time.perf_counter()))
             return out
 
         setattr(cls, name, wrapper)
@@ -94,7 +97,7 @@ def install():
     wrap(DeviceShard, "finish_reduction", "totals", own)
     wrap(DeviceShard, "accumulate_word_topic", "accumulate", own)
     wrap(dask_shard.Shard, "_summed", "sum", chain)
-    wrap(dask_shard.Shard, "sweeps_summed", "worker run")
+    wrap(dask_shard.Shard, "sweeps_summed", "worker run", chain, host_only=True)
     wrap(dask_shard.Shard, "doc_topic_histogram", "fetch", chain)
     wrap(dask_shard.Shard, "word_topic_histogram", "fetch", chain)
     wrap(MultiGpuSampler, "_reduce", "sum")
@@ -212,7 +215,7 @@ def analyse(name, records, n_sweeps, wall, table=True):
         slowest = np.max(np.asarray(ordered), axis=0).sum()
         print(f"slowest GPU's sampling, summed over sweeps: {slowest / n_sweeps * 1e3:.2f} ms a "
               "sweep")
-    for label in ("prior update", "driver run"):
+    for label in ("prior update", "prior update (worker)", "driver run"):
         if label in shared:
             total = sum(t1 - t0 for t0, t1 in shared[label])
             print(f"driver, {label}: {len(shared[label])} calls, {total:.3f} s "
@@ -338,7 +341,7 @@ def main(argv=None):
         config = {k: {"False": False, "True": True}.get(v, v) for k, v in extra.items()}
         with dask.config.set(config), local_gpu_cluster(n) as cluster, Client(cluster) as client:
             Xd = _scattered(client, X, n)
-            client.run(install)
+            client.run(install, "worker")
 
             def dask_fit(sweeps):
                 return LatentDirichletAllocation(client=client, **params, max_iter=sweeps,
