@@ -486,6 +486,30 @@ def test_prior_updates_run_on_the_shards_inside_the_runs():
     assert calls == [(0, "log_likelihood"), (1, "log_likelihood")]
 
 
+def test_shards_that_learn_different_priors_stop_the_fit():
+    # Every shard must hold the priors one process learns; a shard whose differ (other builds of
+    # NumPy or SciPy on another host) would sample another chain, so the fit stops.
+    from sklearn_gpulda._fitting.batch import PriorUpdates
+    from sklearn_gpulda.backends.priors import Prior
+
+    class Drifting(_RecordingShard):
+        def sweeps_summed(self, *args, **kwargs):
+            out = super().sweeps_summed(*args, **kwargs).result()
+            if self.rank == 1 and "priors" in out:
+                out["priors"] = (out["priors"][0], np.nextafter(out["priors"][1], 1.0))
+            return _Done(out)
+
+    corpus = type("Corpus", (), dict(n_words=7, doc_lengths=lambda self: np.array([3.0])))()
+    calls = []
+    sampler = _nccl_sampler(2, calls)
+    sampler.shards = [Drifting(calls, rank) for rank in range(2)]
+    sampler.integral = True
+    sampler.run_prior_updates(PriorUpdates(Prior(0.25, True), Prior(0.01, True), 0, 10, corpus))
+    sampler.sweeps(1, 9)  # no update: nothing to compare
+    with pytest.raises(RuntimeError, match="different priors"):
+        sampler.sweeps(10, 12)
+
+
 def test_gpu_cluster_gives_each_worker_its_own_gpu_first():
     from sklearn_gpulda.dask._cluster import local_gpu_cluster
 

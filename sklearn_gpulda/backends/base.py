@@ -157,7 +157,8 @@ class Sampler(abc.ABC):
         averaging's running sum (:meth:`accumulate_word_topic`; None: none of them).
 
         The fit loop hands over a run of sweeps after which it needs nothing of the chain in
-        between (no prior update, evaluation, progress or callback). Here the sweeps run one by
+        between (no evaluation, progress or callback, and no prior update unless the chain
+        makes them itself: :meth:`run_prior_updates`). Here the sweeps run one by
         one, as the loop would run them, so the chain is the same; a sampler whose sweeps cost a
         round trip each (a Dask fit whose shards sum B among themselves) runs the whole run in
         one call instead.
@@ -191,8 +192,8 @@ class Sampler(abc.ABC):
         ----------
         updates : sklearn_gpulda._fitting.batch.PriorUpdates
             When and how the fit updates its priors; a chain that accepts keeps it and runs
-            ``updates.update`` after every sweep ``n`` of a run where ``updates.due(n)``, once
-            that sweep's counts are averaged, as the loop would.
+            ``updates.update`` after every sweep ``n`` of a run where ``updates.due(n)``, after
+            the sweep's accumulation where the run accumulates it, as the loop would.
 
         Returns
         -------

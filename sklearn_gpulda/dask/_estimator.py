@@ -54,8 +54,10 @@ _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-paral
     environment variable ``SKLEARN_GPULDA_NCCL_ACROSS_HOSTS=1`` asks for it, never tried across
     hosts yet, and then by the cells each changed): nothing of it crosses to the driver during
     the sweeps, and the workers run the
-    sweeps between two prior updates (or evaluations, or the start of averaging) on their own,
-    one call from the driver per such run (one per sweep under ``verbose`` or a ``callback``).
+    sweeps between two evaluations (or the start of averaging, or the end) on their own, one
+    call from the driver per such run (one per sweep under ``verbose`` or a ``callback``),
+    making the prior updates among themselves (for integer counts; weighted ones end a run at
+    each update).
     ``bound_``, the final training perplexity, is summed over shards and may differ from a
     single-process fit's in the last digits; the model does not.
 

@@ -11,12 +11,75 @@ fit's own update (:meth:`~sklearn_gpulda._fitting.batch.PriorUpdates.update`) on
 numbers with the same code, so every rank, and the driver that reads the priors back after the
 run, holds the priors one process learns, bit for bit.
 
+The ranks must call the same collectives in the same order, or those waiting would wait for
+ever: a rank whose part of an update fails (device memory, say) goes on to the next point
+where the ranks compare notes (:func:`agreed`), calling no collective before it, and there all
+of them raise together (:class:`AgreedFailure`).
+
 Only for integer counts: weighted tokens have no binned table to sum.
 """
 
 import numpy as np
 
 from ..backends.cuda.doc_topic import merged_alpha_table
+
+
+class AgreedFailure(RuntimeError):
+    """A prior update failed on some shard, and every shard knows it: each raises one of these
+    at the same point, with no collective left to wait for."""
+
+
+class PeerFailed(AgreedFailure):
+    """Raised by the shards whose own part of a prior update went well."""
+
+
+class ShardFailed(AgreedFailure):
+    """Raised by the shard whose own part of a prior update failed; it names the error."""
+
+
+def _raise_agreed(failure):
+    if failure is None:
+        raise PeerFailed("a prior update failed on another shard")
+    raise ShardFailed(f"a prior update failed on this shard: {failure!r}") from failure
+
+
+class Flags:
+    """The device buffers the ranks compare notes in, made when they join (so that comparing
+    notes never needs memory that might be short).
+
+    Parameters
+    ----------
+    cp : module
+        CuPy.
+    n_ranks : int
+    """
+
+    def __init__(self, cp, n_ranks):
+        self.send = cp.zeros(1, dtype=cp.int64)
+        self.all = cp.zeros(int(n_ranks), dtype=cp.int64)
+
+
+def agreed(chain, rank, flags, ok):
+    """Whether every rank is ``ok``; every rank calls this at the same point."""
+    with chain.device_context():
+        flags.send.fill(0 if ok else 1)
+        rank.all_gather(flags.send, flags.all, 1)
+        return not int(flags.all.get().sum())
+
+
+def update_on_ranks(updates, chain, rank, n_ranks, flags):
+    """``updates.update`` on this rank's view of the chain (:class:`RankView`), every rank at
+    once; where it failed on any rank, every rank raises an :class:`AgreedFailure` (the failed
+    one :class:`ShardFailed`, naming its error)."""
+    try:
+        updates.update(RankView(chain, rank, n_ranks, flags))
+    except AgreedFailure:
+        raise  # every rank stopped at the same collective: nothing more to compare
+    except Exception as exc:
+        agreed(chain, rank, flags, False)
+        _raise_agreed(exc)
+    if not agreed(chain, rank, flags, True):
+        _raise_agreed(None)
 
 
 class RankView:
@@ -29,10 +92,11 @@ class RankView:
     chain : sklearn_gpulda.backends.cuda.multi_gpu.shard.DeviceShard
     rank : sklearn_gpulda.backends.cuda.multi_gpu.all_reduce.NcclRank
     n_ranks : int
+    flags : Flags
     """
 
-    def __init__(self, chain, rank, n_ranks):
-        self.chain, self.rank, self.n_ranks = chain, rank, int(n_ranks)
+    def __init__(self, chain, rank, n_ranks, flags):
+        self.chain, self.rank, self.n_ranks, self.flags = chain, rank, int(n_ranks), flags
 
     @property
     def alpha(self):
@@ -43,7 +107,7 @@ class RankView:
         return self.chain.beta
 
     def doc_topic_table(self):
-        return summed_alpha_table(self.chain, self.rank, self.n_ranks)
+        return summed_alpha_table(self.chain, self.rank, self.n_ranks, self.flags)
 
     def alpha_table_numerator(self, alpha, table):
         return self.chain.alpha_table_numerator(alpha, table)
@@ -58,37 +122,58 @@ class RankView:
         self.chain.set_priors(alpha=alpha, beta=beta)
 
 
-def summed_alpha_table(chain, rank, n_ranks):
+def summed_alpha_table(chain, rank, n_ranks, flags):
     """The corpus's alpha table (``doc_topic_table``'s pair) from every rank's part; every rank
     calls this at once."""
-    bins = chain.alpha_bins()
-    if bins is None:
-        # The driver hands the updates over for integer counts only; a rank raising here
-        # would leave its peers waiting in the gather.
-        raise RuntimeError("alpha's table of weighted counts is not summed on the shards")
-    table, keys, n = bins
-    parts = gather(chain, rank, n_ranks, [table.ravel(), keys, n])
+    failure = None
+    try:
+        bins = chain.alpha_bins()
+        if bins is None:
+            raise RuntimeError("alpha's table of weighted counts is not summed on the shards")
+        table, keys, n = bins
+        arrays = [table.ravel(), keys, n]
+    except Exception as exc:  # the others are about to gather: say so at the next check
+        failure, arrays = exc, None
+    parts = gather(chain, rank, n_ranks, flags, arrays, failure)
     with chain.device_context():
         return merged_alpha_table(chain.cp, [p[0].reshape(table.shape) for p in parts],
                                   [p[1] for p in parts], [p[2] for p in parts])
 
 
-def gather(chain, rank, n_ranks, arrays):
-    """Every rank's ``arrays`` (host, uint64, one dimension, of any lengths), rank after rank:
-    their lengths gathered first, then the arrays padded to the longest in one gather."""
+def gather(chain, rank, n_ranks, flags, arrays, failure=None):
+    """Every rank's ``arrays`` (host, uint64, one dimension, of any lengths; three of them),
+    rank after rank: their lengths gathered first, then the arrays padded to the longest in one
+    gather. Where a rank has ``failure`` instead of arrays, or fails to make its buffers, every
+    rank raises (:func:`_raise_agreed`) before the gather that would wait for it."""
     cp = chain.cp
+    if not agreed(chain, rank, flags, failure is None):
+        _raise_agreed(failure)
     with chain.device_context():
-        sizes = np.array([a.size for a in arrays], dtype=np.int64)
-        everyone = cp.empty(n_ranks * sizes.size, dtype=cp.int64)
-        rank.all_gather(cp.asarray(sizes), everyone, sizes.size)
-        everyone = everyone.get().reshape(n_ranks, sizes.size)
-        widths = everyone.max(axis=0)
-        starts = np.concatenate(([0], np.cumsum(widths)[:-1])).astype(np.int64)
-        packed = np.zeros(int(widths.sum()), dtype=np.uint64)
-        for array, start in zip(arrays, starts):
-            packed[start:start + array.size] = array
-        received = cp.empty(n_ranks * packed.size, dtype=cp.uint64)
-        rank.all_gather(cp.asarray(packed), received, packed.size)
+        try:
+            sizes = np.array([a.size for a in arrays], dtype=np.int64)
+            everyone = cp.empty(n_ranks * sizes.size, dtype=cp.int64)
+            send = cp.asarray(sizes)
+        except Exception as exc:
+            failure = exc
+    if not agreed(chain, rank, flags, failure is None):
+        _raise_agreed(failure)
+    with chain.device_context():
+        rank.all_gather(send, everyone, sizes.size)
+        try:
+            everyone = everyone.get().reshape(n_ranks, sizes.size)
+            widths = everyone.max(axis=0)
+            starts = np.concatenate(([0], np.cumsum(widths)[:-1])).astype(np.int64)
+            packed = np.zeros(int(widths.sum()), dtype=np.uint64)
+            for array, start in zip(arrays, starts):
+                packed[start:start + array.size] = array
+            received = cp.empty(n_ranks * packed.size, dtype=cp.uint64)
+            send = cp.asarray(packed)
+        except Exception as exc:
+            failure = exc
+    if not agreed(chain, rank, flags, failure is None):
+        _raise_agreed(failure)
+    with chain.device_context():
+        rank.all_gather(send, received, packed.size)
         received = received.get().reshape(n_ranks, packed.size)
     return [[received[r, start:start + everyone[r, j]] for j, start in enumerate(starts)]
             for r in range(n_ranks)]

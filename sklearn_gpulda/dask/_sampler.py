@@ -44,6 +44,26 @@ def _could_be_worker_loss(exc):
                if e is not None)
 
 
+def _telling(exc, futures, grace_s=5.0):
+    """The error of a failed call to report: ``exc``, or where it only says that another
+    shard's prior update failed (:class:`~._rank_priors.PeerFailed`: every shard raises at
+    once), the failed shard's own, waited for up to ``grace_s`` seconds in all."""
+    from ._rank_priors import PeerFailed
+
+    if not isinstance(exc, PeerFailed):
+        return exc
+    deadline = time.monotonic() + grace_s
+    for future in futures:
+        try:
+            future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except PeerFailed:
+            continue
+        except Exception as other:  # noqa: BLE001 -- a timeout keeps exc; an error tells more
+            if not isinstance(other, (TimeoutError, asyncio.TimeoutError)):
+                return other
+    return exc
+
+
 class WorkerLost(RuntimeError):
     """A worker holding a shard of the corpus went away during a fit."""
 
@@ -134,7 +154,7 @@ class DaskSampler(Sampler):
                 except Exception as exc:
                     # A shard's call failed: say so plainly when it is because its worker died.
                     self._check_alive_after(exc)
-                    raise
+                    raise _telling(exc, futures) from None
         return results
 
     def _check_alive_after(self, exc):
@@ -303,7 +323,8 @@ class NcclDaskSampler(DaskSampler):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         #: What the driver reads after every run, fetched by the run's own call: 'doc' (the
-        #: histogram learning alpha), 'word' (beta's). The fit sets it from the priors it learns.
+        #: histogram learning alpha), 'word' (beta's). The fit sets it from the priors it learns
+        #: (and empties it where the shards make the updates themselves).
         self.prefetch = ()
         #: Whether every shard's counts are integers (set by the fit): the shards then make the
         #: prior updates themselves (:meth:`run_prior_updates`).
@@ -369,6 +390,8 @@ class NcclDaskSampler(DaskSampler):
     def sweep(self, iteration, stream=STREAM_SAMPLE, sub=0):
         if stream != STREAM_SAMPLE or sub:
             raise NotImplementedError("a sharded chain runs batch sweeps only")
+        if self._updates is not None:  # the update due after it is the shards' to make
+            return self.sweeps(iteration, iteration)
         self.call_all("sweep_summed", int(iteration))
         self._b = None
         self._fetched = {}
@@ -395,6 +418,12 @@ class NcclDaskSampler(DaskSampler):
         if updates is not None:
             # Every shard holds these already: kept here without sending them out again.
             alpha, beta = results[0]["priors"]
+            for r in results[1:]:
+                if not (np.array_equal(r["priors"][0], alpha) and r["priors"][1] == beta):
+                    # Each shard now samples with its own: not the one chain any more.
+                    raise RuntimeError(
+                        "the shards learned different priors from the same counts (are their "
+                        "hosts' NumPy and SciPy builds the same?); the fit was stopped")
             self._set_alpha(alpha)
             self.beta = float(beta)
         if "doc" in fetch:

@@ -90,7 +90,7 @@ class Shard:
         # instead of a shard that has forgotten its topics.
         self.iteration = None
         self._rank = None  # the NCCL rank summing B among the GPU workers, if they do
-        self._n_ranks = None
+        self._n_ranks = self._flags = None
         self._exchange = None  # summing B by changed cells instead of NCCL's all-reduce
         self._previous = None  # B before the sweep, where sweeps_summed counts changed cells
 
@@ -163,8 +163,12 @@ class Shard:
 
         if exchange not in ("ring", "changes"):
             raise ValueError(f"exchange must be 'ring' or 'changes', got {exchange!r}")
+        from ._rank_priors import Flags
+
         self._rank = NcclRank(self.chain.cp, self.chain.gpu, n_ranks, unique_id, rank)
         self._n_ranks = int(n_ranks)
+        with self.chain.device_context():
+            self._flags = Flags(self.chain.cp, n_ranks)  # for the prior updates of the runs
         self._exchange = None
         if exchange == "changes":
             from ..backends.cuda.multi_gpu.change_exchange import ChangeExchange
@@ -238,8 +242,9 @@ class Shard:
             with it: 'doc' the shard's :meth:`doc_topic_histogram`, 'word' the (summed)
             :meth:`word_topic_histogram`.
         updates : sklearn_gpulda._fitting.batch.PriorUpdates, optional
-            The fit's prior updates, made here after every sweep they are due (once its counts
-            are averaged), every shard at once (:mod:`._rank_priors`).
+            The fit's prior updates, made here after every sweep they are due (after the
+            sweep's accumulation, where the run accumulates it, as the fit loop would), every
+            shard at once (:mod:`._rank_priors`).
 
         Returns
         -------
@@ -270,9 +275,9 @@ class Shard:
             if count_changes:
                 changed.append(self._changed_cells())
             if updates is not None and updates.due(iteration):
-                from ._rank_priors import RankView
+                from ._rank_priors import update_on_ranks
 
-                updates.update(RankView(self.chain, self._rank, self._n_ranks))
+                update_on_ranks(updates, self.chain, self._rank, self._n_ranks, self._flags)
         out = {"changes": changed}
         if updates is not None:
             out["priors"] = (np.array(self.chain.alpha), float(self.chain.beta))
@@ -356,7 +361,7 @@ class Shard:
         return self.chain.doc_topic_counts()
 
     def release(self):
-        self._previous = None
+        self._previous = self._flags = None
         if self._exchange is not None:
             self._exchange.close()
             self._exchange = None
