@@ -141,7 +141,7 @@ def gpu_compare(args):
     from sklearn_gpulda._runtime.device import describe_device
     from sklearn_gpulda.dask import LatentDirichletAllocation
     from sklearn_gpulda.dask._cluster import local_gpu_cluster
-    from sklearn_gpulda.dask._sampler import NcclDaskSampler
+    from sklearn_gpulda.dask._nccl_sampler import NcclDaskSampler
 
     tic = time.perf_counter()
     base = nytimes_counts(args.scale)[0]

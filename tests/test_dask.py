@@ -158,15 +158,15 @@ def gpu_reference(kjv):
 
 def _spy_on_nccl(monkeypatch):
     """The list of NCCL communicators the driver asks the shards to make during the test."""
-    from sklearn_gpulda.dask import _sampler
+    from sklearn_gpulda.dask import _nccl_sampler
 
-    joined, real = [], _sampler.NcclDaskSampler.join
+    joined, real = [], _nccl_sampler.NcclDaskSampler.join
 
     def join(self, exchange="ring"):
         joined.append(len(self.shards))
         real(self, exchange)
 
-    monkeypatch.setattr(_sampler.NcclDaskSampler, "join", join)
+    monkeypatch.setattr(_nccl_sampler.NcclDaskSampler, "join", join)
     return joined
 
 
@@ -248,23 +248,23 @@ def test_workers_summing_changed_cells_give_the_one_gpu_model(kjv, gpu_reference
     # (With the default capacity a small corpus's early sweeps change too many cells to be
     # worth listing, so the default would test a mix of the two.)
     from sklearn_gpulda.backends.cuda.multi_gpu.all_reduce import nccl_module
-    from sklearn_gpulda.dask import _sampler
+    from sklearn_gpulda.dask import _nccl_sampler
     from sklearn_gpulda.dask._cluster import local_gpu_cluster
 
     if nccl_module() is None:
         pytest.skip("CuPy has no NCCL here")
     n_cells = kjv.shape[1] * GPU_PARAMS["n_components"]
-    monkeypatch.setattr(_sampler.NcclDaskSampler, "exchange", "changes")
-    monkeypatch.setattr(_sampler.NcclDaskSampler, "exchange_capacity",
+    monkeypatch.setattr(_nccl_sampler.NcclDaskSampler, "exchange", "changes")
+    monkeypatch.setattr(_nccl_sampler.NcclDaskSampler, "exchange_capacity",
                         n_cells if capacity == "table" else capacity)
     records = []
-    real = _sampler.NcclDaskSampler.sweeps
+    real = _nccl_sampler.NcclDaskSampler.sweeps
 
     def sweeps(self, first, last, accumulate_from=None):
         real(self, first, last, accumulate_from)
         records[:] = self.exchange_records()
 
-    monkeypatch.setattr(_sampler.NcclDaskSampler, "sweeps", sweeps)
+    monkeypatch.setattr(_nccl_sampler.NcclDaskSampler, "sweeps", sweeps)
     with local_gpu_cluster(2) as cluster, distributed.Client(cluster) as client:
         model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
     _same_model(model, gpu_reference)
@@ -398,9 +398,9 @@ class _RecordingShard:
         return _Done(-1.0)
 
 
-def _nccl_sampler(n_shards, calls):
+def _recording_nccl_sampler(n_shards, calls):
     from sklearn_gpulda._runtime.device import Device
-    from sklearn_gpulda.dask._sampler import NcclDaskSampler
+    from sklearn_gpulda.dask._nccl_sampler import NcclDaskSampler
 
     shards = [_RecordingShard(calls, rank) for rank in range(n_shards)]
     return NcclDaskSampler(shards, 4, 0.25, 0.01, 0, Device("cuda", (0,)), lambda: None)
@@ -408,7 +408,7 @@ def _nccl_sampler(n_shards, calls):
 
 def test_a_run_is_one_call_per_shard_and_the_first_accumulates(monkeypatch):
     calls = []
-    sampler = _nccl_sampler(3, calls)
+    sampler = _recording_nccl_sampler(3, calls)
     sampler.sweeps(1, 9)
     sampler.sweeps(10, 14, accumulate_from=12)
     assert calls == [(0, 1, 9, None, False), (1, 1, 9, None, False), (2, 1, 9, None, False),
@@ -427,7 +427,7 @@ def test_prior_updates_travel_with_the_runs():
     # A prior update between two runs reads the histograms the first run brought back, and its
     # priors go out with the second run's call: one round trip per run.
     calls = []
-    sampler = _nccl_sampler(2, calls)
+    sampler = _recording_nccl_sampler(2, calls)
     sampler.load(object())  # a corpus: set_priors now reaches the shards
     sampler.prefetch = ("doc", "word")
     sampler.sweeps(1, 10)
@@ -467,7 +467,7 @@ def test_prior_updates_run_on_the_shards_inside_the_runs():
     corpus = type("Corpus", (), dict(n_words=7, doc_lengths=lambda self: np.array([3.0, 4.0])))()
     updates = PriorUpdates(Prior(0.25, True), Prior(0.01, True), 5, 10, corpus)
     calls = []
-    sampler = _nccl_sampler(2, calls)
+    sampler = _recording_nccl_sampler(2, calls)
     sampler.load(object())
     sampler.prefetch = ("doc", "word")
     assert not sampler.run_prior_updates(updates)  # counts not known to be integers
@@ -501,7 +501,7 @@ def test_shards_that_learn_different_priors_stop_the_fit():
 
     corpus = type("Corpus", (), dict(n_words=7, doc_lengths=lambda self: np.array([3.0])))()
     calls = []
-    sampler = _nccl_sampler(2, calls)
+    sampler = _recording_nccl_sampler(2, calls)
     sampler.shards = [Drifting(calls, rank) for rank in range(2)]
     sampler.integral = True
     sampler.run_prior_updates(PriorUpdates(Prior(0.25, True), Prior(0.01, True), 0, 10, corpus))
@@ -583,7 +583,7 @@ def test_a_worker_lost_inside_a_run_fails_the_fit_and_the_model_stays(kjv, monke
     import threading
 
     from sklearn_gpulda.backends.cuda.multi_gpu.all_reduce import nccl_module
-    from sklearn_gpulda.dask import _sampler
+    from sklearn_gpulda.dask import _nccl_sampler
     from sklearn_gpulda.dask._cluster import local_gpu_cluster
 
     if nccl_module() is None:
@@ -603,14 +603,14 @@ def test_a_worker_lost_inside_a_run_fails_the_fit_and_the_model_stays(kjv, monke
             killed.append(pid)
 
         killer = threading.Timer(2.0, kill)
-        real = _sampler.NcclDaskSampler.sweeps
+        real = _nccl_sampler.NcclDaskSampler.sweeps
 
         def sweeps(self, first, last, accumulate_from=None):
             if not killed and not killer.is_alive():
                 killer.start()  # the kill comes 2 s into the run (of 100,000 sweeps)
             return real(self, first, last, accumulate_from)
 
-        monkeypatch.setattr(_sampler.NcclDaskSampler, "sweeps", sweeps)
+        monkeypatch.setattr(_nccl_sampler.NcclDaskSampler, "sweeps", sweeps)
         try:
             with pytest.raises(WorkerLost, match="lost during the fit"):
                 model.fit(kjv)

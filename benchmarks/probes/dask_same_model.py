@@ -52,7 +52,7 @@ def main(argv=None):
     from sklearn_gpulda import GPULatentDirichletAllocation
     from sklearn_gpulda.dask import LatentDirichletAllocation
     from sklearn_gpulda.dask._cluster import local_gpu_cluster
-    from sklearn_gpulda.dask._sampler import NcclDaskSampler
+    from sklearn_gpulda.dask._nccl_sampler import NcclDaskSampler
 
     base = nytimes_counts(args.scale)[0]
     X = sp.vstack([base] * args.stack).tocsr() if args.stack > 1 else base

@@ -41,7 +41,7 @@ def install(where="driver"):
     from sklearn_gpulda._fitting import batch
     from sklearn_gpulda.backends.cuda.multi_gpu import shard as shard_module
     from sklearn_gpulda.backends.cuda.multi_gpu.sampler import MultiGpuSampler
-    from sklearn_gpulda.dask import _sampler as dask_sampler
+    from sklearn_gpulda.dask import _nccl_sampler as dask_sampler
     from sklearn_gpulda.dask import _shard as dask_shard
 
     if getattr(shard_module, "_PROBE", None) is not None:

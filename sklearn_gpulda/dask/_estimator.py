@@ -12,7 +12,8 @@ from .._fitting.fitted import transaction
 from .._input.validation import check_counts, warn_if_empty
 from .._runtime.device import CPU, Device, parse_device
 from ..estimator import GPULatentDirichletAllocation
-from ._sampler import DaskSampler, NcclDaskSampler, ShardedCorpus, WorkerLost, shard_workers
+from ._nccl_sampler import NcclDaskSampler
+from ._sampler import DaskSampler, ShardedCorpus, WorkerLost, shard_workers
 from ._shard import Shard, validated_block
 
 _DASK_DOC = """Latent Dirichlet Allocation trained on a Dask cluster, data-parallel.

@@ -1,6 +1,6 @@
 """Prior updates made by the GPU shards themselves, inside a run of sweeps.
 
-A Dask fit whose GPU shards sum B among themselves (:class:`~._sampler.NcclDaskSampler`) would
+A Dask fit whose GPU shards sum B among themselves (:class:`~._nccl_sampler.NcclDaskSampler`) would
 otherwise end its run of sweeps at every prior update: the shards send their histograms to the
 driver, which runs the fixed points on its CPU and sends the priors out with the next run, while
 every GPU waits. But every shard holds the corpus-wide B after each sweep, so beta's histogram
