@@ -109,6 +109,29 @@ def _per_sweep(make, X, sweeps):
                 wall_s=[wall1, wall2]), lda.components_
 
 
+def stacked_nytimes(scale, stack):
+    """The NYTimes shape at ``scale`` (``bench_end_to_end.nytimes_counts``) stacked ``stack``
+    times, as a CSR matrix: the corpus of the several-GPU comparisons here and in the Dask
+    probes."""
+    import scipy.sparse as sp
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_end_to_end import nytimes_counts
+
+    base = nytimes_counts(scale)[0]
+    return sp.vstack([base] * stack).tocsr() if stack > 1 else base
+
+
+def gpu_probe_arguments(parser, sweeps):
+    """The Dask probes' corpus and fit arguments: ``--workers`` (one per GPU), ``--stack``,
+    ``--scale``, ``--topics``, ``--sweeps``."""
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--stack", type=int, default=4)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--topics", type=int, default=1000)
+    parser.add_argument("--sweeps", type=int, default=sweeps)
+
+
 def _scattered(client, X, n_workers):
     """``X`` as a Dask array of one row block per worker, the blocks scattered once (each fit
     then reads them where they are instead of sending the corpus again)."""
@@ -132,11 +155,7 @@ def _changes(counts, cells, last=5):
 
 def gpu_compare(args):
     """The ``--gpu-compare`` table (see the module's docstring)."""
-    import scipy.sparse as sp
     from distributed import Client
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_end_to_end import nytimes_counts
 
     from sklearn_gpulda._runtime.device import describe_device
     from sklearn_gpulda.dask import LatentDirichletAllocation
@@ -144,8 +163,7 @@ def gpu_compare(args):
     from sklearn_gpulda.dask._nccl_sampler import NcclDaskSampler
 
     tic = time.perf_counter()
-    base = nytimes_counts(args.scale)[0]
-    X = sp.vstack([base] * args.stack).tocsr() if args.stack > 1 else base
+    X = stacked_nytimes(args.scale, args.stack)
     k = args.topics
     v = X.shape[1]
     b_bytes = 4 * v * k

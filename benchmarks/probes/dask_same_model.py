@@ -33,20 +33,15 @@ def compare(name, model, reference):
 
 
 def main(argv=None):
+    from bench_dask import _scattered, gpu_probe_arguments, stacked_nytimes
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--stack", type=int, default=4)
-    p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--topics", type=int, default=1000)
-    p.add_argument("--sweeps", type=int, default=30)
+    gpu_probe_arguments(p, sweeps=30)
     p.add_argument("--repeat", type=int, default=1,
                    help="fits of each arrangement, one after another (the Dask ones on one "
                         "cluster, as a benchmark's are)")
     args = p.parse_args(argv)
 
-    import scipy.sparse as sp
-    from bench_dask import _scattered
-    from bench_end_to_end import nytimes_counts
     from distributed import Client
 
     from sklearn_gpulda import GPULatentDirichletAllocation
@@ -54,8 +49,7 @@ def main(argv=None):
     from sklearn_gpulda.dask._cluster import local_gpu_cluster
     from sklearn_gpulda.dask._nccl_sampler import NcclDaskSampler
 
-    base = nytimes_counts(args.scale)[0]
-    X = sp.vstack([base] * args.stack).tocsr() if args.stack > 1 else base
+    X = stacked_nytimes(args.scale, args.stack)
     n = args.workers
     params = dict(n_components=args.topics, random_state=0, max_iter=args.sweeps)
     print(f"{X.sum() / 1e6:.1f} M tokens, K = {args.topics}, {args.sweeps} sweeps", flush=True)

@@ -259,12 +259,10 @@ def _profiled(name, fit, top=30):
 
 
 def main(argv=None):
+    from bench_dask import _scattered, gpu_probe_arguments, stacked_nytimes
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workers", type=int, default=4)
-    p.add_argument("--stack", type=int, default=4)
-    p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--topics", type=int, default=1000)
-    p.add_argument("--sweeps", type=int, default=120)
+    gpu_probe_arguments(p, sweeps=120)
     p.add_argument("--sync", action="store_true",
                    help="wait for the GPU after each wrapped call (host clock) instead of "
                         "marking the calls with events (GPU clocks)")
@@ -280,9 +278,6 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     import dask
-    import scipy.sparse as sp
-    from bench_dask import _scattered
-    from bench_end_to_end import nytimes_counts
     from distributed import Client
 
     from sklearn_gpulda import GPULatentDirichletAllocation
@@ -291,8 +286,7 @@ def main(argv=None):
     from sklearn_gpulda.dask._cluster import local_gpu_cluster
 
     tic = time.perf_counter()
-    base = nytimes_counts(args.scale)[0]
-    X = sp.vstack([base] * args.stack).tocsr() if args.stack > 1 else base
+    X = stacked_nytimes(args.scale, args.stack)
     n = args.workers
     print(f"# {describe_device('cuda:0')}; {n} GPUs; NYTimes shape x{args.scale:g} stacked "
           f"{args.stack}x: {X.sum() / 1e6:.1f} M tokens, V = {X.shape[1]:,}, K = {args.topics}, "

@@ -125,55 +125,58 @@ class RankView:
 def summed_alpha_table(chain, rank, n_ranks, flags):
     """The corpus's alpha table (``doc_topic_table``'s pair) from every rank's part; every rank
     calls this at once."""
-    failure = None
-    try:
+    def own_part():
         bins = chain.alpha_bins()
         if bins is None:
             raise RuntimeError("alpha's table of weighted counts is not summed on the shards")
-        table, keys, n = bins
-        arrays = [table.ravel(), keys, n]
-    except Exception as exc:  # the others are about to gather: say so at the next check
-        failure, arrays = exc, None
-    parts = gather(chain, rank, n_ranks, flags, arrays, failure)
+        return bins
+
+    table, keys, n = _checked(chain, rank, flags, own_part)
+    parts = gather(chain, rank, n_ranks, flags, [table.ravel(), keys, n])
     with chain.device_context():
         return merged_alpha_table(chain.cp, [p[0].reshape(table.shape) for p in parts],
                                   [p[1] for p in parts], [p[2] for p in parts])
 
 
-def gather(chain, rank, n_ranks, flags, arrays, failure=None):
-    """Every rank's ``arrays`` (host, uint64, one dimension, of any lengths; three of them),
-    rank after rank: their lengths gathered first, then the arrays padded to the longest in one
-    gather. Where a rank has ``failure`` instead of arrays, or fails to make its buffers, every
-    rank raises (:func:`_raise_agreed`) before the gather that would wait for it."""
-    cp = chain.cp
-    if not agreed(chain, rank, flags, failure is None):
-        _raise_agreed(failure)
+def _checked(chain, rank, flags, make):
+    """``make()`` on the chain's device, then the ranks compare notes: its result where it went
+    well on every rank, else every rank raises (:func:`_raise_agreed`) before the collective
+    that would wait for the failed one."""
+    failure = result = None
     with chain.device_context():
         try:
-            sizes = np.array([a.size for a in arrays], dtype=np.int64)
-            everyone = cp.empty(n_ranks * sizes.size, dtype=cp.int64)
-            send = cp.asarray(sizes)
-        except Exception as exc:
+            result = make()
+        except Exception as exc:  # the others are about to gather: say so at the check
             failure = exc
     if not agreed(chain, rank, flags, failure is None):
         _raise_agreed(failure)
+    return result
+
+
+def gather(chain, rank, n_ranks, flags, arrays):
+    """Every rank's ``arrays`` (host, uint64, one dimension, of any lengths), rank after rank:
+    their lengths gathered first, then the arrays padded to the longest in one gather. The
+    buffers of each gather are made, and agreed on, before it."""
+    cp = chain.cp
+    sizes = np.array([a.size for a in arrays], dtype=np.int64)
+    everyone, send = _checked(chain, rank, flags, lambda: (
+        cp.empty(n_ranks * sizes.size, dtype=cp.int64), cp.asarray(sizes)))
     with chain.device_context():
         rank.all_gather(send, everyone, sizes.size)
-        try:
-            everyone = everyone.get().reshape(n_ranks, sizes.size)
-            widths = everyone.max(axis=0)
-            starts = np.concatenate(([0], np.cumsum(widths)[:-1])).astype(np.int64)
-            packed = np.zeros(int(widths.sum()), dtype=np.uint64)
-            for array, start in zip(arrays, starts):
-                packed[start:start + array.size] = array
-            received = cp.empty(n_ranks * packed.size, dtype=cp.uint64)
-            send = cp.asarray(packed)
-        except Exception as exc:
-            failure = exc
-    if not agreed(chain, rank, flags, failure is None):
-        _raise_agreed(failure)
+
+    def packed():
+        lengths = everyone.get().reshape(n_ranks, sizes.size)
+        widths = lengths.max(axis=0)
+        starts = np.concatenate(([0], np.cumsum(widths)[:-1])).astype(np.int64)
+        mine = np.zeros(int(widths.sum()), dtype=np.uint64)
+        for array, start in zip(arrays, starts):
+            mine[start:start + array.size] = array
+        return lengths, starts, cp.empty(n_ranks * mine.size, dtype=cp.uint64), cp.asarray(mine)
+
+    lengths, starts, received, send = _checked(chain, rank, flags, packed)
+    width = send.size
     with chain.device_context():
-        rank.all_gather(send, received, packed.size)
-        received = received.get().reshape(n_ranks, packed.size)
-    return [[received[r, start:start + everyone[r, j]] for j, start in enumerate(starts)]
+        rank.all_gather(send, received, width)
+        received = received.get().reshape(n_ranks, width)
+    return [[received[r, start:start + lengths[r, j]] for j, start in enumerate(starts)]
             for r in range(n_ranks)]
