@@ -18,10 +18,10 @@ def test_batch_fit_on_one_gpu_at_small_k_is_dense(k):
 
 
 @pytest.mark.parametrize("n_tokens, bound", [
-    (0, 0), (308_000, 0), (1_999_999, 0), (2_000_000, 64), (9_999_999, 64), (25e6, 128)])
+    (0, 0), (308_000, 0), (999_999, 0), (1_000_000, 64), (9_999_999, 64), (25e6, 128)])
 def test_the_bound_on_k_grows_with_the_corpus(n_tokens, bound):
-    # Measured: dense loses on the KJV chapters and KOS at every K, wins on NIPS to K = 64 and
-    # on the NYTimes shape to K = 128.
+    # Measured: dense wins on 20 Newsgroups and NIPS to K = 64 and on the NYTimes shape to
+    # K = 128; the KJV chapters and KOS are left on the sparse engine.
     assert dense_topic_bound(n_tokens) == bound
     assert auto_picks_dense(FitShape(n_topics=max(bound, 1), **{**GPU, "n_tokens": n_tokens})) \
         == (bound > 0)

@@ -107,7 +107,7 @@ def test_fused_mstep_gives_the_bincount_model(name, n_topics):
         if name != "chapters":
             assert st.n_long > 0  # the warp-per-document kernel ran
         if name == "long":
-            assert st.n_long == st.order.size and st.group > 1
+            assert st.n_long == st.order.size and st.groups.max() > 1
         # The counts are those of the topics (the invariant a lost atomic would break).
         z = st.z.get()
         np.testing.assert_array_equal(
@@ -179,12 +179,14 @@ def test_weighted_corpus_falls_back_to_bincounts():
 # -- the long-document kernel --------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("n_topics", [16, 33, 100, 1024])
-@pytest.mark.parametrize("group", [1, 3, 8])
+@pytest.mark.parametrize("group", [1, 3, 8, "each"])
 def test_long_kernel_draws_and_counts_as_the_oracle(n_topics, group):
+    """With one group for every document, and ('each') a group of 1 to 32 warps per document
+    drawn at random (the binary search of a warp's document over ``warp_ptr``)."""
     import cupy as cp
 
     from sklearn_gpulda.backends.cuda.dense.sample_dense import (
-        document_order, sample_dense_long)
+        document_order, sample_dense_long, warp_offsets)
     from sklearn_gpulda.backends.numpy import tables
 
     corpus = tokens(_long_documents(1300))  # 236 documents of 632-2,357 tokens
@@ -199,16 +201,21 @@ def test_long_kernel_draws_and_counts_as_the_oracle(n_topics, group):
     ref = draw_topics_dense(corpus.doc, corpus.word, z, None, u, A, wt.bhat, alpha, wt.word_side)
 
     doc_ptr = cp.asarray(corpus.doc_ptr, dtype=cp.int64)
+    order = document_order(doc_ptr)
+    warps = None
+    if group == "each":
+        warp_ptr, n_warps = warp_offsets(rng.integers(1, 33, size=order.size))
+        warps, group = (cp.asarray(warp_ptr), n_warps), 1
     z_d = cp.asarray(z)
     A_next = cp.zeros(A.shape, cp.float32)
     B_next = cp.zeros(wt.bhat.shape, cp.float32)
     counts, denom, beta = wt.word_side
-    sample_dense_long(document_order(doc_ptr), doc_ptr, cp.asarray(corpus.word, dtype=cp.int32),
+    sample_dense_long(order, doc_ptr, cp.asarray(corpus.word, dtype=cp.int32),
                       None, cp.asarray(A), cp.asarray(wt.bhat, dtype=cp.float32),
                       cp.full(n_topics, alpha, cp.float32), SEED, ITERATION, z_d,
                       word_counts=(cp.asarray(counts, dtype=cp.float32), cp.asarray(denom),
                                    beta),
-                      counts_next=(A_next, B_next), group=group)
+                      counts_next=(A_next, B_next), group=group, warps=warps)
     got = z_d.get()
     np.testing.assert_array_equal(got, ref)
     np.testing.assert_array_equal(
@@ -217,14 +224,28 @@ def test_long_kernel_draws_and_counts_as_the_oracle(n_topics, group):
         B_next.get(), count_pairs(corpus.word, got, None, corpus.n_words, n_topics))
 
 
-def test_long_document_group_fills_the_gpu_without_starving_warps():
-    from sklearn_gpulda.backends.cuda.dense.sample_dense import long_document_group
+def test_document_groups_follow_each_document():
+    from sklearn_gpulda.backends.cuda.dense.sample_dense import document_groups, warp_offsets
 
-    assert long_document_group(1500, 1288.0, 132) == 4  # NIPS on an H100
-    assert long_document_group(100_000, 2000.0, 132) == 1  # enough documents already
-    assert long_document_group(10, 200.0, 132) == 1  # too short to share
-    assert long_document_group(10, 300.0, 132) == 2  # 4.7 chunks a warp
-    assert long_document_group(1, 1e6, 132) == 32
+    # NIPS on an H100: 1,500 documents of about 1,300 tokens (41 chunks), 61,500 chunks in all,
+    # 15 a warp: three warps each.
+    assert set(document_groups(np.full(1500, 1300), 132)) == {3}
+    # Many documents fill the GPU already: a warp each.
+    assert set(document_groups(np.full(100_000, 2000), 132)) == {1}
+    # Short documents stay whole (at least four chunks a warp).
+    assert set(document_groups(np.full(10, 200), 132)) == {1}
+    assert set(document_groups([300] * 10, 132)) == {2}  # 10 chunks
+    assert list(document_groups([10**6], 132)) == [32]
+    # A skewed corpus: the long documents of 20 Newsgroups' shape get groups of their own,
+    # the short ones a warp each, and no warp holds much more than the mean.
+    lengths = np.concatenate([[30_000, 8_000, 3_000], np.full(18_000, 76)])
+    groups = document_groups(lengths, 132)
+    assert list(groups[:3]) == [32, 20, 8] and set(groups[3:]) == {1}
+    chunks = -(-lengths // 32)
+    assert (chunks / groups).max() <= 30
+    warp_ptr, n_warps = warp_offsets(groups)
+    assert warp_ptr.dtype == np.int32 and warp_ptr[0] == 0 and n_warps == groups.sum()
+    np.testing.assert_array_equal(np.diff(warp_ptr), groups)
 
 
 def test_estimate_counts_the_fused_tables():

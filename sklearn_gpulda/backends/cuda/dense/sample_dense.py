@@ -126,8 +126,8 @@ def sample_dense(
 
 def sample_dense_long(doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, iteration, z,
                       stream=STREAM_SAMPLE, sweep=0, block=BLOCK, word_counts=None,
-                      counts_next=None, group=1):
-    """:func:`sample_dense` with the transpose rule and ``group`` warps per listed document.
+                      counts_next=None, group=1, warps=None):
+    """:func:`sample_dense` with the transpose rule and a group of warps per listed document.
 
     The draws are those of ``sample_dense("transpose", ...)`` token for token (the same float32
     operations on the same values; only which thread draws a token changes), so this is the
@@ -143,6 +143,11 @@ def sample_dense_long(doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, it
     group : int, default=1
         Warps per document, 1 to 32; the warps of a document take its chunks of 32 tokens in
         turn (more warps for fewer, longer documents).
+    warps : tuple or None, default=None
+        ``(warp_ptr, n_warps)``: a group per document instead of ``group``, document
+        ``doc_order[e]`` taking warps ``warp_ptr[e]`` to ``warp_ptr[e + 1] - 1`` (a cupy int32
+        array of ``doc_order.size + 1`` ascending offsets from 0, each group at least 1) of
+        ``n_warps = warp_ptr[-1]`` (:func:`document_groups`).
 
     Returns
     -------
@@ -156,12 +161,17 @@ def sample_dense_long(doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, it
     n_order = int(doc_order.size)
     if n_order == 0:
         return z
+    warp_ptr, n_warps = (None, n_order * int(group)) if warps is None else warps
+    if warp_ptr is not None and (warp_ptr.dtype != np.int32 or warp_ptr.shape != (n_order + 1,)):
+        raise ValueError(f"warp_ptr must be int32 of {n_order + 1} offsets, got "
+                         f"{warp_ptr.dtype} of shape {warp_ptr.shape}")
     warps_per_block = block // 32
-    grid = -(-n_order * int(group) // warps_per_block)
+    grid = -(-int(n_warps) // warps_per_block)
     # theta and the warp's counts of its document: 2 K floats a warp.
     shared = warps_per_block * 2 * A.shape[1] * 4
     _kernels.launch(_STEM, "sample_dense_long", grid, block,
-                    [(doc_order, np.int32), (n_order, "i32"), (int(group), "i32")] + args,
+                    [(doc_order, np.int32), (n_order, "i32"), (int(group), "i32"),
+                     (warp_ptr, np.int32)] + args,
                     shared_mem=shared)
     return z
 
@@ -244,27 +254,42 @@ _TARGET_WARPS_PER_SM = 32
 _MIN_CHUNKS_PER_WARP = 4
 
 
-def long_document_group(n_long, mean_length, n_sm):
-    """Warps per document for :func:`sample_dense_long`: doubled from 1 while the launch has
-    fewer warps than the GPU holds twice over and each warp keeps at least four chunks of 32
-    tokens; at most 32. The draws do not depend on it.
+def document_groups(lengths, n_sm):
+    """Warps per document for :func:`sample_dense_long` (its ``warps``), from each document's
+    own length; the draws do not depend on them.
+
+    A launch's time is at least its longest group's: a document of ``c`` chunks of 32 tokens
+    shared by ``g`` warps takes ``c / g`` steps. Each document gets as many warps (1 to 32) as
+    bring its warps' chunks down to the launch's mean chunks per warp, counting the warps the
+    GPU holds twice over, and to no fewer than four chunks a warp (a warp's setup, its document's
+    theta row, costs about a chunk). A corpus of many documents keeps a warp each; a few long
+    documents among many short ones (20 Newsgroups) get groups of their own.
 
     Parameters
     ----------
-    n_long : int
-        Documents of the launch.
-    mean_length : float
-        Their mean number of tokens.
+    lengths : ndarray of int
+        Tokens of each document of the launch, in its order.
     n_sm : int
         Streaming multiprocessors of the GPU.
 
     Returns
     -------
-    group : int
+    groups : ndarray of int64
     """
-    group = 1
-    target = _TARGET_WARPS_PER_SM * n_sm
-    while (group < 32 and n_long * group < target
-           and mean_length / (32 * 2 * group) >= _MIN_CHUNKS_PER_WARP):
-        group *= 2
-    return group
+    lengths = np.asarray(lengths, dtype=np.int64)
+    chunks = -(-lengths // 32)
+    if chunks.size == 0:
+        return chunks
+    per_warp = max(float(_MIN_CHUNKS_PER_WARP), chunks.sum() / (_TARGET_WARPS_PER_SM * n_sm))
+    groups = np.minimum(np.ceil(chunks / per_warp), chunks // _MIN_CHUNKS_PER_WARP)
+    return np.clip(groups, 1, 32).astype(np.int64)
+
+
+def warp_offsets(groups):
+    """``(warp_ptr, n_warps)`` of :func:`sample_dense_long` for ``groups`` (host int32 offsets
+    from 0 and their total)."""
+    warp_ptr = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum(groups, out=warp_ptr[1:])
+    if warp_ptr[-1] >= 2**31:
+        raise ValueError("more than 2**31 warps in one launch")
+    return warp_ptr.astype(np.int32), int(warp_ptr[-1])

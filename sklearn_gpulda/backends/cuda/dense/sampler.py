@@ -4,8 +4,9 @@ Layout on the device: the tokens in canonical (document-major) order -- document
 (int64), word (int32), topic (int32) and, for non-integer counts, weight (float32) -- and three
 dense tables: A (D x K), B and Bhat (V x K), all float32. The E-step launches dense kernels of
 ``cuda/sample_dense.cu`` over the documents by decreasing length: with the 'transpose' kernel,
-documents of at least ``long_document`` tokens get a warp or more each (``sample_dense_long``),
-the rest a thread each. Every kernel draws by the rule of
+documents of at least ``long_document`` tokens (by default every document) get a warp or more
+each (``sample_dense_long``, a group sized by each document's own length), the rest a thread
+each. Every kernel draws by the rule of
 :func:`~sklearn_gpulda.backends.numpy.dense_rule.draw_topics_dense`, the oracle this backend is
 checked against (``NumpySampler(rule='dense')``), with the token's own Philox number, so which
 thread draws a token does not matter.
@@ -42,8 +43,8 @@ from ..sparse import layout_kernels, sample_sparse
 from ..transfer import topic_major_to_host
 from . import mstep as _mstep
 from . import reading as _reading
-from .sample_dense import (BLOCK, MAX_TOPICS, VARIANTS, document_order, long_document_group,
-                           sample_dense, sample_dense_long)
+from .sample_dense import (BLOCK, MAX_TOPICS, VARIANTS, document_groups, document_order,
+                           sample_dense, sample_dense_long, warp_offsets)
 
 #: Values of the ``mstep`` option.
 MSTEPS = ("fused", "bincount")
@@ -79,13 +80,16 @@ class CudaDenseSampler(CudaChain, Sampler):
     -----
     A matrix topic-word prior (:meth:`set_beta_cells`) samples in batch fits: Bhat holds the
     seeded cells' extras (``doc/algorithm.md``, "A matrix topic-word prior").
-    long_document : int or None, default=256
+    long_document : int or None, default=1
         With the 'transpose' kernel, documents of at least this many tokens are drawn by one or
         more warps each instead of one thread (same draws); None: a thread for every document.
+        The default gives every document warps: measured faster than a thread per short
+        document on every corpus tried, the NYTimes shape's 330-token documents included
+        (``doc/performance.md``, "Warps for every document").
     """
 
     def __init__(self, n_topics, alpha, beta, seed, device, variant="transpose", block=BLOCK,
-                 profile=False, max_device_memory=None, mstep="fused", long_document=256):
+                 profile=False, max_device_memory=None, mstep="fused", long_document=1):
         super().__init__(n_topics, alpha, beta, seed, device)
         if not 1 <= self.n_topics <= MAX_TOPICS:
             raise ValueError(
@@ -191,15 +195,17 @@ class CudaDenseSampler(CudaChain, Sampler):
             self._priors_changed()
 
     def _split_long_documents(self, st, lengths):
-        """``st.order`` split into the documents drawn a warp (group) each, the first
-        ``n_long`` (documents are by decreasing length), and the rest, a thread each;
-        ``lengths`` (host) are the ordered documents' lengths."""
-        st.n_long, st.group = 0, 1
+        """``st.order`` split into the documents drawn by warps, the first ``n_long``
+        (documents are by decreasing length), each a group of its own size (``st.groups``,
+        on the device ``st.warps``), and the rest, a thread each; ``lengths`` (host) are the
+        ordered documents' lengths."""
+        st.n_long, st.groups, st.warps = 0, np.zeros(0, dtype=np.int64), None
         if self.variant == "transpose" and self.long_document is not None and st.order.size:
             st.n_long = int(np.count_nonzero(lengths >= self.long_document))
             if st.n_long:
-                st.group = long_document_group(st.n_long, float(lengths[:st.n_long].mean()),
-                                               self._sm_count())
+                st.groups = document_groups(lengths[:st.n_long], self._sm_count())
+                warp_ptr, n_warps = warp_offsets(st.groups)
+                st.warps = (self.cp.asarray(warp_ptr), n_warps)
         st.order_long = st.order[:st.n_long]
         st.order_short = st.order[st.n_long:]
 
@@ -279,7 +285,7 @@ class CudaDenseSampler(CudaChain, Sampler):
                     iteration, st.z)
             with self._seeded_b():
                 if st.n_long:
-                    sample_dense_long(st.order_long, *args, group=st.group, **common)
+                    sample_dense_long(st.order_long, *args, warps=st.warps, **common)
                 sample_dense(self.variant, st.order_short, *args, **common)
             clock.mark()
             if st.fused:
