@@ -45,9 +45,9 @@ sys.path[:0] = [{tree!r}, {bench!r}]
 import numpy as np
 np.seterr(all="ignore")
 import sklearn_gpulda
-from bench_users import load
+from _peer_corpora import load_corpus  # not bench_users, which imports this tree's modules
 from sklearn_gpulda import GPULatentDirichletAllocation
-X = load({corpus!r}, 0.1)
+X, _, _ = load_corpus({corpus!r}, test_fraction=0.1, nytimes_scale=0.1)
 GPULatentDirichletAllocation(n_components=10, max_iter=50, random_state=0,
                              device={device!r}).fit(X)  # warm-up: prior updates, averaging
 fits = []
