@@ -144,13 +144,13 @@ class GPULatentDirichletAllocation(
         batches' new topics (up to 4,096 topics). 'auto' picks what was measured best for the
         number of topics and the corpus on the device: 'dense' for a batch fit of one matrix on one
         GPU with no ``max_device_memory``, a scalar ``topic_word_prior`` and
-        ``word_topic_storage`` 'auto' or 'dense', at K <= 64 for corpora of 2 M tokens or more
-        and K <= 128 from 10 M (whole sweeps on an H200 ran 1.4 to 3.9 times as fast as
-        'sparse' there, and slower on smaller corpora), falling back to 'sparse' where the dense
-        chain would not fit the GPU; 'sparse' everywhere else (it reached its converged
-        held-out likelihood as soon as or sooner than 'minibatch' at K = 100 and 1,000 on four
-        corpora; on the CPU both rules cost the same). The choice is made at the first
-        fit and kept in ``algorithm_``.
+        ``word_topic_storage`` 'auto' or 'dense', at K <= 128 for corpora of 1 M tokens or
+        more (default fits on an H200 swept 1.5 to 3.3 times as fast as with 'sparse' on
+        20 Newsgroups and NIPS, the NYTimes shape's sweeps 3 to 4 times), falling back to
+        'sparse' where the dense chain would not fit the GPU; 'sparse' everywhere else (it
+        reached its converged held-out likelihood as soon as or sooner than 'minibatch' at
+        K = 100 and 1,000 on four corpora; on the CPU both rules cost the same). The choice is
+        made at the first fit and kept in ``algorithm_``.
     n_batch_sweeps : int, default=10
         Sampling sweeps over each mini-batch in online learning and ``partial_fit``; statistics are
         averaged over the second half of them.

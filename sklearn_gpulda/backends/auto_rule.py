@@ -19,11 +19,11 @@ from dataclasses import dataclass
 #: idle. With warps for every document, each group sized by its own document (2026-11-28,
 #: ``benchmarks/probes/dense_small_docs.py``, default fits through the public API, H200,
 #: ``doc/performance.md``, "Warps for every document"), dense is 2.1-3.3 times as fast as
-#: sparse on 20 Newsgroups (1.4 M tokens) and 1.8-2.4 on NIPS at K = 16 to 64, hence the
-#: bound from 1 M tokens. KOS and the KJV chapters (0.3-0.4 M) gained 1.4-2.1 times in most
-#: runs (one of eight points slower, within the prior updates' noise); they stay on 'sparse'
-#: until a measurement that separates the host's noise settles them.
-AUTO_DENSE_BOUNDS = ((1_000_000, 64), (10_000_000, 128))
+#: sparse on 20 Newsgroups (1.4 M tokens) and 1.8-2.4 on NIPS at K = 16 to 64, 1.5-1.7 on both
+#: at K = 96 and 128 and 1.0-1.2 at 192 and 256: hence K <= 128 from 1 M tokens. Below, KOS
+#: (0.42 M) gained 1.3-1.8 times and the KJV chapters (0.31 M) 1.1-1.2; the 40-chapter corpus
+#: lost (0.8, where the sparse engine replays CUDA graphs). They stay on 'sparse'.
+AUTO_DENSE_BOUNDS = ((1_000_000, 128),)
 
 
 def dense_topic_bound(n_tokens):
