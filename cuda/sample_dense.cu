@@ -586,12 +586,13 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
 //   may share a document), so the per-token atomics on one row stay in shared memory.
 extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     sample_dense_long(const int* __restrict__ doc_order, int n_order, int group,
-                      const int* __restrict__ warp_ptr, const long long* __restrict__ doc_ptr, const int* __restrict__ word,
-                      const float* __restrict__ weight, const float* __restrict__ A,
-                      const float* __restrict__ bhat, const float* __restrict__ alpha,
-                      const float* __restrict__ B, const double* __restrict__ denom, double beta,
-                      unsigned seed, unsigned iteration, unsigned stream, unsigned sweep, int* z,
-                      int n_topics, float* A_next, float* B_next) {
+                      const int* __restrict__ warp_ptr, const long long* __restrict__ doc_ptr,
+                      const int* __restrict__ word, const float* __restrict__ weight,
+                      const float* __restrict__ A, const float* __restrict__ bhat,
+                      const float* __restrict__ alpha, const float* __restrict__ B,
+                      const double* __restrict__ denom, double beta, unsigned seed,
+                      unsigned iteration, unsigned stream, unsigned sweep, int* z, int n_topics,
+                      float* A_next, float* B_next) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics || group < 1) return;
   extern __shared__ float dense_long_shared[];
   const int lane = lane_id();
@@ -611,7 +612,10 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     int lo = 0, hi = n_order;
     while (hi - lo > 1) {
       const int mid = lo + (hi - lo) / 2;
-      if (warp_ptr[mid] <= warp) lo = mid; else hi = mid;
+      if (warp_ptr[mid] <= warp)
+        lo = mid;
+      else
+        hi = mid;
     }
     e = lo;
     part = static_cast<int>(warp - warp_ptr[lo]);
