@@ -124,7 +124,7 @@ class CudaDenseSampler(CudaChain, Sampler):
         n, d, v, k = corpus.n_tokens, corpus.n_docs, corpus.n_words, self.n_topics
         weighted = corpus.weighted
         per_token = 4 + 4 + 4 + (4 if weighted else 0)  # word, doc, topic, weight
-        per_doc = 8 + 8 + 8 + 4  # pointer, weight, normaliser, master index
+        per_doc = 8 + 8 + 8 + 4 + 4  # pointer, weight, normaliser, master index, first warp
         steady = n * per_token + d * per_doc + 4 * d * k + 8 * v * k + 16 * k
         if self.mstep == "fused" and not weighted:
             # The fused M-step's next A and B, and its 64-bit topic totals.
