@@ -580,10 +580,11 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
 // thousand long documents (NIPS: 1,500) fills a fraction of the GPU; a warp per document gives
 // it 32 times the threads, and `group` > 1 more again.
 // Launch: block = a multiple of 32 threads up to kDenseBlockMax, grid = ceil(warps / warps per
-//   block), warps = n_order * group or warp_ptr[n_order]; dynamic shared memory 2 * K floats per warp (theta, then the warp's count
-//   of its document's new topics). Arguments otherwise as the kernels above; with A_next the
-//   warp's counts go to A_next[d] with one atomic per non-zero topic at its end (several warps
-//   may share a document), so the per-token atomics on one row stay in shared memory.
+//   block), warps = n_order * group or warp_ptr[n_order]; dynamic shared memory 2 * K floats
+//   per warp (theta, then the warp's count of its document's new topics). Arguments otherwise
+//   as the kernels above; with A_next the warp's counts go to A_next[d] with one atomic per
+//   non-zero topic at its end (several warps may share a document), so the per-token atomics
+//   on one row stay in shared memory.
 extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
     sample_dense_long(const int* __restrict__ doc_order, int n_order, int group,
                       const int* __restrict__ warp_ptr, const long long* __restrict__ doc_ptr,
