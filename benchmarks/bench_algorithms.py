@@ -22,9 +22,10 @@ kernel-only measurements of ``doc/performance.md``. Points stop once ``--budget-
 ``.json`` and ``.png`` (when matplotlib imports) into ``--out`` (default
 ``benchmarks/results/bench_algorithms``).
 
-The dense backend runs as the estimator runs it (fused M-step, a warp or more per document of
-at least ``--long-document`` tokens); ``--baseline`` adds 'transpose_bincount', its transpose
-kernel with a thread per document and the bincount M-step (the engine before issue 35).
+The dense backend runs as the estimator runs it (fused M-step, a group of warps per document of
+at least ``--long-document`` tokens, by default every document); ``--baseline`` adds
+'transpose_bincount', its transpose kernel with a thread per document and the bincount M-step
+(the engine before issue 35).
 
 Usage::
 
@@ -64,7 +65,7 @@ def time_sampler(cp, sampler, corpus, iters):
     return float(np.mean(after_first(timed["ms"]))), timed["stages"][-1]
 
 
-def measure(cp, corpus, k, samplers, iters, alpha, beta, seed, long_document=256):
+def measure(cp, corpus, k, samplers, iters, alpha, beta, seed, long_document=1):
     """Whole-iteration Mtoken/s of each sampler name at K = k (None where it failed)."""
     row = {}
     for name in samplers:
@@ -148,8 +149,9 @@ def main(argv=None):
     ap.add_argument("--no-sparse", action="store_true")
     ap.add_argument("--baseline", action="store_true",
                     help=f"also time '{BASELINE}' (thread per document, bincount M-step)")
-    ap.add_argument("--long-document", default="256",
-                    help="dense: tokens from which a document gets a warp ('none': never)")
+    ap.add_argument("--long-document", default="1",
+                    help="dense: tokens from which a document gets warps (default 1, the "
+                         "engine's: every document; 'none': a thread each)")
     ap.add_argument("--no-nips", action="store_true")
     ap.add_argument("--corpora", nargs="*", default=[], choices=["kos", "20news", "kjv"],
                     help="more corpora to measure besides the NYTimes shape and NIPS")
