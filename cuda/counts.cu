@@ -12,6 +12,7 @@
 #include "device_word.cuh"
 #include "entry.cuh"
 #include "rare_rows.cuh"
+#include "search.cuh"
 #include "tree.cuh"
 #include "warp.cuh"
 
@@ -647,14 +648,8 @@ extern "C" __global__ void rare_add_to_whole(const unsigned* __restrict__ slots,
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     const unsigned s = slots[i];
     if (s == 0u) continue;
-    int lo = 0, hi = n_rare;  // the row r with offsets[r] <= i < offsets[r + 1]
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) >> 1;
-      if (offsets[mid] <= i)
-        lo = mid;
-      else
-        hi = mid;
-    }
+    // The rare row r with offsets[r] <= i < offsets[r + 1].
+    const int lo = gpulda::last_at_most(offsets, n_rare, i);
     const long long cell =
         static_cast<long long>(n_dense + lo) * n_topics + gpulda::rare_slot_topic(s);
     whole[cell] += static_cast<double>(gpulda::rare_slot_count(s));

@@ -10,6 +10,8 @@
 // grid-strided: any grid, any block size (the launchers use 256). Integer work only: results do
 // not depend on the launch or on the order of atomics.
 
+#include "search.cuh"
+
 namespace {
 
 __device__ __forceinline__ long long grid_start() {
@@ -123,14 +125,7 @@ __device__ __forceinline__ void place_tokens(
     const long long n = ends[i] - start;
     // The document: the last d with indptr[d] <= j0 + j (indptr[0] = 0 <= every non-zero).
     const long long nz = j0 + j;
-    int lo = 0, hi = n_docs;  // indptr[lo] <= nz < indptr[hi]
-    while (hi - lo > 1) {
-      const int mid = lo + (hi - lo) / 2;
-      if (indptr[mid] <= nz)
-        lo = mid;
-      else
-        hi = mid;
-    }
+    const int lo = gpulda::last_at_most(indptr, n_docs, nz);
     const int d = static_cast<int>(lo - doc_base);
     const long long s = nz_ptr[j] - t0 - doc_off[d];
     for (long long r = 0; r < n; ++r) {

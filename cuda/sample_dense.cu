@@ -53,6 +53,7 @@
 //   for every thread the GPU can hold at once, gigabytes of device memory on a large GPU).
 
 #include "philox.cuh"
+#include "search.cuh"
 #include "warp.cuh"
 
 namespace gpulda {
@@ -565,28 +566,27 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
 }
 
 // sample_dense_long: the transpose kernel's arithmetic with the work turned around for long
-// documents. A group of consecutive warps takes one document: `group` warps each
-// (doc_order[warp / group], part = warp % group), or, with `warp_ptr` (n_order + 1 ascending
-// offsets, warp_ptr[0] = 0), warps warp_ptr[e] .. warp_ptr[e + 1] - 1 take doc_order[e], so a
-// document's group can follow its own length: one uniform group sized by the mean length leaves
+// documents. A group of consecutive warps takes one document: warps warp_ptr[e] ..
+// warp_ptr[e + 1] - 1 (n_order + 1 ascending offsets, warp_ptr[0] = 0) take doc_order[e], so a
+// document's group follows its own length: one uniform group sized by the mean length leaves
 // the longest document of a skewed corpus (20 Newsgroups) a critical path of hundreds of chunks.
 // Each warp walks the document 32 tokens at a time, lane r taking token 32 c + r of chunk c, for
-// the chunks c = part, part + group, ... All lanes share the document, so
-// theta = A[d] + alpha is one row per warp in shared memory, read as theta[j + lane] where the
-// thread-per-document kernel reads its transposed copy: the same float32 values in the same
-// operations, hence the same draw for every token (the oracle's, bit for bit) whichever thread
-// draws it. Lanes past the document's end redo its last token and do not store.
+// the chunks c = part, part + group, ... (part: the warp's place in its group). All lanes share
+// the document, so theta = A[d] + alpha is one row per warp in shared memory, read as
+// theta[j + lane] where the thread-per-document kernel reads its transposed copy: the same
+// float32 values in the same operations, hence the same draw for every token (the oracle's, bit
+// for bit) whichever thread draws it. Lanes past the document's end redo its last token and do
+// not store.
 // Why: a thread per document runs a warp as long as its longest document, so a corpus of a few
 // thousand long documents (NIPS: 1,500) fills a fraction of the GPU; a warp per document gives
-// it 32 times the threads, and `group` > 1 more again.
-// Launch: block = a multiple of 32 threads up to kDenseBlockMax, grid = ceil(warps / warps per
-//   block), warps = n_order * group or warp_ptr[n_order]; dynamic shared memory 2 * K floats
-//   per warp (theta, then the warp's count of its document's new topics). Arguments otherwise
-//   as the kernels above; with A_next the warp's counts go to A_next[d] with one atomic per
-//   non-zero topic at its end (several warps may share a document), so the per-token atomics
-//   on one row stay in shared memory.
+// it 32 times the threads, and a group of several warps more again.
+// Launch: block = a multiple of 32 threads up to kDenseBlockMax, grid = ceil(warp_ptr[n_order] /
+//   warps per block); dynamic shared memory 2 * K floats per warp (theta, then the warp's count
+//   of its document's new topics). Arguments otherwise as the kernels above; with A_next the
+//   warp's counts go to A_next[d] with one atomic per non-zero topic at its end (several warps
+//   may share a document), so the per-token atomics on one row stay in shared memory.
 extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
-    sample_dense_long(const int* __restrict__ doc_order, int n_order, int group,
+    sample_dense_long(const int* __restrict__ doc_order, int n_order,
                       const int* __restrict__ warp_ptr, const long long* __restrict__ doc_ptr,
                       const int* __restrict__ word, const float* __restrict__ weight,
                       const float* __restrict__ A, const float* __restrict__ bhat,
@@ -594,34 +594,17 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
                       const double* __restrict__ denom, double beta, unsigned seed,
                       unsigned iteration, unsigned stream, unsigned sweep, int* z, int n_topics,
                       float* A_next, float* B_next) {
-  if (n_topics < 1 || n_topics > kDenseMaxTopics || group < 1) return;
+  if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
   extern __shared__ float dense_long_shared[];
   const int lane = lane_id();
   float* const theta = dense_long_shared + 2 * (threadIdx.x / kWarp) * n_topics;
   float* const counts = theta + n_topics;
   const long long warp = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
-  long long e;
-  int part;
-  if (warp_ptr == nullptr) {
-    e = warp / group;
-    if (e >= n_order) return;  // warp-uniform
-    part = static_cast<int>(warp % group);
-  } else {
-    if (warp >= warp_ptr[n_order]) return;  // warp-uniform
-    // The last entry whose first warp is at or below this one: warp_ptr[lo] <= warp <
-    // warp_ptr[hi] throughout (every document has at least one warp).
-    int lo = 0, hi = n_order;
-    while (hi - lo > 1) {
-      const int mid = lo + (hi - lo) / 2;
-      if (warp_ptr[mid] <= warp)
-        lo = mid;
-      else
-        hi = mid;
-    }
-    e = lo;
-    part = static_cast<int>(warp - warp_ptr[lo]);
-    group = warp_ptr[lo + 1] - warp_ptr[lo];
-  }
+  if (warp >= warp_ptr[n_order]) return;  // warp-uniform
+  // The entry whose warps hold this one (every document has at least one warp).
+  const int e = gpulda::last_at_most(warp_ptr, n_order, warp);
+  const int part = static_cast<int>(warp - warp_ptr[e]);
+  const int group = warp_ptr[e + 1] - warp_ptr[e];
   const int doc = doc_order[e];
   const long long t0 = doc_ptr[doc];
   const long long len = doc_ptr[doc + 1] - t0;

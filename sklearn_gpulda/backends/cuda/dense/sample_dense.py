@@ -141,13 +141,13 @@ def sample_dense_long(doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, it
     block, word_counts, counts_next
         As :func:`sample_dense`.
     group : int, default=1
-        Warps per document, 1 to 32; the warps of a document take its chunks of 32 tokens in
-        turn (more warps for fewer, longer documents).
+        Warps per document, 1 to 32, where ``warps`` is not given; the warps of a document take
+        its chunks of 32 tokens in turn (more warps for fewer, longer documents).
     warps : tuple or None, default=None
-        ``(warp_ptr, n_warps)``: a group per document instead of ``group``, document
-        ``doc_order[e]`` taking warps ``warp_ptr[e]`` to ``warp_ptr[e + 1] - 1`` (a cupy int32
-        array of ``doc_order.size + 1`` ascending offsets from 0, each group at least 1) of
-        ``n_warps = warp_ptr[-1]`` (:func:`document_groups`).
+        ``(warp_ptr, n_warps)``: a group per document, document ``doc_order[e]`` taking warps
+        ``warp_ptr[e]`` to ``warp_ptr[e + 1] - 1`` (a cupy int32 array of ``doc_order.size + 1``
+        ascending offsets from 0, each group at least 1) of ``n_warps = warp_ptr[-1]``
+        (:func:`document_groups`, :func:`warp_offsets`).
 
     Returns
     -------
@@ -161,8 +161,14 @@ def sample_dense_long(doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, it
     n_order = int(doc_order.size)
     if n_order == 0:
         return z
-    warp_ptr, n_warps = (None, n_order * int(group)) if warps is None else warps
-    if warp_ptr is not None and (warp_ptr.dtype != np.int32 or warp_ptr.shape != (n_order + 1,)):
+    if warps is None:
+        import cupy as cp
+
+        warp_ptr, n_warps = warp_offsets(np.full(n_order, int(group)))
+        warp_ptr = cp.asarray(warp_ptr)
+    else:
+        warp_ptr, n_warps = warps
+    if warp_ptr.dtype != np.int32 or warp_ptr.shape != (n_order + 1,):
         raise ValueError(f"warp_ptr must be int32 of {n_order + 1} offsets, got "
                          f"{warp_ptr.dtype} of shape {warp_ptr.shape}")
     warps_per_block = block // 32
@@ -170,8 +176,7 @@ def sample_dense_long(doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, it
     # theta and the warp's counts of its document: 2 K floats a warp.
     shared = warps_per_block * 2 * A.shape[1] * 4
     _kernels.launch(_STEM, "sample_dense_long", grid, block,
-                    [(doc_order, np.int32), (n_order, "i32"), (int(group), "i32"),
-                     (warp_ptr, np.int32)] + args,
+                    [(doc_order, np.int32), (n_order, "i32"), (warp_ptr, np.int32)] + args,
                     shared_mem=shared)
     return z
 
