@@ -767,29 +767,3 @@ __device__ __forceinline__ void entry_histogram(
   }
 GPULDA_ENTRY_HISTOGRAM(packed, true)
 GPULDA_ENTRY_HISTOGRAM(wide, false)
-
-// ---------------------------------------------------------------------------------------------
-// alpha_table_numerator: the table's part of alpha's fixed point (prior_learning.table_numerator),
-// out[k] = sum_c table[k, c] * sum_{j <= c} 1 / (alpha[k] + j), one thread per topic.
-// Launch: grid any (grid-strided), block any.
-// [in] alpha (K float64), table (K x n_counts float64, row-major); [out] out (K float64).
-// The sums run count by count with every operation rounded on its own (the _rn intrinsics are
-// never fused into a multiply-add), the order the host's column loop takes: the same alpha from
-// a table on the device as from the same table on the host, bit for bit.
-// ---------------------------------------------------------------------------------------------
-extern "C" __global__ void alpha_table_numerator(const double* __restrict__ alpha,
-                                                 const double* __restrict__ table, int n_topics,
-                                                 int n_counts, double* __restrict__ out) {
-  const int stride = gridDim.x * blockDim.x;
-  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < n_topics; k += stride) {
-    const double a = alpha[k];
-    const double* row = table + static_cast<size_t>(k) * n_counts;
-    double gain = 0.0;
-    double acc = 0.0;
-    for (int c = 0; c < n_counts; ++c) {
-      gain = __dadd_rn(gain, __ddiv_rn(1.0, __dadd_rn(a, static_cast<double>(c))));
-      acc = __dadd_rn(acc, __dmul_rn(row[c], gain));
-    }
-    out[k] = acc;
-  }
-}

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from sklearn_gpulda import GPULatentDirichletAllocation
-from sklearn_gpulda._fitting import batch
 from sklearn_gpulda.backends import prior_learning as _learning
 from sklearn_gpulda.backends.prior_learning import FLOOR
 
@@ -40,13 +39,15 @@ def _captured_updates(X, n_topics, max_iter, **params):
     """The arguments of every update_alpha call of a CPU fit of ``X``."""
     calls = {"alpha": []}
 
-    def alpha_spy(alpha, table, rest, length, n_length, numerator=None):
+    update_alpha = _learning.update_alpha
+
+    def alpha_spy(alpha, table, rest, length, n_length):
         calls["alpha"].append((np.array(alpha), np.array(table), tuple(map(np.array, rest)),
                                np.array(length), np.array(n_length)))
-        return _learning.update_alpha(alpha, table, rest, length, n_length)
+        return update_alpha(alpha, table, rest, length, n_length)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(batch, "update_alpha", alpha_spy)
+        mp.setattr(_learning, "update_alpha", alpha_spy)
         GPULatentDirichletAllocation(n_components=n_topics, max_iter=max_iter, device="cpu",
                                      random_state=0, **params).fit(X)
     assert calls["alpha"]
@@ -141,39 +142,7 @@ def test_a_table_without_counts_has_no_numerator():
         assert np.array_equal(got, np.zeros(300))
 
 
-def test_alpha_update_calls_a_given_numerator_with_the_current_alpha():
-    # A sampler's numerator (a GPU's for a table on its device) is called every iteration with
-    # the alpha of that iteration, starting from the given one; here a host one standing in.
-    args = _synthetic_alpha_inputs(20, seed=3)
-    seen = []
-
-    def numerator(alpha, table):
-        seen.append(np.array(alpha))
-        return _old_table_numerator(alpha, table)
-
-    got = _learning.update_alpha(*args, numerator=numerator)
-    assert np.array_equal(got, _learning.update_alpha(*args)) and len(seen) > 1
-    assert np.array_equal(seen[0], args[0])
-    assert not np.array_equal(seen[1], args[0])
-
-
 def test_alpha_update_without_documents_returns_the_start():
     start, table, rest = _synthetic_alpha_inputs(5)[:3]
     got = _learning.update_alpha(start, table, rest, np.zeros(0), np.zeros(0))
     assert np.array_equal(got, start) and got is not start
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("n_topics", [20, 300, 1000])
-def test_device_table_numerator_is_the_hosts(n_topics):
-    # A GPU engine's table numerator and the host's, by rows or by columns, are the same bits
-    # (a fit with the table on the device and one with it on the host learn the same alpha).
-    cp = pytest.importorskip("cupy")
-    from sklearn_gpulda.backends.cuda import counts
-
-    alpha, table = _synthetic_alpha_inputs(n_topics, seed=11)[:2]
-    got = counts.alpha_table_numerator(cp.asarray(alpha), cp.asarray(table)).get()
-    for threshold in (1, 10 ** 9):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(_learning, "COLUMN_SUM_TOPICS", threshold)
-            assert np.array_equal(got, _learning.table_numerator(alpha, table))

@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the checkout
 
 from sklearn_gpulda import GPULatentDirichletAllocation  # noqa: E402
-from sklearn_gpulda._fitting import batch  # noqa: E402
 from sklearn_gpulda.backends import prior_learning  # noqa: E402
 from sklearn_gpulda.datasets import load_kjv_chapters  # noqa: E402
 
@@ -30,19 +29,19 @@ from sklearn_gpulda.datasets import load_kjv_chapters  # noqa: E402
 def last_alpha_update(X, n_topics, max_iter):
     """The arguments of the last update_alpha call of a CPU fit of ``X``."""
     seen = {}
-    real = batch.update_alpha
+    real = prior_learning.update_alpha
 
-    def spy(alpha, table, rest, length, n_length, numerator=None):
+    def spy(alpha, table, rest, length, n_length):
         seen["alpha"] = (np.array(alpha), np.array(table), tuple(map(np.array, rest)),
                          np.array(length), np.array(n_length))
         return real(alpha, table, rest, length, n_length)
 
-    batch.update_alpha = spy
+    prior_learning.update_alpha = spy
     try:
         GPULatentDirichletAllocation(n_components=n_topics, max_iter=max_iter, device="cpu",
                                      random_state=0).fit(X)
     finally:
-        batch.update_alpha = real
+        prior_learning.update_alpha = real
     return seen["alpha"]
 
 

@@ -3,7 +3,7 @@
 the model it gives (``doc/algorithm.md``)."""
 
 from .._runtime.stages import stage
-from ..backends.prior_learning import length_histogram, update_alpha, update_beta
+from ..backends.prior_learning import length_histogram
 from .fitted import FittedState, public_prior
 from .score import Score
 
@@ -45,15 +45,14 @@ class PriorUpdates:
             with stage("sweeps: prior updates: alpha histogram"):
                 table, rest = sampler.doc_topic_table()
             with stage("sweeps: prior updates: alpha fixed point"):
-                alpha = update_alpha(sampler.alpha, table, rest, *self.lengths,
-                                     numerator=sampler.alpha_table_numerator)
+                alpha = sampler.learn_alpha(sampler.alpha, table, rest, *self.lengths)
         if self.learn_beta:
             with stage("sweeps: prior updates: beta histogram"):
                 histogram = sampler.word_topic_histogram()
             with stage("sweeps: prior updates: beta fixed point"):
                 cells = self.beta_cells
-                beta = update_beta(sampler.beta, *histogram, self.n_words, cells,
-                                   None if cells is None else sampler.seeded_counts())
+                beta = sampler.learn_beta(sampler.beta, *histogram, self.n_words, cells,
+                                          None if cells is None else sampler.seeded_counts())
         sampler.set_priors(alpha=alpha, beta=beta)
 
 

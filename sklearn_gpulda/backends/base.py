@@ -313,11 +313,19 @@ class Sampler(abc.ABC):
         GPU engine may return the table on its device."""
         return _learning.alpha_table(*self.doc_topic_histogram(), self.n_topics)
 
-    def alpha_table_numerator(self, alpha, table):
-        """The table's part of alpha's numerator for a table :meth:`doc_topic_table` returned
-        (:func:`sklearn_gpulda.backends.prior_learning.table_numerator`); a GPU engine runs it
-        where its table lies."""
-        return _learning.table_numerator(alpha, table)
+    def learn_alpha(self, alpha, table, rest, length, n_length):
+        """Alpha's fixed point (:func:`sklearn_gpulda.backends.prior_learning.update_alpha`) from
+        what :meth:`doc_topic_table` returned and the corpus's length histogram. A GPU engine
+        runs it on its device, with the same result bit for bit."""
+        return _learning.update_alpha(alpha, table, rest, length, n_length)
+
+    def learn_beta(self, beta, count, n_cells, topic_totals, n_words, cells=None,
+                   cell_counts=None):
+        """Beta's fixed point (:func:`sklearn_gpulda.backends.prior_learning.update_beta`) from
+        what :meth:`word_topic_histogram` returned. A GPU engine runs it on its device where
+        no cell is seeded, with the same result bit for bit."""
+        return _learning.update_beta(beta, count, n_cells, topic_totals, n_words, cells,
+                                     cell_counts)
 
     @abc.abstractmethod
     def word_topic_histogram(self):

@@ -19,12 +19,19 @@ Counts need not be integers (weighted tokens): the histograms then hold every di
 Each update runs the fixed point from the current value to convergence, with a floor that keeps
 a topic nobody uses from reaching zero (tomotopy floors at the same 1e-5). What the prior
 parameters mean, and the seeded cells of a matrix prior, are :mod:`.priors`'.
+
+A GPU chain runs these fixed points on its device (``cuda/priors.cu``), the host everywhere
+else, and both must learn the same priors bit for bit (a fit on one GPU, on several, on Dask
+workers). So every operation here is one the device repeats in the same order: the digamma of
+:mod:`.digamma` (basic operations only), and sums taken left to right, one rounding per
+addition (:func:`ordered_sum`), as one device thread adds; NumPy's own sums pair their terms.
 """
 
 import functools
 
 import numpy as np
-from scipy.special import digamma
+
+from .digamma import digamma
 
 
 #: Smallest value a learned prior takes.
@@ -87,11 +94,9 @@ def table_numerator(alpha, table):
     """The table's part of alpha's numerator: ``sum_c table[k, c] sum_{j <= c} 1 / (alpha_k + j)``
     per topic k, for a host table.
 
-    The sum runs count by count, each operation rounded on its own; a GPU engine runs the same
-    order on a table it keeps (``Sampler.alpha_table_numerator``), so both give the same value
-    bit for bit: a fit whose table comes from a GPU and one whose table was merged on the host
-    from shards (a Dask fit) learn the same alpha. A cumulative sum and a row sum would each
-    round in the order of their own library's reduction.
+    The sum runs count by count, each operation rounded on its own, the order a GPU's fixed
+    point takes (``cuda/priors.cu``): a cumulative sum and a row sum would each round in the
+    order of their own library's reduction.
     """
     alpha = np.asarray(alpha, dtype=np.float64)
     n_counts = table.shape[1]
@@ -127,12 +132,19 @@ def _column_sums(alpha, table):
     return total
 
 
+def ordered_sum(values):
+    """The sum of a 1-D float64 array from left to right, each addition rounded on its own
+    (0.0 for none): the order a device thread adds in. NumPy's accumulation adds one element at
+    a time (its reductions pair them; a BLAS dot product splits a long one over threads)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return 0.0
+    return float(np.add.accumulate(values)[-1])
+
+
 def _weighted_sum(weights, values):
-    """``sum_i weights[i] * values[i]`` by NumPy's own summation. A BLAS dot product splits a
-    long one over as many threads as the process allows (a Dask worker allows one, its driver
-    every core), so its last bits would depend on where the fixed point runs; NumPy's sum
-    adds in one order whatever the threads."""
-    return np.sum(weights * values)
+    """``sum_i weights[i] * values[i]``, in :func:`ordered_sum`'s order."""
+    return ordered_sum(weights * values)
 
 
 def _digamma_gain(counts, prior):
@@ -140,23 +152,20 @@ def _digamma_gain(counts, prior):
     return digamma(counts + prior) - digamma(prior)
 
 
-def update_alpha(alpha, table, rest, length, n_length, numerator=table_numerator):
+def update_alpha(alpha, table, rest, length, n_length):
     """Minka's fixed point for an asymmetric document-topic prior, from histograms.
 
     Parameters
     ----------
     alpha : ndarray of shape (n_topics,)
         Where the iteration starts.
-    table : array of float64, shape (n_topics, C)
-        ``table[k, c - 1]`` documents hold ``c`` tokens of topic ``k`` (:func:`alpha_table`),
-        where ``numerator`` reads it.
+    table : ndarray of float64, shape (n_topics, C)
+        ``table[k, c - 1]`` documents hold ``c`` tokens of topic ``k`` (:func:`alpha_table`).
     rest : tuple of ndarray
-        ``(topic, count, n_docs)``: the pairs the table does not hold, on the host.
+        ``(topic, count, n_docs)``: the pairs the table does not hold, in increasing
+        (topic, count) order.
     length, n_length : ndarray
         ``n_length[j]`` documents have length ``length[j]`` (lengths > 0).
-    numerator : callable, default=table_numerator
-        ``numerator(alpha, table)``: the table's part of the numerator, on the host (a
-        sampler's ``alpha_table_numerator`` for a table it keeps on its device).
 
     Returns
     -------
@@ -183,9 +192,9 @@ def update_alpha(alpha, table, rest, length, n_length, numerator=table_numerator
     # psi(alpha_k) once per topic rather than once per pair (the same function of the same
     # value, so the same bits), and no bincount when the table holds every pair.
     for _ in range(MAX_ITERATIONS):
-        total = alpha.sum()
+        total = ordered_sum(alpha)
         denominator = _weighted_sum(n_length, digamma(length + total) - digamma(total))
-        gains = numerator(alpha, table)
+        gains = table_numerator(alpha, table)
         if topic.size:
             pair_gain = digamma(count + alpha[topic]) - digamma(alpha)[topic]
             gains += np.bincount(topic, weights=n_docs * pair_gain, minlength=n_topics)
@@ -242,10 +251,10 @@ def update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, cell_co
         sums = n_words * beta
         if cells is not None:
             # The seeded cells' terms at their own prior instead of the base's.
-            numerator = (numerator - _digamma_gain(seeded, beta).sum()
-                         + _digamma_gain(seeded, beta + extra).sum())
+            numerator = (numerator - ordered_sum(_digamma_gain(seeded, beta))
+                         + ordered_sum(_digamma_gain(seeded, beta + extra)))
             sums = sums + cells.topic_sums
-        denominator = n_words * _digamma_gain(totals, sums).sum()
+        denominator = n_words * ordered_sum(_digamma_gain(totals, sums))
         new = max(beta * numerator / denominator, FLOOR)
         done = abs(new - beta) / beta < TOLERANCE
         beta = new

@@ -109,8 +109,11 @@ class RankView:
     def doc_topic_table(self):
         return summed_alpha_table(self.chain, self.rank, self.n_ranks, self.flags)
 
-    def alpha_table_numerator(self, alpha, table):
-        return self.chain.alpha_table_numerator(alpha, table)
+    def learn_alpha(self, *args):
+        return self.chain.learn_alpha(*args)
+
+    def learn_beta(self, *args):
+        return self.chain.learn_beta(*args)
 
     def word_topic_histogram(self):
         return self.chain.word_topic_histogram()
@@ -133,9 +136,8 @@ def summed_alpha_table(chain, rank, n_ranks, flags):
 
     table, keys, n = _checked(chain, rank, flags, own_part)
     parts = gather(chain, rank, n_ranks, flags, [table.ravel(), keys, n])
-    with chain.device_context():
-        return merged_alpha_table(chain.cp, [p[0].reshape(table.shape) for p in parts],
-                                  [p[1] for p in parts], [p[2] for p in parts])
+    return merged_alpha_table([p[0].reshape(table.shape) for p in parts],
+                              [p[1] for p in parts], [p[2] for p in parts])
 
 
 def _checked(chain, rank, flags, make):

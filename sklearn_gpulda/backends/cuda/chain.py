@@ -1,5 +1,6 @@
 """What the CUDA samplers share: their GPU, the memory check before allocating, the running sum
-of the word-topic counts kept on the device, and counting distinct values there."""
+of the word-topic counts kept on the device, counting distinct values there, and the learned
+priors' fixed points."""
 
 from contextlib import contextmanager
 
@@ -7,7 +8,7 @@ import numpy as np
 
 from ..._runtime.device import free_device_bytes
 from ..base import normalised_rows
-from . import counts, model_kernels, process_memory
+from . import counts, model_kernels, prior_kernels, process_memory
 from .sparse.hybrid_table import HybridTable
 from .transfer import topic_major_to_host
 
@@ -108,11 +109,26 @@ class CudaChain:
     #: Whether B is stored hybrid (the sparse sampler's property says so for its chain).
     hybrid = False
 
+    def learn_alpha(self, alpha, table, rest, length, n_length):
+        # On the chain's GPU, the host's bits (cuda/priors.cu).
+        with self.device_context():
+            return prior_kernels.alpha_fixed_point(self.cp, alpha, table, rest, length, n_length)
+
+    def learn_beta(self, beta, count, n_cells, topic_totals, n_words, cells=None,
+                   cell_counts=None):
+        if cells is not None:  # a matrix prior's seeded cells: on the host
+            return super().learn_beta(beta, count, n_cells, topic_totals, n_words, cells,
+                                      cell_counts)
+        with self.device_context():
+            return prior_kernels.beta_fixed_point(self.cp, beta, count, n_cells, topic_totals,
+                                                  n_words)
+
     #: ``(stem, name)`` of kernels a chain with a budget loads before it measures what the
     #: process holds outside CuPy's pool (:mod:`.process_memory`): their modules are then
     #: counted, and the largest local memory per thread among them is planned for. A subclass
     #: names those of its engine (one per module, and every kernel with local arrays).
-    budget_kernels = (("counts", "column_partials"), ("model", "accumulate_sum"))
+    budget_kernels = (("counts", "column_partials"), ("model", "accumulate_sum"),
+                      ("priors", "alpha_fixed_point"))
 
     def _fixed_bytes(self):
         """What a budget gives up before any array on the chain's GPU (context, modules, local

@@ -241,24 +241,3 @@ def a_entry_histogram(chunk, table, overflow, n_overflow, n_sm):
          (table.shape[1], "i32"), (table, np.uint64), (overflow, np.uint64),
          (n_overflow, np.uint64), (overflow.size, "i64")],
     )
-
-
-def alpha_table_numerator(alpha, table):
-    """Device ``(K,)`` float64: the table's part of alpha's numerator
-    (:func:`sklearn_gpulda.backends.prior_learning.table_numerator`, bit for bit) from ``alpha`` (K
-    float64) and
-    ``table`` (K x C float64, C-contiguous), both on the device."""
-    import cupy as cp
-
-    n_topics, n_counts = table.shape
-    with table.device:
-        table = cp.ascontiguousarray(table, dtype=cp.float64)
-        alpha = cp.ascontiguousarray(alpha, dtype=cp.float64)
-        out = cp.empty(n_topics, dtype=cp.float64)
-        if n_topics:
-            _kernels.launch(
-                STEM, "alpha_table_numerator", -(-n_topics // 128), 128,
-                [(alpha, np.float64), (table, np.float64), (n_topics, "i32"),
-                 (n_counts, "i32"), (out, np.float64)],
-            )
-    return out

@@ -7,45 +7,32 @@ the corpus and the device; split from it so that each module keeps one job.
 
 import numpy as np
 
-from ..._runtime.device import is_device_array
 from .. import prior_learning as _learning
 from . import counts
 from .chain import decode_keys
 
 
-#: Cells of A's binned table (K x KEY_BINS) up to which a prior update reads it on the host,
-#: where the fixed point runs its part (``prior_learning.table_numerator``) without a device
-#: round trip per iteration (K <= 128); a larger table stays on the device, which runs that part
-#: (``alpha_table_numerator``) on it: at K = 1,000 the host's arithmetic over the table cost
-#: more than the round trips. Both give the same bits.
-HOST_TABLE_CELLS = 1 << 13
-
-
-def alpha_table_of_bins(xp, table, keys, n):
+def alpha_table_of_bins(table, keys, n):
     """:meth:`~sklearn_gpulda.backends.base.Sampler.doc_topic_table`'s pair from
-    :meth:`DocTopicReading.doc_topic_bins`' arrays (``keys`` and ``n`` on the host): the
-    table stays where it is (``xp`` is its module: CuPy on the device, where update_alpha runs
-    its part, or NumPy)."""
+    :meth:`DocTopicReading.doc_topic_bins`' arrays on the host. The counts become float64
+    there: CuPy's uint64 -> float64 cast is a kernel it would compile on a user's machine (the
+    cast is exact below 2**53)."""
     topic, count = decode_keys(keys)
-    return table[:, 1:].astype(xp.float64), (topic, count, n.astype(np.float64))
+    return table[:, 1:].astype(np.float64), (topic, count, n.astype(np.float64))
 
 
-def merged_alpha_table(cp, tables, keys, n_docs):
+def merged_alpha_table(tables, keys, n_docs):
     """:meth:`~sklearn_gpulda.backends.base.Sampler.doc_topic_table`'s pair for a corpus in
     parts, from each part's :meth:`DocTopicReading.doc_topic_bins` (host arrays, in part
     order): the tables summed and the other entries' keys merged (integers: exact in any
-    order), which is the one-GPU chain's table. A large one goes to the current GPU, as one
-    GPU's does."""
+    order), which is the one-GPU chain's table."""
     table = np.array(tables[0], dtype=np.uint64)
     for other in tables[1:]:
         table += other
     keys, where = np.unique(np.concatenate(keys), return_inverse=True)
     n = np.bincount(where.ravel(), weights=np.concatenate(n_docs),
                     minlength=keys.size).astype(np.uint64)
-    host = alpha_table_of_bins(np, table, keys, n)
-    if table.shape[0] * counts.KEY_BINS <= HOST_TABLE_CELLS:
-        return host
-    return table_on_device(cp, host)
+    return alpha_table_of_bins(table, keys, n)
 
 
 def histogram_of_bins(table, big_keys, n_big):
@@ -59,16 +46,6 @@ def histogram_of_bins(table, big_keys, n_big):
     n = np.concatenate([table[topic, count], n_big]).astype(np.int64)
     order = np.argsort(keys, kind="stable")
     return decode_keys(keys[order]) + (n[order],)
-
-
-def table_on_device(cp, table_rest):
-    """:func:`alpha_table_of_bins`' pair made on the host, its table copied to the current GPU
-    (where ``update_alpha`` runs its part at large K). The counts become float64 on the host:
-    CuPy's uint64 -> float64 cast is a kernel it would compile on a user's machine, and an
-    update every few sweeps can afford the copy of a K x 63 table (the cast is exact below
-    2**53)."""
-    table, rest = table_rest
-    return cp.asarray(table), rest
 
 
 class DocTopicReading:
@@ -120,22 +97,12 @@ class DocTopicReading:
     def doc_topic_table(self):
         corpus = self._require()
         with self.device_context():
-            on_host = self.n_topics * counts.KEY_BINS <= HOST_TABLE_CELLS
-            bins = self.doc_topic_bins(corpus, on_host=on_host)
+            # On the host in one copy: the fixed point (learn_alpha) sends its inputs to the
+            # device together.
+            bins = self.doc_topic_bins(corpus, on_host=True)
             if bins is None or bins[0].shape[1] != _learning.TABLE_COUNTS:
                 return super().doc_topic_table()
-            table, big_keys, n_big = bins
-            if on_host:
-                return alpha_table_of_bins(np, table, big_keys, n_big)
-            return table_on_device(self.cp, alpha_table_of_bins(
-                np, table.get(), big_keys.get(), n_big.get()))
-
-    def alpha_table_numerator(self, alpha, table):
-        if not is_device_array(table):
-            return super().alpha_table_numerator(alpha, table)
-        with self.device_context():
-            return counts.alpha_table_numerator(self.cp.asarray(alpha, dtype=np.float64),
-                                                table).get()
+            return alpha_table_of_bins(*bins)
 
     def doc_topic_bins(self, corpus, on_host=False):
         """A's integer counts below ``KEY_BINS`` binned per topic by a kernel reading A's rows,

@@ -37,7 +37,7 @@ from ...base import Sampler
 from ...random import STREAM_INIT, STREAM_SAMPLE
 from .. import counts
 from ..chain import CudaChain, StageClock
-from ..doc_topic import HOST_TABLE_CELLS, alpha_table_of_bins, histogram_of_bins
+from ..doc_topic import alpha_table_of_bins, histogram_of_bins
 from ..seeded import DeviceCells
 from ..sparse import layout_kernels, sample_sparse
 from ..transfer import topic_major_to_host
@@ -449,19 +449,7 @@ class CudaDenseSampler(CudaChain, Sampler):
             bins = self._doc_topic_bins()
             if bins is None:
                 return super().doc_topic_table()
-            table, rest = alpha_table_of_bins(np, *bins)
-            if self.n_topics * counts.KEY_BINS <= HOST_TABLE_CELLS:
-                return table, rest
-            # A large table stays on the device, where alpha_table_numerator runs its part
-            # (the same bits as the host's; see ..doc_topic).
-            return self.cp.asarray(table), rest
-
-    def alpha_table_numerator(self, alpha, table):
-        if not isinstance(table, self.cp.ndarray):
-            return super().alpha_table_numerator(alpha, table)
-        with self.device_context():
-            return counts.alpha_table_numerator(self.cp.asarray(alpha, dtype=np.float64),
-                                                table).get()
+            return alpha_table_of_bins(*bins)
 
     def log_likelihood(self):
         """Training log-likelihood of ``doc/algorithm.md`` (``cuda/dense_read.cu``).

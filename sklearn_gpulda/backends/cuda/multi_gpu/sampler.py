@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ...._input.layouts import split_documents
-from ...._runtime.device import Device, is_device_array
+from ...._runtime.device import Device
 from ...._runtime.stages import stage
 from ...base import Sampler
 from ...prior_learning import TABLE_COUNTS, merge_histograms
@@ -215,29 +215,22 @@ class MultiGpuSampler(Sampler):
         (:func:`~..doc_topic.merged_alpha_table`), which is the one-GPU chain's table; the
         host's way for weighted counts, as there."""
         corpus = self._require()
-        lead = self._lead
         bins = []
         if corpus.integral:
             for shard in self._active:
                 with shard.device_context():
-                    bins.append(shard.doc_topic_bins(shard.corpus))
+                    bins.append(shard.doc_topic_bins(shard.corpus, on_host=True))
         if not bins or any(b is None for b in bins) or bins[0][0].shape[1] != TABLE_COUNTS:
             return super().doc_topic_table()
         # Summed on the host: CuPy's uint64 addition would be a kernel it compiles on a user's
         # machine.
-        tables, keys, n = [], [], []
-        for shard, (table, k, m) in zip(self._active, bins):
-            with shard.device_context():
-                tables.append(table.get())
-                keys.append(k.get())
-                n.append(m.get())
-        with lead.device_context():
-            return merged_alpha_table(lead.cp, tables, keys, n)
+        return merged_alpha_table(*zip(*bins))
 
-    def alpha_table_numerator(self, alpha, table):
-        if not is_device_array(table):
-            return super().alpha_table_numerator(alpha, table)
-        return self._lead.alpha_table_numerator(alpha, table)
+    def learn_alpha(self, *args):
+        return self._lead.learn_alpha(*args)
+
+    def learn_beta(self, *args):
+        return self._lead.learn_beta(*args)
 
     def word_topic_histogram(self):
         self._require()

@@ -1,0 +1,214 @@
+"""The learned priors' fixed points on the GPU (``cuda/priors.cu``) against the host's
+(``backends/prior_learning.py``), and the digamma both use (``backends/digamma.py``).
+
+A fit learns the same priors wherever its fixed points run (one GPU, several, Dask workers, a
+Dask driver's CPU), so the device must give the host's values bit for bit, not nearly. The CPU
+tests check that the digamma made of basic operations is digamma (against SciPy's) and that the
+fixed points still converge where SciPy's digamma would take them."""
+
+import numpy as np
+import pytest
+from scipy.special import digamma as scipy_digamma
+
+from sklearn_gpulda.backends import prior_learning as _learning
+from sklearn_gpulda.backends.digamma import digamma, log
+from sklearn_gpulda.datasets import load_kjv_chapters
+
+
+def _arguments(seed=0, n=50_000):
+    """Positive arguments across every branch: tiny priors, the recurrence's range and its
+    integers, its end at 10, and large counts and lengths."""
+    rng = np.random.default_rng(seed)
+    spans = [np.exp(rng.uniform(np.log(lo), np.log(hi), n))
+             for lo, hi in ((1e-5, 1.0), (1.0, 10.0), (10.0, 1e3), (1e3, 1e9))]
+    exact = np.concatenate([np.arange(1.0, 200.0), [1e-5, 0.5, 9.999999999999998, 10.0,
+                                                    10.000000000000002, 1.4616321449683622]])
+    return np.concatenate(spans + [exact])
+
+
+# -- the host's digamma ------------------------------------------------------------------------
+def test_digamma_is_scipys_to_a_few_units_in_the_last_place():
+    x = _arguments()
+    got, want = digamma(x), scipy_digamma(x)
+    ulp = np.abs(got - want) / np.spacing(np.abs(want))
+    assert ulp[x >= 10].max() <= 1  # the asymptotic branch: SciPy's to one unit
+    # Below 10 the recurrence's roundings add up to a few units of the terms it adds, which
+    # near psi's root (1.4616) is many units of the value itself.
+    np.testing.assert_allclose(got, want, rtol=32 * np.finfo(float).eps, atol=2e-15)
+
+
+def test_log_is_within_two_units_of_numpys():
+    x = np.exp(np.random.default_rng(1).uniform(-700, 700, 100_000))
+    ulp = np.abs(log(x) - np.log(x)) / np.spacing(np.abs(np.log(x)))
+    assert ulp.max() <= 2
+
+
+def test_ordered_sum_adds_left_to_right():
+    values = np.array([1.0, 1e-16, 1e-16, -1.0, 3.0])
+    want = 0.0 + values[0]
+    for v in values[1:]:
+        want = want + v
+    assert _learning.ordered_sum(values) == want
+    assert _learning.ordered_sum(np.zeros(0)) == 0.0
+
+
+def _scipy_update_alpha(alpha, counts, lengths):
+    """Minka's fixed point on the raw counts with SciPy's digamma, to convergence."""
+    for _ in range(_learning.MAX_ITERATIONS):
+        total = alpha.sum()
+        den = np.sum(scipy_digamma(lengths + total) - scipy_digamma(total))
+        num = np.sum(scipy_digamma(counts + alpha) - scipy_digamma(alpha), axis=0)
+        new = np.maximum(alpha * num / den, _learning.FLOOR)
+        if (np.abs(new - alpha) / alpha).max() < _learning.TOLERANCE:
+            return new
+        alpha = new
+    return alpha
+
+
+def _doc_topic_inputs(n_topics, seed, weighted=False, n_docs=700):
+    """A document-topic count matrix with counts of 64 and more, and its fixed point's inputs
+    (start, table, rest, lengths)."""
+    rng = np.random.default_rng(seed)
+    counts = rng.poisson(rng.gamma(0.3, 40.0, (n_docs, n_topics))).astype(np.float64)
+    counts[:, 0] += 1.0
+    if weighted:
+        counts *= rng.choice([0.5, 1.0, 1.7], counts.shape)
+    doc, topic = np.nonzero(counts)
+    keys, n = np.unique(np.stack([topic, counts[doc, topic]]), axis=1, return_counts=True)
+    table, rest = _learning.alpha_table(keys[0].astype(np.int64), keys[1], n, n_topics)
+    lengths = _learning.length_histogram(counts.sum(axis=1))
+    start = rng.gamma(0.5, 0.2, n_topics) + _learning.FLOOR
+    return counts, start, table, rest, lengths
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_alpha_converges_where_scipys_digamma_takes_it(weighted):
+    counts, start, table, rest, lengths = _doc_topic_inputs(12, seed=4, weighted=weighted)
+    got = _learning.update_alpha(start, table, rest, *lengths)
+    want = _scipy_update_alpha(start, counts, counts.sum(axis=1))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert not np.allclose(got, start, rtol=1e-2)
+
+
+def test_beta_converges_where_scipys_digamma_takes_it():
+    rng = np.random.default_rng(5)
+    b = rng.poisson(0.4, (300, 15)).astype(np.float64)
+    count, n_cells = np.unique(b[b > 0], return_counts=True)
+    got = _learning.update_beta(0.5, count, n_cells, b.sum(axis=0), 300)
+    beta = 0.5
+    for _ in range(_learning.MAX_ITERATIONS):
+        num = np.sum(scipy_digamma(b + beta) - scipy_digamma(beta))
+        den = 300 * np.sum(scipy_digamma(b.sum(axis=0) + 300 * beta) - scipy_digamma(300 * beta))
+        beta, old = beta * num / den, beta
+        if abs(beta - old) / old < _learning.TOLERANCE:
+            break
+    assert got == pytest.approx(beta, rel=1e-6)
+
+
+# -- on the GPU ---------------------------------------------------------------------------------
+def _cupy():
+    cp = pytest.importorskip("cupy")
+    from sklearn_gpulda._runtime.device import gpu_count
+
+    if not gpu_count():
+        pytest.skip("no GPU")
+    return cp
+
+
+@pytest.mark.gpu
+def test_device_digamma_is_the_hosts_bit_for_bit():
+    cp = _cupy()
+    from sklearn_gpulda.backends.cuda import prior_kernels
+
+    x = np.concatenate([_arguments(seed=2, n=250_000),
+                        np.random.default_rng(3).integers(1, 10 ** 6, 100_000) + 0.37])
+    got = prior_kernels.digamma(cp, x)
+    want = digamma(x)
+    mismatch = np.flatnonzero(got.view(np.int64) != want.view(np.int64))
+    assert mismatch.size == 0, (x[mismatch[:5]], got[mismatch[:5]], want[mismatch[:5]])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_topics", [1, 20, 1000, 1500])  # 1500: three topics a thread
+@pytest.mark.parametrize("weighted", [False, True])
+def test_device_alpha_is_the_hosts_bit_for_bit(n_topics, weighted):
+    cp = _cupy()
+    from sklearn_gpulda.backends.cuda import prior_kernels
+
+    _, start, table, rest, lengths = _doc_topic_inputs(n_topics, seed=n_topics,
+                                                       weighted=weighted)
+    assert rest[0].size and lengths[0].size > 512  # pairs and lengths past one block's threads
+    want = _learning.update_alpha(start, table, rest, *lengths)
+    for where in (table, cp.asarray(table)):
+        got = prior_kernels.alpha_fixed_point(cp, start, where, rest, *lengths)
+        assert got.view(np.int64).tolist() == want.view(np.int64).tolist()
+    # Pairs in another order: the device sums each topic's in the order the host meets them.
+    order = np.random.default_rng(0).permutation(rest[0].size)
+    shuffled = tuple(np.asarray(a)[order] for a in rest)
+    got = prior_kernels.alpha_fixed_point(cp, start, table, shuffled, *lengths)
+    assert np.array_equal(got, _learning.update_alpha(start, table, shuffled, *lengths))
+
+
+@pytest.mark.gpu
+def test_device_alpha_without_table_or_documents():
+    cp = _cupy()
+    from sklearn_gpulda.backends.cuda import prior_kernels
+
+    _, start, table, rest, lengths = _doc_topic_inputs(7, seed=9, weighted=True)
+    empty = np.zeros((7, 0))
+    want = _learning.update_alpha(start, empty, rest, *lengths)
+    assert np.array_equal(prior_kernels.alpha_fixed_point(cp, start, empty, rest, *lengths),
+                          want)
+    no_docs = prior_kernels.alpha_fixed_point(cp, start, table, rest, np.zeros(0), np.zeros(0))
+    assert np.array_equal(no_docs, start)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_topics", [3, 100, 2000])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_device_beta_is_the_hosts_bit_for_bit(n_topics, weighted):
+    cp = _cupy()
+    from sklearn_gpulda.backends.cuda import prior_kernels
+
+    rng = np.random.default_rng(n_topics)
+    b = rng.poisson(rng.gamma(0.2, 3.0, (3000, n_topics))).astype(np.float64)
+    if weighted:
+        b *= rng.choice([0.25, 1.0, 1.3], b.shape)
+    count, n_cells = np.unique(b[b > 0], return_counts=True)
+    totals = b.sum(axis=0)
+    for start in (0.01, 0.7):
+        want = _learning.update_beta(start, count, n_cells, totals, 3000)
+        got = prior_kernels.beta_fixed_point(cp, start, count, n_cells, totals, 3000)
+        assert got == want and got != start
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", ["sparse", "dense"])
+def test_a_gpu_fit_learns_the_priors_of_its_histograms_on_the_host(algorithm):
+    # Every prior update of a GPU fit, replayed by the host's fixed points: the same bits.
+    _cupy()
+    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda.backends.cuda.chain import CudaChain
+
+    X = load_kjv_chapters().data[:300]
+    seen = []
+    learn_alpha, learn_beta = CudaChain.learn_alpha, CudaChain.learn_beta
+
+    def alpha_spy(self, *args):
+        got = learn_alpha(self, *args)
+        seen.append((got, _learning.update_alpha(*args)))
+        return got
+
+    def beta_spy(self, *args):
+        got = learn_beta(self, *args)
+        seen.append((np.array([got]), np.array([_learning.update_beta(*args)])))
+        return got
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(CudaChain, "learn_alpha", alpha_spy)
+        mp.setattr(CudaChain, "learn_beta", beta_spy)
+        GPULatentDirichletAllocation(n_components=24, max_iter=45, algorithm=algorithm,
+                                     random_state=0).fit(X)
+    assert len(seen) >= 6
+    for got, want in seen:
+        assert got.view(np.int64).tolist() == want.view(np.int64).tolist()
