@@ -65,11 +65,12 @@ def _scipy_update_alpha(alpha, counts, lengths):
     return alpha
 
 
-def _doc_topic_inputs(n_topics, seed, weighted=False, n_docs=700):
-    """A document-topic count matrix with counts of 64 and more, and its fixed point's inputs
-    (start, table, rest, lengths)."""
+def _doc_topic_inputs(n_topics, seed, weighted=False, n_docs=2500):
+    """A document-topic count matrix with counts of 64 and more and hundreds of distinct
+    document lengths, and its fixed point's inputs (start, table, rest, lengths)."""
     rng = np.random.default_rng(seed)
-    counts = rng.poisson(rng.gamma(0.3, 40.0, (n_docs, n_topics))).astype(np.float64)
+    scale = rng.lognormal(0.0, 1.5, (n_docs, 1)) * 600.0 / n_topics
+    counts = rng.poisson(rng.gamma(0.3, scale, (n_docs, n_topics))).astype(np.float64)
     counts[:, 0] += 1.0
     if weighted:
         counts *= rng.choice([0.5, 1.0, 1.7], counts.shape)
