@@ -4,23 +4,39 @@
 // point of digammas while the GPU waits.
 //
 // Bit for bit: every value is computed by the host's operations in the host's order. The
-// digammas are digamma_basic (digamma.cuh); every sum the host takes left to right
-// (prior_learning.ordered_sum, and the per-topic sums of np.bincount) is taken here by one
-// thread, left to right; only terms whose order does not matter (each its own value) are
-// computed in parallel. The _rn intrinsics keep nvcc from fusing a multiply and an add.
+// digammas are digamma_basic (digamma.cuh); the long sums are prior_learning.ordered_sum's
+// (a warp: 32 lanes adding left to right, then folded in halves); a topic's table numerator
+// and its pairs (np.bincount) are added left to right by one lane. Terms whose order does not
+// matter (each its own value: digammas, reciprocals) are computed in parallel. The _rn
+// intrinsics keep nvcc from fusing a multiply and an add.
 
 #include "digamma.cuh"
 
 namespace gpulda {
 
 constexpr int kPriorBlock = 512;
+constexpr int kPriorWarps = kPriorBlock / 32;
+constexpr unsigned kAllLanes = 0xffffffffu;
+// Counts of alpha's table a warp's lanes take reciprocals for at once (two per lane).
+constexpr int kTableChunk = 64;
 
-// v[0] + v[1] + ... + v[n - 1], left to right (0.0 for none): prior_learning.ordered_sum.
-__device__ double ordered_sum(const double* __restrict__ v, int n) {
+// prior_learning.ordered_sum of v[0 .. n), by the calling warp (every lane gets the sum): lane j
+// adds v[j], v[j + 32], ... left to right (0.0 past the end, as the host pads), then the lanes
+// fold in halves, lane i + lane i + 16, then + 8, ... (lane 0 holds the host's order).
+__device__ double warp_ordered_sum(const double* __restrict__ v, int n) {
   if (n == 0) return 0.0;
-  double acc = v[0];
-  for (int i = 1; i < n; ++i) acc = __dadd_rn(acc, v[i]);
-  return acc;
+  const int lane = threadIdx.x & 31;
+  const int rows = (n + 31) / 32;
+  double acc = lane < n ? v[lane] : 0.0;
+  for (int r = 1; r < rows; ++r) {
+    const int i = r * 32 + lane;
+    acc = __dadd_rn(acc, i < n ? v[i] : 0.0);
+  }
+#pragma unroll
+  for (int width = 16; width > 0; width >>= 1) {
+    acc = __dadd_rn(acc, __shfl_down_sync(kAllLanes, acc, width));
+  }
+  return __shfl_sync(kAllLanes, acc, 0);
 }
 
 // The host's max(x, floor) and np.maximum(x, floor): x where it is NaN.
@@ -54,12 +70,18 @@ extern "C" __global__ void __launch_bounds__(kPriorBlock)
   double* pair_gain = scratch;
   double* length_gain = scratch + n_pairs;
   double* gains = length_gain + n_lengths;
+  __shared__ double s_recip[kPriorWarps][kTableChunk];
   __shared__ double s_total;
   __shared__ double s_denominator;
   __shared__ int s_more;
   const int tid = threadIdx.x;
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
   for (int iteration = 0; iteration < max_iterations; ++iteration) {
-    if (tid == 0) s_total = ordered_sum(alpha, n_topics);
+    if (warp == 0) {
+      const double total = warp_ordered_sum(alpha, n_topics);
+      if (lane == 0) s_total = total;
+    }
     __syncthreads();
     // Terms of their own, in parallel: each document length's and each pair's digamma gain.
     const double total = s_total;
@@ -74,25 +96,42 @@ extern "C" __global__ void __launch_bounds__(kPriorBlock)
           pair_docs[i], __dsub_rn(digamma_basic(__dadd_rn(pair_count[i], a)), digamma_basic(a)));
     }
     __syncthreads();
-    // The sums, each by one thread in the host's order: the denominator over the lengths, and
-    // per topic the table's running sums (table_numerator) plus its pairs (np.bincount).
-    if (tid == 0) {
-      s_denominator = ordered_sum(length_gain, n_lengths);
-      s_more = 0;
+    // The sums in the host's orders: warp 0 the denominator over the lengths; a warp per topic
+    // its table numerator (the lanes take the reciprocals, lane 0 the running sums count by
+    // count) plus its pairs, left to right.
+    if (warp == 0) {
+      const double denominator = warp_ordered_sum(length_gain, n_lengths);
+      if (lane == 0) {
+        s_denominator = denominator;
+        s_more = 0;
+      }
     }
-    for (int k = tid; k < n_topics; k += blockDim.x) {
+    for (int k = warp; k < n_topics; k += kPriorWarps) {
       const double a = alpha[k];
       const double* row = table + static_cast<size_t>(k) * n_counts;
       double gain = 0.0;
       double numerator = 0.0;
-      for (int c = 0; c < n_counts; ++c) {
-        gain = __dadd_rn(gain, __ddiv_rn(1.0, __dadd_rn(a, static_cast<double>(c))));
-        numerator = __dadd_rn(numerator, __dmul_rn(row[c], gain));
+      for (int c0 = 0; c0 < n_counts; c0 += kTableChunk) {
+        for (int c = c0 + lane; c < c0 + kTableChunk && c < n_counts; c += 32) {
+          s_recip[warp][c - c0] = __ddiv_rn(1.0, __dadd_rn(a, static_cast<double>(c)));
+        }
+        __syncwarp();
+        if (lane == 0) {
+          const int end = min(n_counts - c0, kTableChunk);
+          for (int c = 0; c < end; ++c) {
+            gain = __dadd_rn(gain, s_recip[warp][c]);
+            numerator = __dadd_rn(numerator, __dmul_rn(row[c0 + c], gain));
+          }
+        }
+        __syncwarp();
       }
-      double pairs = 0.0;
-      for (int i = pair_start[k]; i < pair_start[k + 1]; ++i)
-        pairs = __dadd_rn(pairs, pair_gain[i]);
-      gains[k] = __dadd_rn(numerator, pairs);
+      if (lane == 0) {
+        double pairs = 0.0;
+        for (int i = pair_start[k]; i < pair_start[k + 1]; ++i) {
+          pairs = __dadd_rn(pairs, pair_gain[i]);
+        }
+        gains[k] = __dadd_rn(numerator, pairs);
+      }
     }
     __syncthreads();
     const double denominator = s_denominator;
@@ -129,6 +168,8 @@ extern "C" __global__ void __launch_bounds__(kPriorBlock)
   __shared__ double s_total_sum;
   __shared__ int s_more;
   const int tid = threadIdx.x;
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
   if (tid == 0) s_beta = beta[0];
   __syncthreads();
   for (int iteration = 0; iteration < max_iterations; ++iteration) {
@@ -143,10 +184,13 @@ extern "C" __global__ void __launch_bounds__(kPriorBlock)
       total_gain[k] = __dsub_rn(digamma_basic(__dadd_rn(totals[k], sums)), psi_sums);
     }
     __syncthreads();
-    // Two sums in two warps at once, each left to right.
-    if (tid == 0) s_numerator = ordered_sum(cell_gain, n_values);
-    if (tid == 32 || (blockDim.x <= 32 && tid == 0)) {
-      s_total_sum = ordered_sum(total_gain, n_topics);
+    // The two sums in two warps at once, each in ordered_sum's order.
+    if (warp == 0) {
+      const double sum = warp_ordered_sum(cell_gain, n_values);
+      if (lane == 0) s_numerator = sum;
+    } else if (warp == 1) {
+      const double sum = warp_ordered_sum(total_gain, n_topics);
+      if (lane == 0) s_total_sum = sum;
     }
     __syncthreads();
     if (tid == 0) {

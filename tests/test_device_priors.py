@@ -43,13 +43,21 @@ def test_log_is_within_two_units_of_numpys():
     assert ulp.max() <= 2
 
 
-def test_ordered_sum_adds_left_to_right():
-    values = np.array([1.0, 1e-16, 1e-16, -1.0, 3.0])
-    want = 0.0 + values[0]
-    for v in values[1:]:
-        want = want + v
-    assert _learning.ordered_sum(values) == want
-    assert _learning.ordered_sum(np.zeros(0)) == 0.0
+def test_ordered_sum_is_a_warps_lanes_folded_in_halves():
+    rng = np.random.default_rng(2)
+    for n in (0, 1, 5, 32, 33, 700, 4099):
+        values = rng.normal(size=n) * 10.0 ** rng.integers(-8, 8, n)
+        lanes = []
+        for j in range(32):  # lane j adds elements j, j + 32, ... one at a time
+            acc = values[j] if j < n else 0.0
+            for i in range(j + 32, -(-n // 32) * 32, 32):
+                acc = acc + (values[i] if i < n else 0.0)
+            lanes.append(acc)
+        while len(lanes) > 1:
+            half = len(lanes) // 2
+            lanes = [lanes[i] + lanes[i + half] for i in range(half)]
+        assert _learning.ordered_sum(values) == (lanes[0] if n else 0.0)
+    assert _learning.ordered_sum(np.ones(1000)) == 1000.0
 
 
 def _scipy_update_alpha(alpha, counts, lengths):

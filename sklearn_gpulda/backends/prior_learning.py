@@ -23,8 +23,9 @@ parameters mean, and the seeded cells of a matrix prior, are :mod:`.priors`'.
 A GPU chain runs these fixed points on its device (``cuda/priors.cu``), the host everywhere
 else, and both must learn the same priors bit for bit (a fit on one GPU, on several, on Dask
 workers). So every operation here is one the device repeats in the same order: the digamma of
-:mod:`.digamma` (basic operations only), and sums taken left to right, one rounding per
-addition (:func:`ordered_sum`), as one device thread adds; NumPy's own sums pair their terms.
+:mod:`.digamma` (basic operations only), and sums in the fixed orders of :func:`ordered_sum`
+(a warp's lanes), of :func:`table_numerator` and of ``np.bincount`` (left to right); NumPy's
+own sums pair their terms in an order of their own.
 """
 
 import functools
@@ -132,14 +133,30 @@ def _column_sums(alpha, table):
     return total
 
 
+#: Lanes of :func:`ordered_sum`: a warp of the GPU's fixed point adds one each.
+SUM_LANES = 32
+
+
 def ordered_sum(values):
-    """The sum of a 1-D float64 array from left to right, each addition rounded on its own
-    (0.0 for none): the order a device thread adds in. NumPy's accumulation adds one element at
-    a time (its reductions pair them; a BLAS dot product splits a long one over threads)."""
-    values = np.asarray(values, dtype=np.float64)
+    """The sum of a 1-D float64 array in one fixed order (0.0 for none), the order a warp of
+    the GPU's fixed point adds in (``cuda/priors.cu``): lane ``j`` of 32 adds elements ``j, j +
+    32, j + 64, ...`` left to right, each addition rounded on its own (a lane past the end adds
+    0.0), then the lanes are folded in halves, ``lane[i] + lane[i + 16]``, then ``+ 8``, and so
+    on. NumPy's accumulation along the first axis adds one row at a time, so it is that order;
+    its reductions pair terms in an order of their own, and a BLAS dot product splits a long
+    one over threads."""
+    values = np.asarray(values, dtype=np.float64).ravel()
     if values.size == 0:
         return 0.0
-    return float(np.add.accumulate(values)[-1])
+    rows = -(-values.size // SUM_LANES)
+    padded = np.zeros(rows * SUM_LANES)
+    padded[:values.size] = values
+    lanes = np.add.accumulate(padded.reshape(rows, SUM_LANES), axis=0)[-1]
+    width = SUM_LANES // 2
+    while width:
+        lanes = lanes[:width] + lanes[width:2 * width]
+        width //= 2
+    return float(lanes[0])
 
 
 def _weighted_sum(weights, values):
