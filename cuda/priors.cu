@@ -57,7 +57,7 @@ using namespace gpulda;
 //      pair_start[k] .. pair_start[k + 1] - 1, in the host's order; pair_topic, pair_count,
 //      pair_docs (n_pairs each): n_docs documents hold count tokens of topic. length, n_length
 //      (n_lengths float64): n_length[j] documents have length[j] tokens.
-// [scratch] n_pairs + n_lengths + K float64.
+// [scratch] n_pairs + n_lengths + 2 K float64.
 // ---------------------------------------------------------------------------------------------
 extern "C" __global__ void __launch_bounds__(kPriorBlock)
     alpha_fixed_point(double* __restrict__ alpha, const double* __restrict__ table, int n_counts,
@@ -70,6 +70,7 @@ extern "C" __global__ void __launch_bounds__(kPriorBlock)
   double* pair_gain = scratch;
   double* length_gain = scratch + n_pairs;
   double* gains = length_gain + n_lengths;
+  double* psi_alpha = gains + n_topics;
   __shared__ double s_recip[kPriorWarps][kTableChunk];
   __shared__ double s_total;
   __shared__ double s_denominator;
@@ -82,6 +83,9 @@ extern "C" __global__ void __launch_bounds__(kPriorBlock)
       const double total = warp_ordered_sum(alpha, n_topics);
       if (lane == 0) s_total = total;
     }
+    // psi(alpha_k) once per topic, as the host computes it, for every pair of the topic: a
+    // small argument's recurrence is the dearest digamma.
+    for (int k = tid; k < n_topics; k += blockDim.x) psi_alpha[k] = digamma_basic(alpha[k]);
     __syncthreads();
     // Terms of their own, in parallel: each document length's and each pair's digamma gain.
     const double total = s_total;
@@ -91,9 +95,9 @@ extern "C" __global__ void __launch_bounds__(kPriorBlock)
           __dmul_rn(n_length[j], __dsub_rn(digamma_basic(__dadd_rn(length[j], total)), psi_total));
     }
     for (int i = tid; i < n_pairs; i += blockDim.x) {
-      const double a = alpha[pair_topic[i]];
+      const int k = pair_topic[i];
       pair_gain[i] = __dmul_rn(
-          pair_docs[i], __dsub_rn(digamma_basic(__dadd_rn(pair_count[i], a)), digamma_basic(a)));
+          pair_docs[i], __dsub_rn(digamma_basic(__dadd_rn(pair_count[i], alpha[k])), psi_alpha[k]));
     }
     __syncthreads();
     // The sums in the host's orders: warp 0 the denominator over the lengths; a warp per topic

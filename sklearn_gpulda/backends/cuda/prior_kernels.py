@@ -42,7 +42,7 @@ def alpha_fixed_point(cp, alpha, table, rest, length, n_length):
     n_counts = table.shape[1] if table.size else 0
     table = (cp.ascontiguousarray(table, dtype=cp.float64) if is_device_array(table)
              else cp.asarray(np.ascontiguousarray(table, dtype=np.float64)))
-    scratch = cp.empty(n_pairs + n_lengths + n_topics, dtype=cp.float64)
+    scratch = cp.empty(n_pairs + n_lengths + 2 * n_topics, dtype=cp.float64)
     views = np.cumsum([0, n_topics, n_pairs, n_pairs, n_lengths, n_lengths])
     alpha_d, count_d, docs_d, length_d, n_length_d = (
         floats[a:b] for a, b in zip(views[:-1], views[1:]))
