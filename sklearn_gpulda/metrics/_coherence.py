@@ -11,8 +11,18 @@ NPMI_EPSILON = 1e-12
 
 
 def _top_indices(components, n):
-    # A stable sort of the negated weights breaks ties by word id, the same on every platform.
-    return np.argsort(-components, axis=1, kind="stable")[:, :n]
+    """Each row's ``n`` largest entries, largest first, ties by word id: the first ``n`` of a
+    stable sort of the negated row, the same on every platform. Only the entries at least as
+    large as the row's ``n``-th largest are sorted (a full sort of every row took most of the
+    time of scoring a model at K = 200 on 20 Newsgroups)."""
+    n_topics, n_words = components.shape
+    if n >= n_words:
+        return np.argsort(-components, axis=1, kind="stable")[:, :n]
+    kth = np.partition(components, n_words - n, axis=1)[:, n_words - n]
+    rows, words = np.nonzero(components >= kth[:, None])  # at least n a row
+    order = np.lexsort((words, -components[rows, words], rows))
+    starts = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=n_topics))[:-1]))
+    return words[order][starts[:, None] + np.arange(n)]
 
 
 def _cooccurrence(X, components, top_n):
