@@ -125,17 +125,35 @@ def test_completion_device_reaches_document_completion(corpus, monkeypatch):
     from sklearn_gpulda.model_selection import _choose_k
 
     seen = []
-    real = _choose_k.document_completion
+    real = _choose_k.complete_split
 
     def recording(*args, **kwargs):
         seen.append(kwargs["device"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_choose_k, "document_completion", recording)
+    monkeypatch.setattr(_choose_k, "complete_split", recording)
     choose_n_components(corpus.data, [2, 3], estimator=_base(max_iter=5), test_size=0.2)
     choose_n_components(corpus.data, [2], estimator=_base(max_iter=5), test_size=0.2,
                         completion_device="cpu")
     assert seen == ["cpu", "cpu", "cpu"]
+
+
+def test_every_k_is_scored_as_document_completion_scores_it(corpus):
+    # One split of the test tokens serves every K: each score is document_completion's with the
+    # seed choose_n_components draws.
+    from sklearn.utils import check_random_state
+
+    from sklearn_gpulda.metrics import document_completion
+
+    result = choose_n_components(corpus.data, [2, 5], estimator=_base(max_iter=8),
+                                 test_size=0.25, random_state=3, keep_models=True)
+    seed = check_random_state(3).randint(np.iinfo(np.int32).max)
+    X_test = corpus.data[result.test]
+    for k, got in zip([2, 5], result.table["held_out_per_token"]):
+        model = result.models[k]
+        want = document_completion(X_test, model.components_, model.doc_topic_prior_,
+                                   random_state=seed)
+        assert got == want.per_token
 
 
 @pytest.mark.gpu

@@ -176,6 +176,23 @@ def document_completion(X, topic_word, alpha, n_iter=100, random_state=None,
     return _complete(observed, held_out, phi, alpha, n_iter, method, tol, rng, device)
 
 
+def completion_split(X, random_state):
+    """``(observed, held_out)``: :func:`document_completion`'s split of ``X`` (integer counts)
+    for ``random_state``, made once for scoring several models (:func:`complete_split`)."""
+    X = _check_completion_args(X, 1, "fixed_point", 0.0)
+    return split_halves(X, as_generator(random_state))
+
+
+def complete_split(split, topic_word, alpha, n_iter=100, tol=1e-6, device="cpu"):
+    """:func:`document_completion` ("fixed_point") on a :func:`completion_split` of the test
+    documents: the same result as ``document_completion`` with that split's seed."""
+    observed, held_out = split
+    phi = topic_word_distribution(topic_word)
+    check_vocabulary(observed, phi.shape[1], "topic_word")
+    alpha = check_alpha(alpha, phi.shape[0])
+    return _complete(observed, held_out, phi, alpha, n_iter, "fixed_point", tol, None, device)
+
+
 def _check_completion_args(X, n_iter, method, tol):
     """Validated options of document completion, and ``X`` as canonical integer counts."""
     if method not in ("fixed_point", "gibbs"):

@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import Bunch, check_random_state
 
-from ..metrics import document_completion
+from ..metrics._completion import complete_split, completion_split
 from ..metrics._coherence import coherence_pair
 from .._runtime.device import parse_device
 from ..metrics._checks import as_counts
@@ -168,15 +168,19 @@ def choose_n_components(X, n_components=(10, 20, 50, 100), *, estimator=None, te
     n_top = min(top_n, X.shape[1])
     if completion_device is None:
         completion_device = _first_device(estimator.get_params()["device"])
+    # One split of the test documents' tokens for every K (document_completion's, seeded).
+    split = completion_split(X_test, seed)
+    if not split[1].nnz:
+        raise ValueError("no test document has a held-out token (every one has < 2 tokens): "
+                         "hold out more or longer documents")
 
     def fit_and_score(k):
         model = clone(estimator).set_params(n_components=k)
         tic = time.perf_counter()
         model.fit(X_fit)
         seconds = time.perf_counter() - tic
-        scored = document_completion(X_test, model.components_, model.doc_topic_prior_,
-                                     n_iter=completion_iter, random_state=seed,
-                                     device=completion_device)
+        scored = complete_split(split, model.components_, model.doc_topic_prior_,
+                                n_iter=completion_iter, device=completion_device)
         umass, npmi = coherence_pair(X_train, model.components_, n_top)
         row = dict(
             n_components=k, held_out_per_token=float(scored.per_token),
