@@ -423,6 +423,55 @@ def test_a_run_is_one_call_per_shard_and_the_first_accumulates(monkeypatch):
     assert log == [15, 16] and sampler.n_accumulated == 5
 
 
+def test_averaging_out_of_memory_on_the_first_shard_ends_the_run_in_step():
+    # The first shard's accumulation fails at sweep 12: every shard has sampled the whole run
+    # (their sums stay in step), the driver counts sweeps 10 and 11 as averaged and raises the
+    # MemoryError the fit loop steps over, naming the run's last sweep as where the chain is.
+    class OutOfMemory(_RecordingShard):
+        def sweeps_summed(self, *args, **kwargs):
+            out = super().sweeps_summed(*args, **kwargs).result()
+            if self.rank == 0:
+                out["averaging_failed"] = (12, "out of memory (a test's)")
+            return _Done(out)
+
+    calls = []
+    sampler = _recording_nccl_sampler(2, calls)
+    sampler.shards = [OutOfMemory(calls, rank) for rank in range(2)]
+    with pytest.raises(MemoryError, match="at sweep 12: out of memory") as caught:
+        sampler.sweeps(10, 14, accumulate_from=10)
+    assert caught.value.sweep == 14 and sampler.n_accumulated == 2
+    assert calls == [(0, 10, 14, 10, False), (1, 10, 14, None, False)]
+
+
+def test_a_shard_whose_averaging_runs_out_of_memory_keeps_sampling_in_step():
+    from sklearn_gpulda.dask._shard import Shard
+
+    log = []
+
+    class Chain:
+        last = None
+
+        def sweep(self, iteration):
+            self.last = iteration
+            log.append(("sweep", iteration))
+
+        def accumulate_word_topic(self):
+            if self.last == 12:
+                raise MemoryError("averaging needs more (a test's)")
+            log.append("accumulated")
+
+    shard = Shard.__new__(Shard)
+    shard.chain, shard.iteration, shard._previous = Chain(), 9, None
+    shard._summed = lambda: log.append("summed")
+    out = shard.sweeps_summed(10, 14, accumulate_from=10)
+    assert out["averaging_failed"] == (12, "averaging needs more (a test's)")
+    assert log == [("sweep", 10), "summed", "accumulated", ("sweep", 11), "summed",
+                   "accumulated", ("sweep", 12), "summed", ("sweep", 13), "summed",
+                   ("sweep", 14), "summed"]
+    assert shard.iteration == 14
+    assert shard.sweeps_summed(15, 15, accumulate_from=10)["averaging_failed"] is None
+
+
 def test_prior_updates_travel_with_the_runs():
     # A prior update between two runs reads the histograms the first run brought back, and its
     # priors go out with the second run's call: one round trip per run.

@@ -166,8 +166,10 @@ class Sampler(abc.ABC):
         Raises
         ------
         MemoryError
-            Where an accumulation does not fit; its ``sweep`` attribute is the sweep whose
-            counts were not added (the chain holds that sweep, and no later one).
+            Where an accumulation does not fit; its ``sweep`` attribute is the last sweep the
+            chain holds: the one whose counts were not added, or the run's last where the
+            chain went on without accumulating (a Dask fit's shards, which must keep their sums
+            in step).
         """
         for iteration in range(int(first), int(last) + 1):
             with stage("sweeps: sampling"):

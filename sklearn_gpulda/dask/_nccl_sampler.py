@@ -144,18 +144,27 @@ class NcclDaskSampler(DaskSampler):
                 if not (np.array_equal(r["priors"][0], alpha) and r["priors"][1] == beta):
                     # Each shard now samples with its own: not the one chain any more.
                     raise RuntimeError(
-                        "the shards learned different priors from the same counts (are their "
-                        "hosts' NumPy and SciPy builds the same?); the fit was stopped")
+                        "the shards learned different priors from the same counts; the fit "
+                        "was stopped")
             self._set_alpha(alpha)
             self.beta = float(beta)
         if "doc" in fetch:
             self._fetched["doc"] = merge_histograms([r["doc"] for r in results])
         if "word" in fetch:
             self._fetched["word"] = results[0]["word"]
+        failed = results[0].get("averaging_failed")
         if accumulate_from is not None:
-            self.n_accumulated += max(0, last - max(first, accumulate_from) + 1)
+            until = last if failed is None else failed[0] - 1
+            self.n_accumulated += max(0, until - max(first, accumulate_from) + 1)
         if count:
             self.change_log.extend(results[0]["changes"])
+        if failed is not None:
+            # The shards sampled the whole run, its last sweeps unaveraged: the fit loop drops
+            # the sum and goes on, or stops where averaging was asked for (Sampler.sweeps).
+            exc = MemoryError(f"averaging ran out of GPU memory on the first shard at sweep "
+                              f"{failed[0]}: {failed[1]}")
+            exc.sweep = last
+            raise exc
 
     def doc_topic_histogram(self):
         if "doc" in self._fetched:

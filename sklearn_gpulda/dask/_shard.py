@@ -250,35 +250,38 @@ class Shard:
         -------
         dict
             'changes': the changed cells of each sweep with ``count_changes``, else None;
-            'priors': ``(alpha, beta)`` after the run where ``updates`` is given; and one entry
-            per name in ``fetch``.
+            'priors': ``(alpha, beta)`` after the run where ``updates`` is given;
+            'averaging_failed': ``(sweep, message)`` where an accumulation ran out of memory
+            (the run went on without accumulating), else None; and one entry per name in
+            ``fetch``.
         """
         first, last = int(first), int(last)
         self._check_iteration(first)
         if priors is not None:
             self.set_priors(*priors)
         changed = [] if count_changes else None
+        failed = None
         for iteration in range(first, last + 1):
             if count_changes:
                 self._keep_previous()
             self.chain.sweep(iteration)
             self._summed()
             self.iteration = iteration
-            if accumulate_from is not None and iteration >= accumulate_from:
+            if accumulate_from is not None and iteration >= accumulate_from and failed is None:
                 try:
                     self.chain.accumulate_word_topic()
                 except MemoryError as exc:
-                    # Not a MemoryError the loop may step over: the other shards have gone on
-                    # to the next sweep's sum and wait for this one, so the fit must stop.
-                    raise RuntimeError(f"averaging ran out of GPU memory at sweep {iteration}, "
-                                       f"inside a run of sweeps: {exc}") from None
+                    # The other shards go on to the next sweep's sum and would wait for this
+                    # one for ever: the run goes on unaveraged, in step with them, and the
+                    # driver hears of it with the run's answer.
+                    failed = (iteration, str(exc))
             if count_changes:
                 changed.append(self._changed_cells())
             if updates is not None and updates.due(iteration):
                 from ._rank_priors import update_on_ranks
 
                 update_on_ranks(updates, self.chain, self._rank, self._n_ranks, self._flags)
-        out = {"changes": changed}
+        out = {"changes": changed, "averaging_failed": failed}
         if updates is not None:
             out["priors"] = (np.array(self.chain.alpha), float(self.chain.beta))
         if "doc" in fetch:
