@@ -41,31 +41,41 @@ HALF_SQRT2 = 0.7071067811865476
 def log(x):
     """The natural logarithm of positive finite ``x`` (float64), from ``frexp`` and basic
     operations."""
-    m, e = np.frexp(np.asarray(x, dtype=np.float64))
+    x = np.asarray(x, dtype=np.float64)
+    m, e = np.frexp(x.reshape(-1))
+    e = e.astype(np.float64)
     low = m < HALF_SQRT2
-    m = np.where(low, m * 2.0, m)  # exact
-    e = np.where(low, e - 1, e).astype(np.float64)
+    m[low] *= 2.0  # exact
+    e[low] -= 1.0
     s = (m - 1.0) / (m + 1.0)
     z = s * s
-    series = ATANH_TERMS[0]
+    # In place, one rounding per operation as written out: series * z, then + term.
+    series = np.full_like(z, ATANH_TERMS[0])
     for term in ATANH_TERMS[1:]:
-        series = series * z + term
-    series = series * z + 1.0
-    return e * LN2_HIGH + ((2.0 * s) * series + e * LN2_LOW)
+        series *= z
+        series += term
+    series *= z
+    series += 1.0
+    return (e * LN2_HIGH + ((2.0 * s) * series + e * LN2_LOW)).reshape(x.shape)
 
 
 def digamma(x):
     """psi(x) for positive finite ``x``, elementwise, float64 (:mod:`this module
     <sklearn_gpulda.backends.digamma>` says why not SciPy's)."""
-    s = np.array(x, dtype=np.float64)  # a copy: the recurrence moves it
+    shape = np.shape(x)
+    s = np.array(x, dtype=np.float64).reshape(-1)  # a copy: the recurrence moves it
     shift = np.zeros_like(s)
-    below = s < ASYMPTOTIC_FROM
-    while below.any():
-        shift = np.where(below, shift + 1.0 / s, shift)
-        s = np.where(below, s + 1.0, s)
-        below = s < ASYMPTOTIC_FROM
+    # The recurrence on the arguments still below 10 only, each step as written out.
+    below = np.flatnonzero(s < ASYMPTOTIC_FROM)
+    while below.size:
+        moved = s[below]
+        shift[below] += 1.0 / moved
+        moved += 1.0
+        s[below] = moved
+        below = below[moved < ASYMPTOTIC_FROM]
     z = 1.0 / (s * s)
-    tail = ASYMPTOTIC[-1]
+    tail = np.full_like(z, ASYMPTOTIC[-1])
     for c in ASYMPTOTIC[-2::-1]:
-        tail = tail * z + c
-    return log(s) - 0.5 / s - z * tail - shift
+        tail *= z
+        tail += c
+    return (log(s) - 0.5 / s - z * tail - shift).reshape(shape)

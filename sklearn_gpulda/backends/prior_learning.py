@@ -164,6 +164,14 @@ def _weighted_sum(weights, values):
     return ordered_sum(weights * values)
 
 
+def _digammas(*parts):
+    """The digamma of every value of each part (arrays or numbers), in one call: one NumPy pass
+    per operation for all of them, each value's the same as part by part."""
+    sizes = [np.size(part) for part in parts]
+    values = digamma(np.concatenate([np.ravel(part) for part in parts]))
+    return np.split(values, np.cumsum(sizes)[:-1])
+
+
 def _digamma_gain(counts, prior):
     """``psi(counts + prior) - psi(prior)``, elementwise."""
     return digamma(counts + prior) - digamma(prior)
@@ -204,16 +212,19 @@ def update_alpha(alpha, table, rest, length, n_length):
     n_length = np.asarray(n_length, dtype=np.float64)
     if not n_length.sum():
         return alpha
-    # The fixed point runs every few sweeps and its digammas are most of a small fit's host
-    # time, so each iteration computes only what changes, in as few NumPy calls as it can:
-    # psi(alpha_k) once per topic rather than once per pair (the same function of the same
-    # value, so the same bits), and no bincount when the table holds every pair.
+    # The fixed point runs every few sweeps and its digammas are most of its host time, so
+    # each iteration computes only what changes, in as few NumPy calls as it can: every
+    # digamma of the iteration in one call (each value is its own, so the same bits as call by
+    # call), psi(alpha_k) once per topic rather than once per pair, and no bincount when the
+    # table holds every pair.
     for _ in range(MAX_ITERATIONS):
         total = ordered_sum(alpha)
-        denominator = _weighted_sum(n_length, digamma(length + total) - digamma(total))
+        psi_length, psi_total, psi_pair, psi_alpha = _digammas(
+            length + total, total, count + alpha[topic], alpha)
+        denominator = _weighted_sum(n_length, psi_length - psi_total)
         gains = table_numerator(alpha, table)
         if topic.size:
-            pair_gain = digamma(count + alpha[topic]) - digamma(alpha)[topic]
+            pair_gain = psi_pair - psi_alpha[topic]
             gains += np.bincount(topic, weights=n_docs * pair_gain, minlength=n_topics)
         new = np.maximum(alpha * gains / denominator, FLOOR)
         done = (np.abs(new - alpha) / alpha).max() < TOLERANCE
@@ -264,14 +275,17 @@ def update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, cell_co
         seeded = np.asarray(cell_counts, dtype=np.float64)[keep]
         extra = cells.value[keep]
     for _ in range(MAX_ITERATIONS):
-        numerator = _weighted_sum(n_cells, _digamma_gain(count, beta))
         sums = n_words * beta
+        if cells is not None:
+            sums = sums + cells.topic_sums  # one per topic
+        psi_count, psi_beta, psi_totals, psi_sums = _digammas(count + beta, beta, totals + sums,
+                                                              sums)
+        numerator = _weighted_sum(n_cells, psi_count - psi_beta)
         if cells is not None:
             # The seeded cells' terms at their own prior instead of the base's.
             numerator = (numerator - ordered_sum(_digamma_gain(seeded, beta))
                          + ordered_sum(_digamma_gain(seeded, beta + extra)))
-            sums = sums + cells.topic_sums
-        denominator = n_words * ordered_sum(_digamma_gain(totals, sums))
+        denominator = n_words * ordered_sum(psi_totals - psi_sums)
         new = max(beta * numerator / denominator, FLOOR)
         done = abs(new - beta) / beta < TOLERANCE
         beta = new
