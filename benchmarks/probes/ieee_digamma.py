@@ -1,9 +1,9 @@
 """Can alpha's fixed point run on the GPU with the host's bits? A digamma made of IEEE basic
 operations only, compared with SciPy's bit by bit, and timed.
 
-The learned priors' fixed points (``backends/prior_learning.py``) call SciPy's digamma on the
-host, while the GPU waits: at small corpora that is as long as the sweeps between two updates
-(``doc/performance.md``, "Warps for every document"). A device fixed point needs a digamma
+The learned priors' fixed points (``backends/prior_learning.py``) called SciPy's digamma on
+the host, while the GPU waited: at small corpora that was as long as the sweeps between two
+updates (``doc/performance.md``, "Warps for every document"). A device fixed point needs a digamma
 whose every value is the host's. Additions, subtractions, multiplications and divisions are
 correctly rounded in NumPy and in CUDA (``__dadd_rn`` and friends, no FMA contraction), and
 ``frexp`` is exact, so a digamma built from them alone gives one result on both; this probe
@@ -13,8 +13,9 @@ the host.
 The digamma here: below 10, the recurrence ``psi(x) = psi(x + 1) - 1 / x`` up to 10; from
 there ``log(x) - 1 / (2x) - sum_k B_2k / (2k x^2k)`` (Bernoulli numbers, seven terms), with
 the logarithm as ``e log 2 + 2 atanh((m - 1) / (m + 1))`` for ``x = m 2^e``, ``m`` in
-``[sqrt(1/2), sqrt(2))``, the atanh series to its twelfth term. It is a prototype for the
-measurement, not package code.
+``[sqrt(1/2), sqrt(2))``, the atanh series to its twelfth term. It was the prototype of
+``backends/digamma.py``, which the package now uses on the host and ``cuda/digamma.cuh`` on the
+GPU.
 
 Usage::
 
