@@ -1,7 +1,7 @@
 // Minka's fixed points for the learned priors (sklearn_gpulda/backends/prior_learning.py), run
 // on the chain's GPU: update_alpha and update_beta, bit for bit, each in one launch of one
-// block, so that a prior update costs the host one copy in and one out instead of a fixed
-// point of digammas while the GPU waits.
+// block, so that a prior update costs the host a few copies instead of a fixed point of
+// digammas while the GPU waits.
 //
 // Bit for bit: every value is computed by the host's operations in the host's order. The
 // digammas are digamma_basic (digamma.cuh); the long sums are prior_learning.ordered_sum's
