@@ -429,15 +429,16 @@ def test_histograms_and_running_sum_equal_numpy_engine():
     for got, want in zip(rest, want_rest):
         np.testing.assert_array_equal(got, want)
     assert want_rest[0].size and want_table.sum()  # both parts used on this corpus
-    # The priors learnt on the device are the host's, bit for bit (a Dask fit's driver and the
-    # CPU engine run the fixed points there).
+    # The priors learnt on the device are the host's, bit for bit (a Dask fit's driver for
+    # GPU workers runs the fixed points there).
     start = np.linspace(0.05, 0.5, k)
     lengths = _learning.length_histogram(corpus.doc_lengths())
-    np.testing.assert_array_equal(eng.learn_alpha(start, table, rest, *lengths),
-                                  ref.learn_alpha(start, want_table, want_rest, *lengths))
+    np.testing.assert_array_equal(
+        eng.learn_alpha(start, table, rest, *lengths),
+        _learning.update_alpha(start, want_table, want_rest, *lengths, like_gpu=True))
     histogram = ref.word_topic_histogram()
     assert (eng.learn_beta(0.3, *histogram, corpus.n_words)
-            == ref.learn_beta(0.3, *histogram, corpus.n_words))
+            == _learning.update_beta(0.3, *histogram, corpus.n_words, like_gpu=True))
     for sampler in (eng, ref):
         sampler.accumulate_word_topic()
         sampler.accumulate_word_topic()

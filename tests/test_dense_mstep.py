@@ -342,7 +342,7 @@ def test_alpha_histogram_and_table_are_the_counts(n_topics):
         alpha = eng.alpha
         np.testing.assert_array_equal(
             eng.learn_alpha(alpha, table, rest, *lengths),
-            prior_learning.update_alpha(alpha, ref_table, ref_rest, *lengths))
+            prior_learning.update_alpha(alpha, ref_table, ref_rest, *lengths, like_gpu=True))
     finally:
         eng.release()
 

@@ -90,20 +90,22 @@ def _doc_topic_inputs(n_topics, seed, weighted=False, n_docs=2500):
     return counts, start, table, rest, lengths
 
 
+@pytest.mark.parametrize("like_gpu", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_alpha_converges_where_scipys_digamma_takes_it(weighted):
+def test_alpha_converges_where_scipys_digamma_takes_it(weighted, like_gpu):
     counts, start, table, rest, lengths = _doc_topic_inputs(12, seed=4, weighted=weighted)
-    got = _learning.update_alpha(start, table, rest, *lengths)
+    got = _learning.update_alpha(start, table, rest, *lengths, like_gpu=like_gpu)
     want = _scipy_update_alpha(start, counts, counts.sum(axis=1))
     np.testing.assert_allclose(got, want, rtol=1e-6)
     assert not np.allclose(got, start, rtol=1e-2)
 
 
-def test_beta_converges_where_scipys_digamma_takes_it():
+@pytest.mark.parametrize("like_gpu", [False, True])
+def test_beta_converges_where_scipys_digamma_takes_it(like_gpu):
     rng = np.random.default_rng(5)
     b = rng.poisson(0.4, (300, 15)).astype(np.float64)
     count, n_cells = np.unique(b[b > 0], return_counts=True)
-    got = _learning.update_beta(0.5, count, n_cells, b.sum(axis=0), 300)
+    got = _learning.update_beta(0.5, count, n_cells, b.sum(axis=0), 300, like_gpu=like_gpu)
     beta = 0.5
     for _ in range(_learning.MAX_ITERATIONS):
         num = np.sum(scipy_digamma(b + beta) - scipy_digamma(beta))
@@ -112,6 +114,23 @@ def test_beta_converges_where_scipys_digamma_takes_it():
         if abs(beta - old) / old < _learning.TOLERANCE:
             break
     assert got == pytest.approx(beta, rel=1e-6)
+
+
+def test_the_host_learns_like_a_gpu_only_for_gpu_chains():
+    # The NumPy engine takes SciPy's digamma; a chain on GPUs whose fixed point runs on the
+    # host (a Dask driver's, or seeded cells) takes the GPU's arithmetic.
+    from sklearn_gpulda._runtime.device import Device
+    from sklearn_gpulda.backends.numpy.sampler import NumpySampler
+
+    _, start, table, rest, lengths = _doc_topic_inputs(6, seed=8)
+    scipy_alpha = _learning.update_alpha(start, table, rest, *lengths)
+    gpu_alpha = _learning.update_alpha(start, table, rest, *lengths, like_gpu=True)
+    assert not np.array_equal(scipy_alpha, gpu_alpha)  # so the choice below is visible
+    cpu = NumpySampler(6, 0.1, 0.01, 0)
+    assert np.array_equal(cpu.learn_alpha(start, table, rest, *lengths), scipy_alpha)
+    on_gpus = NumpySampler(6, 0.1, 0.01, 0)
+    on_gpus.device = Device("cuda", (0,))  # what a Dask driver of GPU workers holds
+    assert np.array_equal(on_gpus.learn_alpha(start, table, rest, *lengths), gpu_alpha)
 
 
 # -- on the GPU ---------------------------------------------------------------------------------
@@ -147,7 +166,7 @@ def test_device_alpha_is_the_hosts_bit_for_bit(n_topics, weighted):
     _, start, table, rest, lengths = _doc_topic_inputs(n_topics, seed=n_topics,
                                                        weighted=weighted)
     assert rest[0].size and lengths[0].size > 512  # pairs and lengths past one block's threads
-    want = _learning.update_alpha(start, table, rest, *lengths)
+    want = _learning.update_alpha(start, table, rest, *lengths, like_gpu=True)
     for where in (table, cp.asarray(table)):
         got = prior_kernels.alpha_fixed_point(cp, start, where, rest, *lengths)
         assert got.view(np.int64).tolist() == want.view(np.int64).tolist()
@@ -155,7 +174,8 @@ def test_device_alpha_is_the_hosts_bit_for_bit(n_topics, weighted):
     order = np.random.default_rng(0).permutation(rest[0].size)
     shuffled = tuple(np.asarray(a)[order] for a in rest)
     got = prior_kernels.alpha_fixed_point(cp, start, table, shuffled, *lengths)
-    assert np.array_equal(got, _learning.update_alpha(start, table, shuffled, *lengths))
+    assert np.array_equal(got, _learning.update_alpha(start, table, shuffled, *lengths,
+                                                      like_gpu=True))
 
 
 @pytest.mark.gpu
@@ -165,7 +185,7 @@ def test_device_alpha_without_table_or_documents():
 
     _, start, table, rest, lengths = _doc_topic_inputs(7, seed=9, weighted=True)
     empty = np.zeros((7, 0))
-    want = _learning.update_alpha(start, empty, rest, *lengths)
+    want = _learning.update_alpha(start, empty, rest, *lengths, like_gpu=True)
     assert np.array_equal(prior_kernels.alpha_fixed_point(cp, start, empty, rest, *lengths),
                           want)
     no_docs = prior_kernels.alpha_fixed_point(cp, start, table, rest, np.zeros(0), np.zeros(0))
@@ -186,7 +206,7 @@ def test_device_beta_is_the_hosts_bit_for_bit(n_topics, weighted):
     count, n_cells = np.unique(b[b > 0], return_counts=True)
     totals = b.sum(axis=0)
     for start in (0.01, 0.7):
-        want = _learning.update_beta(start, count, n_cells, totals, 3000)
+        want = _learning.update_beta(start, count, n_cells, totals, 3000, like_gpu=True)
         got = prior_kernels.beta_fixed_point(cp, start, count, n_cells, totals, 3000)
         assert got == want and got != start
 
@@ -205,12 +225,12 @@ def test_a_gpu_fit_learns_the_priors_of_its_histograms_on_the_host(algorithm):
 
     def alpha_spy(self, *args):
         got = learn_alpha(self, *args)
-        seen.append((got, _learning.update_alpha(*args)))
+        seen.append((got, _learning.update_alpha(*args, like_gpu=True)))
         return got
 
     def beta_spy(self, *args):
         got = learn_beta(self, *args)
-        seen.append((np.array([got]), np.array([_learning.update_beta(*args)])))
+        seen.append((np.array([got]), np.array([_learning.update_beta(*args, like_gpu=True)])))
         return got
 
     with pytest.MonkeyPatch.context() as mp:

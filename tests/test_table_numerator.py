@@ -41,10 +41,10 @@ def _captured_updates(X, n_topics, max_iter, **params):
 
     update_alpha = _learning.update_alpha
 
-    def alpha_spy(alpha, table, rest, length, n_length):
+    def alpha_spy(alpha, table, rest, length, n_length, **kwargs):
         calls["alpha"].append((np.array(alpha), np.array(table), tuple(map(np.array, rest)),
                                np.array(length), np.array(n_length)))
-        return update_alpha(alpha, table, rest, length, n_length)
+        return update_alpha(alpha, table, rest, length, n_length, **kwargs)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_learning, "update_alpha", alpha_spy)

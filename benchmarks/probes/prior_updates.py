@@ -31,10 +31,10 @@ def last_alpha_update(X, n_topics, max_iter):
     seen = {}
     real = prior_learning.update_alpha
 
-    def spy(alpha, table, rest, length, n_length):
+    def spy(alpha, table, rest, length, n_length, **kwargs):
         seen["alpha"] = (np.array(alpha), np.array(table), tuple(map(np.array, rest)),
                          np.array(length), np.array(n_length))
-        return real(alpha, table, rest, length, n_length)
+        return real(alpha, table, rest, length, n_length, **kwargs)
 
     prior_learning.update_alpha = spy
     try:

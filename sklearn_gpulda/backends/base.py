@@ -317,17 +317,19 @@ class Sampler(abc.ABC):
 
     def learn_alpha(self, alpha, table, rest, length, n_length):
         """Alpha's fixed point (:func:`sklearn_gpulda.backends.prior_learning.update_alpha`) from
-        what :meth:`doc_topic_table` returned and the corpus's length histogram. A GPU engine
-        runs it on its device, with the same result bit for bit."""
-        return _learning.update_alpha(alpha, table, rest, length, n_length)
+        what :meth:`doc_topic_table` returned and the corpus's length histogram, on the host: as
+        a GPU chain learns it where this chain samples on GPUs (a Dask driver's), bit for bit.
+        A GPU engine runs it on its device."""
+        return _learning.update_alpha(alpha, table, rest, length, n_length,
+                                      like_gpu=self.device.kind == "cuda")
 
     def learn_beta(self, beta, count, n_cells, topic_totals, n_words, cells=None,
                    cell_counts=None):
         """Beta's fixed point (:func:`sklearn_gpulda.backends.prior_learning.update_beta`) from
-        what :meth:`word_topic_histogram` returned. A GPU engine runs it on its device where
-        no cell is seeded, with the same result bit for bit."""
+        what :meth:`word_topic_histogram` returned, on the host as :meth:`learn_alpha` runs
+        alpha's. A GPU engine runs it on its device where no cell is seeded."""
         return _learning.update_beta(beta, count, n_cells, topic_totals, n_words, cells,
-                                     cell_counts)
+                                     cell_counts, like_gpu=self.device.kind == "cuda")
 
     @abc.abstractmethod
     def word_topic_histogram(self):

@@ -2,12 +2,13 @@
 compute it alike.
 
 The learned priors' fixed points (:mod:`.prior_learning`) run on the GPU that holds a chain
-(``cuda/priors.cu``) and on the host everywhere else (the CPU engine, a Dask fit's driver). A
-fit must learn the same priors wherever its fixed point runs: one GPU, several, or Dask
-workers. Additions, subtractions, multiplications and divisions of IEEE doubles are correctly
-rounded in NumPy and in CUDA (there with the ``_rn`` intrinsics, never fused into a
-multiply-add), and ``frexp`` is exact, so a digamma built from them alone has one value
-everywhere; SciPy's calls the C library's logarithm and the GPU's would be another's.
+(``cuda/priors.cu``), and on the host where it stands in for GPUs (a Dask driver of GPU
+workers). A GPU fit must learn the same priors wherever its fixed point runs: one GPU,
+several, or Dask workers. Additions, subtractions, multiplications and divisions of IEEE
+doubles are correctly rounded in NumPy and in CUDA (there with the ``_rn`` intrinsics, never
+fused into a multiply-add), and ``frexp`` is exact, so a digamma built from them alone has one
+value everywhere; SciPy's calls the C library's logarithm and the GPU's would be another's. The
+NumPy engine, whose fits never meet a GPU's, keeps SciPy's, several times cheaper on the host.
 
 The method: below 10, the recurrence ``psi(x) = psi(x + 1) - 1 / x`` up to 10; from there the
 asymptotic series ``log(x) - 1 / (2x) - sum_k B_2k / (2k x^2k)`` (Bernoulli numbers, seven

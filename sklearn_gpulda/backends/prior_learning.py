@@ -20,19 +20,22 @@ Each update runs the fixed point from the current value to convergence, with a f
 a topic nobody uses from reaching zero (tomotopy floors at the same 1e-5). What the prior
 parameters mean, and the seeded cells of a matrix prior, are :mod:`.priors`'.
 
-A GPU chain runs these fixed points on its device (``cuda/priors.cu``), the host everywhere
-else, and both must learn the same priors bit for bit (a fit on one GPU, on several, on Dask
-workers). So every operation here is one the device repeats in the same order: the digamma of
-:mod:`.digamma` (basic operations only), and sums in the fixed orders of :func:`ordered_sum`
-(a warp's lanes), of :func:`table_numerator` and of ``np.bincount`` (left to right); NumPy's
-own sums pair their terms in an order of their own.
+A GPU chain runs these fixed points on its device (``cuda/priors.cu``); the host runs them for
+the NumPy engine and for a Dask fit's driver. Where the host stands in for GPUs (``like_gpu``:
+the driver of GPU workers), it must learn the GPU chain's priors bit for bit, so every
+operation is one the device repeats in the same order: the digamma of :mod:`.digamma` (basic
+operations only), and sums in the fixed orders of :func:`ordered_sum` (a warp's lanes), of
+:func:`table_numerator` and of ``np.bincount`` (left to right); NumPy's own sums pair their
+terms in an order of their own. The NumPy engine's fits never have to match a GPU's, so it
+takes SciPy's digamma, several times cheaper on the host, with the same sums.
 """
 
 import functools
 
 import numpy as np
+from scipy.special import digamma as scipy_digamma
 
-from .digamma import digamma
+from .digamma import digamma as basic_digamma
 
 
 #: Smallest value a learned prior takes.
@@ -164,20 +167,25 @@ def _weighted_sum(weights, values):
     return ordered_sum(weights * values)
 
 
-def _digammas(*parts):
-    """The digamma of every value of each part (arrays or numbers), in one call: one NumPy pass
+def _digamma(like_gpu):
+    """The digamma a fixed point takes: the GPU's (:mod:`.digamma`) or SciPy's."""
+    return basic_digamma if like_gpu else scipy_digamma
+
+
+def _digammas(digamma, *parts):
+    """``digamma`` of every value of each part (arrays or numbers), in one call: one NumPy pass
     per operation for all of them, each value's the same as part by part."""
     sizes = [np.size(part) for part in parts]
     values = digamma(np.concatenate([np.ravel(part) for part in parts]))
     return np.split(values, np.cumsum(sizes)[:-1])
 
 
-def _digamma_gain(counts, prior):
+def _digamma_gain(digamma, counts, prior):
     """``psi(counts + prior) - psi(prior)``, elementwise."""
     return digamma(counts + prior) - digamma(prior)
 
 
-def update_alpha(alpha, table, rest, length, n_length):
+def update_alpha(alpha, table, rest, length, n_length, like_gpu=False):
     """Minka's fixed point for an asymmetric document-topic prior, from histograms.
 
     Parameters
@@ -191,6 +199,9 @@ def update_alpha(alpha, table, rest, length, n_length):
         (topic, count) order.
     length, n_length : ndarray
         ``n_length[j]`` documents have length ``length[j]`` (lengths > 0).
+    like_gpu : bool, default=False
+        Learn what a GPU chain's fixed point learns, bit for bit (the module says how); else
+        with SciPy's digamma.
 
     Returns
     -------
@@ -212,6 +223,7 @@ def update_alpha(alpha, table, rest, length, n_length):
     n_length = np.asarray(n_length, dtype=np.float64)
     if not n_length.sum():
         return alpha
+    digamma = _digamma(like_gpu)
     # The fixed point runs every few sweeps and its digammas are most of its host time, so
     # each iteration computes only what changes, in as few NumPy calls as it can: every
     # digamma of the iteration in one call (each value is its own, so the same bits as call by
@@ -220,7 +232,7 @@ def update_alpha(alpha, table, rest, length, n_length):
     for _ in range(MAX_ITERATIONS):
         total = ordered_sum(alpha)
         psi_length, psi_total, psi_pair, psi_alpha = _digammas(
-            length + total, total, count + alpha[topic], alpha)
+            digamma, length + total, total, count + alpha[topic], alpha)
         denominator = _weighted_sum(n_length, psi_length - psi_total)
         gains = table_numerator(alpha, table)
         if topic.size:
@@ -234,7 +246,8 @@ def update_alpha(alpha, table, rest, length, n_length):
     return alpha
 
 
-def update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, cell_counts=None):
+def update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, cell_counts=None,
+                like_gpu=False):
     """Minka's fixed point for a symmetric topic-word prior, from the histogram of the cells;
     with ``cells``, for the base beta of a matrix prior ``eta = beta + extra``, the seeded
     cells' ``extra`` held fixed.
@@ -259,6 +272,8 @@ def update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, cell_co
         The seeded cells of a matrix prior.
     cell_counts : ndarray of float64, optional
         ``B`` at the cells, in their order (with ``cells``).
+    like_gpu : bool, default=False
+        As :func:`update_alpha`'s (a GPU chain learns with seeded cells on the host, this way).
 
     Returns
     -------
@@ -270,6 +285,7 @@ def update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, cell_co
     totals = np.asarray(topic_totals, dtype=np.float64)
     if not n_cells.sum():
         return beta
+    digamma = _digamma(like_gpu)
     if cells is not None:
         keep = cells.value != 0
         seeded = np.asarray(cell_counts, dtype=np.float64)[keep]
@@ -278,13 +294,13 @@ def update_beta(beta, count, n_cells, topic_totals, n_words, cells=None, cell_co
         sums = n_words * beta
         if cells is not None:
             sums = sums + cells.topic_sums  # one per topic
-        psi_count, psi_beta, psi_totals, psi_sums = _digammas(count + beta, beta, totals + sums,
-                                                              sums)
+        psi_count, psi_beta, psi_totals, psi_sums = _digammas(digamma, count + beta, beta,
+                                                              totals + sums, sums)
         numerator = _weighted_sum(n_cells, psi_count - psi_beta)
         if cells is not None:
             # The seeded cells' terms at their own prior instead of the base's.
-            numerator = (numerator - ordered_sum(_digamma_gain(seeded, beta))
-                         + ordered_sum(_digamma_gain(seeded, beta + extra)))
+            numerator = (numerator - ordered_sum(_digamma_gain(digamma, seeded, beta))
+                         + ordered_sum(_digamma_gain(digamma, seeded, beta + extra)))
         denominator = n_words * ordered_sum(psi_totals - psi_sums)
         new = max(beta * numerator / denominator, FLOOR)
         done = abs(new - beta) / beta < TOLERANCE
