@@ -138,6 +138,12 @@ def test_completion_device_reaches_document_completion(corpus, monkeypatch):
     assert seen == ["cpu", "cpu", "cpu"]
 
 
+def test_a_bad_completion_iter_is_refused(corpus):
+    with pytest.raises(ValueError, match="n_iter must be a positive integer"):
+        choose_n_components(corpus.data, [2], estimator=_base(max_iter=3), test_size=0.2,
+                            completion_iter=0)
+
+
 def test_every_k_is_scored_as_document_completion_scores_it(corpus):
     # One split of the test tokens serves every K: each score is document_completion's with the
     # seed choose_n_components draws.

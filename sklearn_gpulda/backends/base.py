@@ -311,8 +311,8 @@ class Sampler(abc.ABC):
     def doc_topic_table(self):
         """:meth:`doc_topic_histogram` split by
         :func:`sklearn_gpulda.backends.prior_learning.alpha_table`: ``(table, (topic, count,
-        n_docs))``, what :func:`~sklearn_gpulda.backends.prior_learning.update_alpha` reads. A
-        GPU engine may return the table on its device."""
+        n_docs))`` on the host, what :func:`~sklearn_gpulda.backends.prior_learning.update_alpha`
+        and :meth:`learn_alpha` read."""
         return _learning.alpha_table(*self.doc_topic_histogram(), self.n_topics)
 
     def learn_alpha(self, alpha, table, rest, length, n_length):

@@ -179,13 +179,13 @@ def document_completion(X, topic_word, alpha, n_iter=100, random_state=None,
 def completion_split(X, random_state):
     """``(observed, held_out)``: :func:`document_completion`'s split of ``X`` (integer counts)
     for ``random_state``, made once for scoring several models (:func:`complete_split`)."""
-    X = _check_completion_args(X, 1, "fixed_point", 0.0)
-    return split_halves(X, as_generator(random_state))
+    return split_halves(_check_counts(X), as_generator(random_state))
 
 
 def complete_split(split, topic_word, alpha, n_iter=100, tol=1e-6, device="cpu"):
     """:func:`document_completion` ("fixed_point") on a :func:`completion_split` of the test
     documents: the same result as ``document_completion`` with that split's seed."""
+    _check_options(n_iter, "fixed_point", tol)
     observed, held_out = split
     phi = topic_word_distribution(topic_word)
     check_vocabulary(observed, phi.shape[1], "topic_word")
@@ -193,18 +193,28 @@ def complete_split(split, topic_word, alpha, n_iter=100, tol=1e-6, device="cpu")
     return _complete(observed, held_out, phi, alpha, n_iter, "fixed_point", tol, None, device)
 
 
-def _check_completion_args(X, n_iter, method, tol):
-    """Validated options of document completion, and ``X`` as canonical integer counts."""
+def _check_options(n_iter, method, tol):
+    """Raise ValueError for an option of document completion out of its range."""
     if method not in ("fixed_point", "gibbs"):
         raise ValueError(f"method must be 'fixed_point' or 'gibbs', got {method!r}")
     if not isinstance(n_iter, numbers.Integral) or n_iter < 1:
         raise ValueError(f"n_iter must be a positive integer, got {n_iter!r}")
     if not isinstance(tol, numbers.Real) or not tol >= 0:
         raise ValueError(f"tol must be a non-negative number, got {tol!r}")
+
+
+def _check_counts(X):
+    """``X`` as canonical integer counts (document completion splits tokens)."""
     X = as_counts(X)
     if X.nnz and not np.array_equal(X.data, np.round(X.data)):
         raise ValueError("document completion splits tokens, so X must hold integer counts")
     return X
+
+
+def _check_completion_args(X, n_iter, method, tol):
+    """Validated options of document completion, and ``X`` as canonical integer counts."""
+    _check_options(n_iter, method, tol)
+    return _check_counts(X)
 
 
 def _complete(observed, held_out, phi, alpha, n_iter, method, tol, rng, device="cpu"):

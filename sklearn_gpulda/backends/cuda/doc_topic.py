@@ -87,7 +87,7 @@ class DocTopicReading:
         corpus = self._require()
         cp = self.cp
         with self.device_context():
-            bins = self.doc_topic_bins(corpus, on_host=True)
+            bins = self.doc_topic_bins(corpus)
             if bins is None:
                 keys = [self._chunk_keys(ch) for ch in self._chunks_with_a()]
                 keys = cp.concatenate(keys) if keys else cp.zeros(0, dtype=cp.uint64)
@@ -99,12 +99,12 @@ class DocTopicReading:
         with self.device_context():
             # On the host in one copy: the fixed point (learn_alpha) sends its inputs to the
             # device together.
-            bins = self.doc_topic_bins(corpus, on_host=True)
+            bins = self.doc_topic_bins(corpus)
             if bins is None or bins[0].shape[1] != _learning.TABLE_COUNTS:
                 return super().doc_topic_table()
             return alpha_table_of_bins(*bins)
 
-    def doc_topic_bins(self, corpus, on_host=False):
+    def doc_topic_bins(self, corpus):
         """A's integer counts below ``KEY_BINS`` binned per topic by a kernel reading A's rows,
         the other entries' keys sorted and counted (fewer than n_tokens / KEY_BINS of them):
         sorting every key of A would dominate a prior update at large K, and listing them
@@ -115,16 +115,14 @@ class DocTopicReading:
         ----------
         corpus : TokenCorpus
             The loaded corpus.
-        on_host : bool, default=False
-            Return the arrays on the host, copied in one transfer with the overflow's count
-            (the table is small at small K, and a prior update then waits on the device
-            once for it).
 
         Returns
         -------
-        (table, keys, n) of device (or host) arrays, or None for weighted counts
+        (table, keys, n) of host arrays, or None for weighted counts
             ``table[k, c]`` (uint64, shape (K, KEY_BINS)) documents hold c tokens of topic k;
-            ``n[i]`` documents hold the pair of ``keys[i]`` (sorted, distinct).
+            ``n[i]`` documents hold the pair of ``keys[i]`` (sorted, distinct). The table comes
+            in one copy with the overflow's count, so a prior update waits on the device once
+            for both.
         """
         if not corpus.integral:
             return None
@@ -138,16 +136,9 @@ class DocTopicReading:
         overflow = cp.empty(corpus.n_tokens // n_bins + 1, dtype=cp.uint64)
         for ch in self._chunks_with_a():
             counts.a_entry_histogram(ch, table, overflow, n_overflow, self._n_sm)
-        if on_host:
-            host = buffer.get()
-            n_over = int(host[cells])
-            table = host[:cells].reshape(self.n_topics, n_bins)
-        else:
-            n_over = int(n_overflow.get()[0])
+        host = buffer.get()
+        n_over = int(host[cells])
         # Sorted and counted on the host: there are few (n_tokens / KEY_BINS at most), and
         # CuPy's unique would compile half a dozen kernels on a user's machine.
         big_keys, n_big = np.unique(overflow[:n_over].get(), return_counts=True)
-        n_big = n_big.astype(np.uint64)
-        if on_host:
-            return table, big_keys, n_big
-        return table, cp.asarray(big_keys), cp.asarray(n_big)
+        return host[:cells].reshape(self.n_topics, n_bins), big_keys, n_big.astype(np.uint64)

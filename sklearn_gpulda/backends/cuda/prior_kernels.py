@@ -8,7 +8,6 @@ device")."""
 import numpy as np
 
 from .. import prior_learning as _learning
-from ..._runtime.device import is_device_array
 from . import kernels as _kernels
 
 STEM = "priors"
@@ -19,8 +18,8 @@ BLOCK = 512
 def alpha_fixed_point(cp, alpha, table, rest, length, n_length):
     """:func:`~sklearn_gpulda.backends.prior_learning.update_alpha` on the current GPU.
 
-    ``table`` may be a host or a device array; ``rest`` and the lengths are on the host. Returns
-    the learned alpha on the host.
+    Every input is on the host (``doc_topic_table``'s pair, the length histogram); they go to
+    the device in a few copies. Returns the learned alpha on the host.
     """
     alpha = np.array(alpha, dtype=np.float64)
     length = np.asarray(length, dtype=np.float64)
@@ -40,8 +39,7 @@ def alpha_fixed_point(cp, alpha, table, rest, length, n_length):
     floats = cp.asarray(np.concatenate([alpha, count, n_docs, length, n_length]))
     ints = cp.asarray(np.concatenate([start, topic]))
     n_counts = table.shape[1] if table.size else 0
-    table = (cp.ascontiguousarray(table, dtype=cp.float64) if is_device_array(table)
-             else cp.asarray(np.ascontiguousarray(table, dtype=np.float64)))
+    table = cp.asarray(np.ascontiguousarray(table, dtype=np.float64))
     scratch = cp.empty(n_pairs + n_lengths + 2 * n_topics, dtype=cp.float64)
     views = np.cumsum([0, n_topics, n_pairs, n_pairs, n_lengths, n_lengths])
     alpha_d, count_d, docs_d, length_d, n_length_d = (

@@ -219,7 +219,7 @@ class MultiGpuSampler(Sampler):
         if corpus.integral:
             for shard in self._active:
                 with shard.device_context():
-                    bins.append(shard.doc_topic_bins(shard.corpus, on_host=True))
+                    bins.append(shard.doc_topic_bins(shard.corpus))
         if not bins or any(b is None for b in bins) or bins[0][0].shape[1] != TABLE_COUNTS:
             return super().doc_topic_table()
         # Summed on the host: CuPy's uint64 addition would be a kernel it compiles on a user's

@@ -62,7 +62,7 @@ class DeviceShard(CudaSparseSampler):
         counts."""
         corpus = self._require()
         with self.device_context():
-            return self.doc_topic_bins(corpus, on_host=True)
+            return self.doc_topic_bins(corpus)
 
     def word_topic_cells(self, dtype=np.int64):
         """The non-zero cells of B as it is now, the part's counts after an M-step and the
