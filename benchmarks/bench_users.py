@@ -31,10 +31,10 @@ NYTimes shape at ``--nytimes-scale`` at K = 1,000), and lists the kernels CuPy c
 twice, once with the CUDA context made (and timed) before the first fit, and
 ``--profile-first`` prints where the first fit's time goes.
 
-Corpora: ``kjv`` (the bundled chapters, 308 k tokens), ``kjv40`` (its first 40 chapters),
-``kos``, ``nips``, ``20news`` (found as ``benchmarks/_peer_corpora.py`` finds them: carry
-``.carry/data``) and ``nytimes`` (the synthetic shape at ``--nytimes-scale``). A corpus whose
-files are missing is skipped with a message.
+Corpora: ``kjv`` (the bundled chapters, 308 k tokens), ``kjvN`` (its first N chapters, e.g.
+``kjv40``), ``kos``, ``nips``, ``20news`` (found as ``benchmarks/_peer_corpora.py`` finds
+them: carry ``.carry/data``) and ``nytimes`` (the synthetic shape at ``--nytimes-scale``). A
+corpus whose files are missing is skipped with a message.
 
 Usage::
 
@@ -76,11 +76,11 @@ GRID_K = [5, 10, 15, 20, 25, 30, 35, 40, 45, 50]
 
 def load(name, nytimes_scale):
     """Training counts of a corpus (CSR, int64), or None with a message when it is missing."""
-    if name in ("kjv", "kjv40"):
+    if name == "kjv" or (name.startswith("kjv") and name[3:].isdigit()):
         from sklearn_gpulda.datasets import load_kjv_chapters
 
         X = load_kjv_chapters().data
-        return X[:40] if name == "kjv40" else X
+        return X[:int(name[3:])] if name != "kjv" else X
     from _peer_corpora import CorpusUnavailable, load_corpus
 
     try:
@@ -91,8 +91,13 @@ def load(name, nytimes_scale):
     return X
 
 
+#: Extra estimator parameters of every fit (``--algorithm``); empty: the defaults.
+FIT_PARAMS = {}
+
+
 def fit_seconds(X, k, device, **params):
-    lda = GPULatentDirichletAllocation(n_components=k, random_state=0, device=device, **params)
+    lda = GPULatentDirichletAllocation(n_components=k, random_state=0, device=device,
+                                       **FIT_PARAMS, **params)
     tic = time.perf_counter()
     lda.fit(X)
     return time.perf_counter() - tic, lda
@@ -137,6 +142,7 @@ def point(name, X, k, args):
     per_sweep = (t2 - t1) / (n2 - n1)
     default_s, lda = fit_seconds(X, k, args.device)
     row = dict(corpus=name, docs=X.shape[0], tokens=n_tokens, k=k, graphs=args.graphs,
+               algorithm=lda.algorithm_ if hasattr(lda, "algorithm_") else args.algorithm,
                per_sweep_ms=per_sweep * 1e3,
                mtoken_s=n_tokens / max(per_sweep, 1e-12) / 1e6, default_fit_s=default_s,
                default_sweeps=int(lda.n_iter_), fixed_s=t1 - n1 * per_sweep,
@@ -227,6 +233,8 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--device", default="cuda")
     p.add_argument("--count", action="store_true")
+    p.add_argument("--algorithm", default=None,
+                   help="the estimator's algorithm for every fit (default: its own, 'auto')")
     p.add_argument("--graphs", choices=["auto", "on", "off"], default="auto",
                    help="replay the sparse engine's sweeps as CUDA graphs always "
                         f"({sweep_graph.ENV}=1), never (0), or as the package chooses")
@@ -239,6 +247,8 @@ def main(argv=None):
     default_json = str(output_path("bench_users", "bench_users.json"))
     p.add_argument("--json", default=default_json)
     args = p.parse_args(argv)
+    if args.algorithm is not None:
+        FIT_PARAMS["algorithm"] = args.algorithm
     if args.graphs != "auto" and args.json == default_json:
         # A run with graphs forced beside one without: neither overwrites the other's results.
         args.json = default_json[: -len(".json")] + f"_graphs_{args.graphs}.json"

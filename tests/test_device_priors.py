@@ -235,8 +235,117 @@ def test_a_gpu_fit_learns_the_priors_of_its_histograms_on_the_host(algorithm):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(CudaChain, "learn_alpha", alpha_spy)
         mp.setattr(CudaChain, "learn_beta", beta_spy)
+        mp.setattr(CudaChain, "resident_priors", False)  # the two-step path
         GPULatentDirichletAllocation(n_components=24, max_iter=45, algorithm=algorithm,
                                      random_state=0).fit(X)
     assert len(seen) >= 6
     for got, want in seen:
         assert got.view(np.int64).tolist() == want.view(np.int64).tolist()
+
+
+def _long_documents(n_docs=1500, n_words=500, seed=11):
+    """Long documents over a small vocabulary with a few very frequent words: at K = 4 most
+    documents hold a topic 64 times or more (A's overflow keys, thousands of them) and the
+    frequent words' cells hold 4,096 tokens and more (B's overflow values)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, n_words + 1) ** 1.1
+    lengths = rng.integers(200, 600, n_docs)
+    rows = [rng.multinomial(n, p / p.sum()) for n in lengths]
+    return sp.csr_matrix(np.array(rows, dtype=np.int64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", ["sparse", "dense"])
+@pytest.mark.parametrize("corpus", ["kjv", "long"])
+def test_resident_prior_updates_learn_the_two_step_priors(algorithm, corpus):
+    # Every resident update (histograms sorted and counted on the device), against the
+    # two-step path on the same state: the host's copies of the histograms, its fixed points.
+    _cupy()
+    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda.backends.cuda.chain import CudaChain
+
+    X, k = (load_kjv_chapters().data, 20) if corpus == "kjv" else (_long_documents(), 4)
+    seen = []
+    resident = CudaChain.learn_priors
+
+    def spy(self, alpha, beta, lengths, n_words, cells=None):
+        got = resident(self, alpha, beta, lengths, n_words, cells)
+        assert got is not None
+        table, rest = self.doc_topic_table()
+        count, n_cells, totals = self.word_topic_histogram()
+        want = (_learning.update_alpha(alpha, table, rest, *lengths, like_gpu=True),
+                _learning.update_beta(beta, count, n_cells, totals, n_words, like_gpu=True))
+        seen.append((got, want, rest[2].sum(), count.max()))
+        return got
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(CudaChain, "learn_priors", spy)
+        GPULatentDirichletAllocation(n_components=k, max_iter=42, algorithm=algorithm,
+                                     random_state=0).fit(X)
+    assert len(seen) >= 3
+    for (alpha, beta), (want_alpha, want_beta), _, _ in seen:
+        assert alpha.view(np.int64).tolist() == want_alpha.view(np.int64).tolist()
+        assert np.float64(beta).view(np.int64) == np.float64(want_beta).view(np.int64)
+    if corpus == "long":  # the sorts ran over several tiles of the block, on both sides
+        assert max(keys for _, _, keys, _ in seen) > 2000
+        assert max(top for _, _, _, top in seen) >= 4096
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algorithm", ["sparse", "dense"])
+def test_a_fit_is_the_same_with_resident_prior_updates(algorithm):
+    # Resident updates against the two-step path through a whole default fit: the same model.
+    _cupy()
+    from sklearn_gpulda import GPULatentDirichletAllocation
+    from sklearn_gpulda.backends.cuda.chain import CudaChain
+
+    X = load_kjv_chapters().data[:400]
+
+    def fit():
+        return GPULatentDirichletAllocation(n_components=16, max_iter=60, algorithm=algorithm,
+                                            random_state=3).fit(X)
+
+    resident = fit()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(CudaChain, "resident_priors", False)
+        two_step = fit()
+    assert np.array_equal(resident.components_, two_step.components_)
+    assert np.array_equal(resident.doc_topic_prior_, two_step.doc_topic_prior_)
+    assert resident.topic_word_prior_ == two_step.topic_word_prior_
+
+
+def test_prior_updates_take_the_resident_priors_where_a_sampler_has_them():
+    # The fit loop's update asks the sampler first; only a sampler that cannot learn from
+    # histograms it keeps (the NumPy engine, a Dask rank) is asked for the histograms.
+    from sklearn_gpulda._fitting.batch import PriorUpdates
+    from sklearn_gpulda._input.corpus import tokens as token_corpus
+    from sklearn_gpulda.backends.numpy.sampler import NumpySampler
+    from sklearn_gpulda.backends.priors import Prior
+
+    tokens = token_corpus(load_kjv_chapters().data[:30])
+    updates = PriorUpdates(Prior(0.1, True), Prior(0.01, True), 0, 10, tokens)
+
+    class Resident(NumpySampler):
+        asked = None
+
+        def learn_priors(self, alpha=None, beta=None, lengths=None, n_words=None, cells=None):
+            self.asked = (alpha, beta, n_words)
+            return np.full(self.n_topics, 0.25), 0.5
+
+        def doc_topic_table(self):
+            raise AssertionError("a resident update reads no histogram")
+
+    sampler = Resident(5, 0.1, 0.01, 0)
+    sampler.load(tokens)
+    sampler.init_topics()
+    updates.update(sampler)
+    assert sampler.asked[1] == 0.01 and sampler.asked[2] == tokens.n_words
+    assert np.array_equal(sampler.alpha, np.full(5, 0.25)) and sampler.beta == 0.5
+    plain = NumpySampler(5, 0.1, 0.01, 0)
+    plain.load(tokens)
+    plain.init_topics()
+    assert plain.learn_priors(plain.alpha, plain.beta, updates.lengths, tokens.n_words) is None
+    updates.update(plain)  # the two-step path
+    assert not np.array_equal(plain.alpha, np.full(5, 0.1))

@@ -40,6 +40,21 @@ class PriorUpdates:
     def update(self, sampler):
         """Run the fixed points from the ``sampler``'s priors on its histograms, and give it the
         priors found."""
+        cells = self.beta_cells
+        with stage("sweeps: prior updates: resident"):
+            found = sampler.learn_priors(sampler.alpha if self.learn_alpha else None,
+                                         sampler.beta if self.learn_beta else None,
+                                         self.lengths, self.n_words, cells)
+        if found is not None:
+            alpha, beta = found
+        else:
+            alpha, beta = self._two_steps(sampler)
+        sampler.set_priors(alpha=alpha, beta=beta)
+
+    def _two_steps(self, sampler):
+        """Each histogram read to the host, then its fixed point: the path of every sampler
+        that cannot learn from histograms it keeps (:meth:`~sklearn_gpulda.backends.base.
+        Sampler.learn_priors`)."""
         alpha = beta = None
         if self.learn_alpha:
             with stage("sweeps: prior updates: alpha histogram"):
@@ -53,7 +68,7 @@ class PriorUpdates:
                 cells = self.beta_cells
                 beta = sampler.learn_beta(sampler.beta, *histogram, self.n_words, cells,
                                           None if cells is None else sampler.seeded_counts())
-        sampler.set_priors(alpha=alpha, beta=beta)
+        return alpha, beta
 
 
 class BatchLearning:

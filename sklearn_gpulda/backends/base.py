@@ -315,6 +315,14 @@ class Sampler(abc.ABC):
         and :meth:`learn_alpha` read."""
         return _learning.alpha_table(*self.doc_topic_histogram(), self.n_topics)
 
+    def learn_priors(self, alpha=None, beta=None, lengths=None, n_words=None, cells=None):
+        """Both fixed points from histograms the sampler keeps where it runs, with no trip of
+        theirs through the host; None where it cannot, and the caller reads each histogram
+        (:meth:`doc_topic_table`, :meth:`word_topic_histogram`) and runs :meth:`learn_alpha`
+        and :meth:`learn_beta` on it. This base class cannot (a CUDA chain can:
+        :meth:`~sklearn_gpulda.backends.cuda.chain.CudaChain.learn_priors`)."""
+        return None
+
     def learn_alpha(self, alpha, table, rest, length, n_length):
         """Alpha's fixed point (:func:`sklearn_gpulda.backends.prior_learning.update_alpha`) from
         what :meth:`doc_topic_table` returned and the corpus's length histogram, on the host: as

@@ -106,6 +106,9 @@ class RankView:
     def beta(self):
         return self.chain.beta
 
+    def learn_priors(self, *args):
+        return None  # alpha's table is the ranks' sum: the two-step path
+
     def doc_topic_table(self):
         return summed_alpha_table(self.chain, self.rank, self.n_ranks, self.flags)
 

@@ -205,11 +205,10 @@ VALUE_BINS = 4096
 KEY_BINS = _learning.TABLE_COUNTS
 
 
-def value_histogram(values, n_bins, capacity, n_sm):
-    """``(table, overflow, n_overflow)``: ``table[c]`` (host) entries of ``values`` (float32)
-    equal the integer c in 1 .. n_bins - 1; the other non-zero values are listed in the device
-    array ``overflow[:n_overflow]`` when ``n_overflow <= capacity`` (``cuda/counts.cu``). The
-    table and the count come back in one copy."""
+def value_bins(values, n_bins, capacity, n_sm):
+    """:func:`value_histogram` left on the device, nothing read back: ``(buffer, overflow)``,
+    the table in ``buffer[:n_bins]`` and the overflow's count in ``buffer[n_bins]`` (uint64),
+    the overflow's values in ``overflow`` (float32, ``capacity`` or 1 of them)."""
     import cupy as cp
 
     flat = values.ravel()
@@ -224,6 +223,15 @@ def value_histogram(values, n_bins, capacity, n_sm):
              (overflow, np.float32), (n_overflow, np.uint64), (capacity, "i64")],
             shared_mem=n_bins * 4,
         )
+    return buffer, overflow
+
+
+def value_histogram(values, n_bins, capacity, n_sm):
+    """``(table, overflow, n_overflow)``: ``table[c]`` (host) entries of ``values`` (float32)
+    equal the integer c in 1 .. n_bins - 1; the other non-zero values are listed in the device
+    array ``overflow[:n_overflow]`` when ``n_overflow <= capacity`` (``cuda/counts.cu``). The
+    table and the count come back in one copy."""
+    buffer, overflow = value_bins(values, n_bins, capacity, n_sm)
     host = buffer.get()
     return host[:n_bins], overflow, int(host[n_bins])
 

@@ -48,6 +48,35 @@ def histogram_of_bins(table, big_keys, n_big):
     return decode_keys(keys[order]) + (n[order],)
 
 
+class KeyBins:
+    """A's histogram on the device, as ``counts.a_entry_histogram`` fills it: ``table`` (K x
+    KEY_BINS uint64: ``table[k, c]`` documents hold c tokens of topic k), ``keys`` (room for the
+    other entries' keys ``(topic << 32) | float bits``: a count of KEY_BINS or more takes that
+    many tokens, so there are at most n_tokens / KEY_BINS of them) and ``n_keys`` (their number,
+    uint64). The table and the number share one buffer, so that one copy reads both."""
+
+    def __init__(self, cp, n_topics, n_tokens):
+        n_bins = counts.KEY_BINS
+        cells = n_topics * n_bins
+        self._buffer = cp.zeros(cells + 1, dtype=cp.uint64)
+        self.table = self._buffer[:cells].reshape(n_topics, n_bins)
+        self.n_keys = self._buffer[cells:]
+        self.keys = cp.empty(n_tokens // n_bins + 1, dtype=cp.uint64)
+
+    def on_host(self):
+        """``(table, keys, n)`` host arrays: ``n[i]`` documents hold the pair of ``keys[i]``
+        (sorted, distinct); None where the keys overflowed their room (weighted counts only)."""
+        host = self._buffer.get()
+        cells = self.table.size
+        n_over = int(host[cells])
+        if n_over > self.keys.size:
+            return None
+        # Sorted and counted on the host: there are few, and CuPy's unique would compile half
+        # a dozen kernels on a user's machine.
+        big_keys, n_big = np.unique(self.keys[:n_over].get(), return_counts=True)
+        return host[:cells].reshape(self.table.shape), big_keys, n_big.astype(np.uint64)
+
+
 class DocTopicReading:
     """What the sparse CUDA chain reads of A (see the module's docstring)."""
 
@@ -124,21 +153,15 @@ class DocTopicReading:
             in one copy with the overflow's count, so a prior update waits on the device once
             for both.
         """
+        found = self.doc_topic_bins_device(corpus)
+        return None if found is None else found.on_host()
+
+    def doc_topic_bins_device(self, corpus):
+        """:meth:`doc_topic_bins` left on the device, nothing read back: a :class:`KeyBins`,
+        or None for weighted counts."""
         if not corpus.integral:
             return None
-        cp = self.cp
-        n_bins = counts.KEY_BINS
-        # The table and the overflow's count in one buffer, so that one copy reads both.
-        cells = self.n_topics * n_bins
-        buffer = cp.zeros(cells + 1, dtype=cp.uint64)
-        table, n_overflow = buffer[:cells].reshape(self.n_topics, n_bins), buffer[cells:]
-        # A count of n_bins or more takes that many tokens: there are at most n_tokens / n_bins.
-        overflow = cp.empty(corpus.n_tokens // n_bins + 1, dtype=cp.uint64)
+        bins = KeyBins(self.cp, self.n_topics, corpus.n_tokens)
         for ch in self._chunks_with_a():
-            counts.a_entry_histogram(ch, table, overflow, n_overflow, self._n_sm)
-        host = buffer.get()
-        n_over = int(host[cells])
-        # Sorted and counted on the host: there are few (n_tokens / KEY_BINS at most), and
-        # CuPy's unique would compile half a dozen kernels on a user's machine.
-        big_keys, n_big = np.unique(overflow[:n_over].get(), return_counts=True)
-        return host[:cells].reshape(self.n_topics, n_bins), big_keys, n_big.astype(np.uint64)
+            counts.a_entry_histogram(ch, bins.table, bins.keys, bins.n_keys, self._n_sm)
+        return bins

@@ -37,7 +37,7 @@ from ...base import Sampler
 from ...random import STREAM_INIT, STREAM_SAMPLE
 from .. import counts
 from ..chain import CudaChain, StageClock
-from ..doc_topic import alpha_table_of_bins, histogram_of_bins
+from ..doc_topic import KeyBins, alpha_table_of_bins, histogram_of_bins
 from ..seeded import DeviceCells
 from ..sparse import layout_kernels, sample_sparse
 from ..transfer import topic_major_to_host
@@ -397,6 +397,15 @@ class CudaDenseSampler(CudaChain, Sampler):
         with self.device_context():
             return st.A.get().astype(np.float64)
 
+    def _topic_totals_device(self):
+        # B's column sums exactly (integer counts), by a precompiled kernel, from the B the
+        # caller has just made current (_word_major_device).
+        st = self._st
+        if not st.fused:
+            return None
+        _mstep.topic_totals(st.B, st.totals, self._sm_count())
+        return st.totals
+
     def _host_topic_totals(self, B):
         # Integer counts: their column sums exactly, by a precompiled kernel (CuPy's float64
         # reduction would compile), the same numbers.
@@ -412,24 +421,18 @@ class CudaDenseSampler(CudaChain, Sampler):
         entries' keys sorted with their numbers of documents; None where the keys do not fit
         (weighted counts; see :meth:`~..doc_topic.DocTopicReading.doc_topic_bins`, the
         sparse chain's, which this mirrors)."""
-        st, cp = self._st, self.cp
+        bins = self._alpha_bins_device()
+        return None if bins is None else bins.on_host()
+
+    def _alpha_bins_device(self):
+        """:meth:`_doc_topic_bins` left on the device (a :class:`~..doc_topic.KeyBins`), or
+        None for weighted counts."""
+        st = self._st
         if not self.corpus.integral:
             return None
-        n_bins, k = counts.KEY_BINS, self.n_topics
-        cells = k * n_bins
-        # The table and the overflow's count in one buffer, read back in one copy.
-        buffer = cp.zeros(cells + 1, dtype=cp.uint64)
-        # A count of n_bins or more takes that many tokens: there are at most n_tokens / n_bins.
-        overflow = cp.empty(st.n_tokens // n_bins + 1, dtype=cp.uint64)
-        _reading.topic_bins(st.A, buffer[:cells].reshape(k, n_bins), overflow, buffer[cells:],
-                            self._sm_count())
-        host = buffer.get()
-        n_over = int(host[cells])
-        if n_over > overflow.size:
-            return None
-        # Few, and sorted on the host: CuPy's unique would compile its kernels.
-        big_keys, n_big = np.unique(overflow[:n_over].get(), return_counts=True)
-        return host[:cells].reshape(k, n_bins), big_keys, n_big.astype(np.uint64)
+        bins = KeyBins(self.cp, self.n_topics, st.n_tokens)
+        _reading.topic_bins(st.A, bins.table, bins.keys, bins.n_keys, self._sm_count())
+        return bins
 
     def doc_topic_histogram(self):
         st = self._require_state()

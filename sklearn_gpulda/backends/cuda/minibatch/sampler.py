@@ -114,6 +114,9 @@ class CudaMinibatchSampler(CudaSparseSampler):
         chunk's ``z_can`` have taken the batch's topics (for the per-batch invariant tests).
     """
 
+    #: Its prior updates keep the two-step path, as tested with its batches.
+    resident_priors = False
+
     #: The sparse chain's kernels and the mini-batched draws' (:mod:`..process_memory`).
     budget_kernels = CudaSparseSampler.budget_kernels + tuple(
         ("sample_minibatch", f"{name}_{t}") for name in ("batch_doc_side", "draw_batch",

@@ -26,6 +26,9 @@ class DeviceShard(CudaSparseSampler):
     order; cells travel in the caller's word ids.
     """
 
+    #: A shard's histograms are its part's: the corpus's priors are learned from the sum.
+    resident_priors = False
+
     #: Device bytes kept beside the chain for summing B by changed cells (set before
     #: :meth:`load`, so that the memory plan leaves room for them).
     exchange_bytes = 0

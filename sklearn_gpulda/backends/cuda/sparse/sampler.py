@@ -423,6 +423,15 @@ class CudaSparseSampler(GraphReplay, OnlineBatchChain, StreamedChain, DocTopicRe
             hybrid.add_rare_totals(w.rare, w.totals, self._n_sm)
         self._denominators()
 
+    def _topic_totals_device(self):
+        w = self.words
+        if self._exact_totals() and w.bhat_fixed is None:
+            return w.totals
+        return None
+
+    def _alpha_bins_device(self):
+        return self.doc_topic_bins_device(self.corpus)
+
     def _host_topic_totals(self, B):
         # The chain's own totals, summed after the sweep: for integer counts they are B's
         # column sums exactly, and reading them spares a reduction over the whole table.
