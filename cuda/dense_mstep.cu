@@ -43,13 +43,18 @@ extern "C" __global__ void dense_topic_totals(const float* __restrict__ B, int n
 // Launch: any grid and block (grid-strided over the n_entries = V * K entries).
 // [in]  B (V x K float32, integer values), totals (K uint64), beta and v_beta = V * beta (float64,
 //       the product formed on the host as the CuPy path forms it), extra_sums (K float64: E[k]
-//       of a matrix prior, added last; nullptr for a scalar prior).
+//       of a matrix prior, added last; nullptr for a scalar prior); prior_word (nullable: 2
+//       float64, beta and v_beta read in place of the arguments).
 // [out] bhat (V x K float32), denom (K float64).
 extern "C" __global__ void dense_bhat(const float* __restrict__ B,
                                       const unsigned long long* __restrict__ totals,
-                                      long long n_entries, int n_topics, double beta, double v_beta,
-                                      const double* __restrict__ extra_sums,
-                                      float* __restrict__ bhat, double* __restrict__ denom) {
+                                      long long n_entries, int n_topics, double beta_value,
+                                      double v_beta_value, const double* __restrict__ extra_sums,
+                                      float* __restrict__ bhat, double* __restrict__ denom,
+                                      const double* __restrict__ prior_word) {
+  // A sweep replayed as a CUDA graph reads beta and V * beta from a device word pair.
+  const double beta = prior_word != nullptr ? prior_word[0] : beta_value;
+  const double v_beta = prior_word != nullptr ? prior_word[1] : v_beta_value;
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n_entries;
        i += stride) {

@@ -585,16 +585,20 @@ extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
 //   of its document's new topics). Arguments otherwise as the kernels above; with A_next the
 //   warp's counts go to A_next[d] with one atomic per non-zero topic at its end (several warps
 //   may share a document), so the per-token atomics on one row stay in shared memory.
-extern "C" __global__ void __launch_bounds__(kDenseBlockMax)
-    sample_dense_long(const int* __restrict__ doc_order, int n_order,
-                      const int* __restrict__ warp_ptr, const long long* __restrict__ doc_ptr,
-                      const int* __restrict__ word, const float* __restrict__ weight,
-                      const float* __restrict__ A, const float* __restrict__ bhat,
-                      const float* __restrict__ alpha, const float* __restrict__ B,
-                      const double* __restrict__ denom, double beta, unsigned seed,
-                      unsigned iteration, unsigned stream, unsigned sweep, int* z, int n_topics,
-                      float* A_next, float* B_next) {
+//   iteration_word, beta_word (nullable): device words read instead of iteration and beta.
+extern "C" __global__ void __launch_bounds__(kDenseBlockMax) sample_dense_long(
+    const int* __restrict__ doc_order, int n_order, const int* __restrict__ warp_ptr,
+    const long long* __restrict__ doc_ptr, const int* __restrict__ word,
+    const float* __restrict__ weight, const float* __restrict__ A, const float* __restrict__ bhat,
+    const float* __restrict__ alpha, const float* __restrict__ B, const double* __restrict__ denom,
+    double beta_value, unsigned seed, unsigned iteration_value, unsigned stream, unsigned sweep,
+    int* z, int n_topics, float* A_next, float* B_next, const unsigned* __restrict__ iteration_word,
+    const double* __restrict__ beta_word) {
   if (n_topics < 1 || n_topics > kDenseMaxTopics) return;
+  // A sweep replayed as a CUDA graph reads the iteration and beta from device words, which the
+  // host moves on between replays (sklearn_gpulda/backends/cuda/sparse/sweep_graph.py).
+  const unsigned iteration = iteration_word != nullptr ? *iteration_word : iteration_value;
+  const double beta = beta_word != nullptr ? *beta_word : beta_value;
   extern __shared__ float dense_long_shared[];
   const int lane = lane_id();
   float* const theta = dense_long_shared + 2 * (threadIdx.x / kWarp) * n_topics;

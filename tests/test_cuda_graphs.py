@@ -202,9 +202,20 @@ class FakeChain:
         self.n_accumulated = 0
         self.adds = []
         self.unkeyed = unkeyed
+        self.states = None  # alternate between two states after each sweep, as a dense chain
+        self.state = 0
+        self.after = 0
 
     def graph_inputs(self):
         return [self.words], (7, 0), self.unkeyed
+
+    def graph_variant(self):
+        return (self.state,)
+
+    def after_graph_sweep(self):
+        self.after += 1
+        if self.states:
+            self.state = 1 - self.state
 
     def running_sum(self):
         return self.sum
@@ -712,3 +723,105 @@ def test_hybrid_storage_keeps_todays_path(monkeypatch):
     on, stats = _fit(monkeypatch, True, X, **params)
     _assert_same_model(off, on)
     assert stats == {"eager": 0, "captures": 0, "replays": 0}
+
+
+def test_a_chain_of_two_states_replays_a_graph_for_each():
+    # A chain whose sweeps alternate between two states (the dense chain's swapped tables):
+    # the first sweep eager, a capture for each state, then replays, never a capture again.
+    graphs, chain, log = _setup()
+    chain.states = True
+    graphs.run(chain, 1, 8)
+    captures = [entry for entry in log if entry[0] == "capture"]
+    assert len(captures) == 2 and chain.after == 8
+    assert sorted(slot[1] for slot in graphs.graphs) == [(0,), (1,)]
+    graphs.run(chain, 9, 12)
+    assert len([entry for entry in log if entry[0] == "capture"]) == 2 and chain.after == 12
+    graphs.forget(accumulate=False)
+    assert not graphs.graphs
+
+
+# -- the dense chain ------------------------------------------------------------------------------
+def _dense_fit(monkeypatch, graphs, X, **params):
+    monkeypatch.setenv(ENV, "1" if graphs else "0")
+    from sklearn_gpulda import GPULatentDirichletAllocation
+
+    sweep_graph.reset_stats()
+    lda = GPULatentDirichletAllocation(n_components=20, random_state=0, device="cuda",
+                                       algorithm="dense", **params).fit(X)
+    return lda, dict(sweep_graph.STATS)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("max_iter", [60, None])
+def test_dense_default_fit_is_the_same_with_graphs(monkeypatch, max_iter):
+    # The dense chain alternates between two states (its counted tables change places every
+    # sweep), each with its graph: captured at sweeps 2 and 3 of a run without adds, then
+    # replayed; the adds of averaging capture two more. Learned priors (alpha and beta written
+    # in place) never force a capture.
+    X = _kjv()
+    off, off_stats = _dense_fit(monkeypatch, False, X, max_iter=max_iter)
+    on, on_stats = _dense_fit(monkeypatch, True, X, max_iter=max_iter)
+    _assert_same_model(off, on)
+    np.testing.assert_array_equal(off.transform(X[:30]), on.transform(X[:30]))
+    assert off_stats == {"eager": 0, "captures": 0, "replays": 0}
+    n_iter = on.n_iter_
+    assert on_stats["eager"] == 1 and on_stats["replays"] == n_iter - 1
+    assert on_stats["captures"] == 2 * _default_fit_captures(n_iter, max_iter)
+
+
+@pytest.mark.gpu
+def test_dense_prior_updates_reach_the_replayed_graphs(monkeypatch):
+    # Priors set between runs at the sampler's level: the replayed graphs draw what the chain
+    # without graphs draws, and alpha and beta keep their device addresses.
+    import scipy.sparse as sp
+
+    from sklearn_gpulda._input.corpus import tokens
+    from sklearn_gpulda._runtime.device import Device
+    from sklearn_gpulda.backends.cuda.dense.sampler import CudaDenseSampler
+
+    corpus = tokens(sp.csr_matrix(_kjv()[:300]))
+    chains, stats = [], []
+    for graphs in (False, True):
+        monkeypatch.setenv(ENV, "1" if graphs else "0")
+        sweep_graph.reset_stats()
+        chain = CudaDenseSampler(20, 0.1, 0.01, 3, Device("cuda", (0,)))
+        chain.load(corpus)
+        chain.init_topics()
+        chain.sweeps(1, 5)
+        at = (chain._st.alpha.data.ptr, chain._st.prior_word.data.ptr)
+        chain.set_priors(alpha=np.linspace(0.02, 0.6, 20), beta=0.05)
+        chain.sweeps(6, 10)
+        chain.set_priors(alpha=0.3, beta=0.002)
+        chain.sweeps(11, 15)
+        assert (chain._st.alpha.data.ptr, chain._st.prior_word.data.ptr) == at
+        chains.append(chain)
+        stats.append(dict(sweep_graph.STATS))
+    assert stats == [{"eager": 0, "captures": 0, "replays": 0},
+                     {"eager": 1, "captures": 2, "replays": 14}]
+    off, on = chains
+    np.testing.assert_array_equal(off.topics(), on.topics())
+    np.testing.assert_array_equal(off.word_topic_counts(), on.word_topic_counts())
+    np.testing.assert_array_equal(off.doc_topic_counts(), on.doc_topic_counts())
+
+
+def test_dense_graph_obstacles():
+    # What keeps a dense chain's sweeps kernel by kernel, read from its state (no GPU needed).
+    from types import SimpleNamespace
+
+    from sklearn_gpulda.backends.cuda.dense.graph_replay import DenseGraphReplay
+
+    class Chain(DenseGraphReplay):
+        profile = False
+        cp = None
+
+        def _require_state(self):
+            return self._st
+
+    chain = Chain()
+    base = dict(fused=True, n_long=5, order=np.zeros(5), seeded=None, fixed=False)
+    for change, reason in [(dict(fused=False), "fused"), (dict(n_long=4), "thread each"),
+                           (dict(seeded=object()), "matrix"), (dict(fixed=True), "fixed")]:
+        chain._st = SimpleNamespace(**{**base, **change})
+        assert reason in chain.graph_obstacle()
+    chain._st, chain.profile = SimpleNamespace(**base), True
+    assert "profiles" in chain.graph_obstacle()

@@ -90,7 +90,7 @@ def seed_bhat(B, cells, beta, denom, bhat, n_sm):
                      (float(beta), "f64"), (denom, np.float64), (bhat, np.float32)])
 
 
-def set_bhat(B, totals, beta, v_beta, bhat, denom, n_sm, cells=None):
+def set_bhat(B, totals, beta, v_beta, bhat, denom, n_sm, cells=None, prior_word=None):
     """Bhat and ``denom = n + V beta`` of integer counts B, as the bincount path's CuPy
     expression computes them; with a matrix prior's ``cells`` (:class:`~..seeded.DeviceCells`)
     ``denom`` adds their topic sums and Bhat their extras at their cells, as the NumPy engine
@@ -111,6 +111,9 @@ def set_bhat(B, totals, beta, v_beta, bhat, denom, n_sm, cells=None):
         Streaming multiprocessors of the GPU (the totals' grid).
     cells : DeviceCells or None, default=None
         A matrix prior's seeded cells; None for a scalar prior.
+    prior_word : cupy.ndarray of float64, shape (2,), optional
+        ``(beta, v_beta)`` on the device, read by the kernel instead of the arguments (a sweep
+        replayed as a CUDA graph; with no seeded cells).
     """
     n_topics = B.shape[1]
     topic_totals(B, totals, n_sm)
@@ -119,7 +122,7 @@ def set_bhat(B, totals, beta, v_beta, bhat, denom, n_sm, cells=None):
                     [(B, np.float32), (totals, np.uint64), (B.size, "i64"), (n_topics, "i32"),
                      (float(beta), "f64"), (float(v_beta), "f64"),
                      (None if cells is None else cells.topic_sums, np.float64),
-                     (bhat, np.float32), (denom, np.float64)])
+                     (bhat, np.float32), (denom, np.float64), (prior_word, np.float64)])
     if cells is not None:
         seed_bhat(B, cells, beta, denom, bhat, n_sm)
 

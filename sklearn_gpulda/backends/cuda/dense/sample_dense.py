@@ -126,7 +126,8 @@ def sample_dense(
 
 def sample_dense_long(doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, iteration, z,
                       stream=STREAM_SAMPLE, sweep=0, block=BLOCK, word_counts=None,
-                      counts_next=None, group=1, warps=None):
+                      counts_next=None, group=1, warps=None, iteration_word=None,
+                      beta_word=None):
     """:func:`sample_dense` with the transpose rule and a group of warps per listed document.
 
     The draws are those of ``sample_dense("transpose", ...)`` token for token (the same float32
@@ -148,6 +149,10 @@ def sample_dense_long(doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, it
         ``warp_ptr[e]`` to ``warp_ptr[e + 1] - 1`` (a cupy int32 array of ``doc_order.size + 1``
         ascending offsets from 0, each group at least 1) of ``n_warps = warp_ptr[-1]``
         (:func:`document_groups`, :func:`warp_offsets`).
+    iteration_word, beta_word : cupy.ndarray or None, default=None
+        Device words (uint32 and float64, one element) the kernel reads instead of
+        ``iteration`` and ``word_counts``' beta: a sweep captured in a CUDA graph reads what the
+        host wrote there before the replay (:mod:`..sparse.sweep_graph`).
 
     Returns
     -------
@@ -176,7 +181,8 @@ def sample_dense_long(doc_order, doc_ptr, word, weight, A, bhat, alpha, seed, it
     # theta and the warp's counts of its document: 2 K floats a warp.
     shared = warps_per_block * 2 * A.shape[1] * 4
     _kernels.launch(_STEM, "sample_dense_long", grid, block,
-                    [(doc_order, np.int32), (n_order, "i32"), (warp_ptr, np.int32)] + args,
+                    [(doc_order, np.int32), (n_order, "i32"), (warp_ptr, np.int32)] + args
+                    + [(iteration_word, np.uint32), (beta_word, np.float64)],
                     shared_mem=shared)
     return z
 

@@ -43,6 +43,7 @@ from ..sparse import layout_kernels, sample_sparse
 from ..transfer import topic_major_to_host
 from . import mstep as _mstep
 from . import reading as _reading
+from .graph_replay import DenseGraphReplay
 from .sample_dense import (BLOCK, MAX_TOPICS, VARIANTS, document_groups, document_order,
                            sample_dense, sample_dense_long, warp_offsets)
 
@@ -50,7 +51,7 @@ from .sample_dense import (BLOCK, MAX_TOPICS, VARIANTS, document_groups, documen
 MSTEPS = ("fused", "bincount")
 
 
-class CudaDenseSampler(CudaChain, Sampler):
+class CudaDenseSampler(DenseGraphReplay, CudaChain, Sampler):
     """ESCA with dense sampling kernels on a CUDA GPU (see
     :class:`~sklearn_gpulda.backends.base.Sampler`).
 
@@ -187,6 +188,10 @@ class CudaDenseSampler(CudaChain, Sampler):
                 st.B_next = cp.zeros_like(st.B)
                 st.totals = cp.zeros(self.n_topics, dtype=cp.uint64)
             st.seeded = self._device_cells()
+            # alpha (float32) and (beta, V beta) on the device, written in place when they
+            # change, so that a sweep replayed as a graph reads the current priors.
+            st.alpha = None
+            st.prior_word = cp.zeros(2, dtype=cp.float64)
             self._split_long_documents(st, np.diff(doc_ptr)[order])
             st.fixed = False
             st.b_current = False
@@ -215,7 +220,15 @@ class CudaDenseSampler(CudaChain, Sampler):
             return
         cp = self.cp
         with self.device_context():
-            st.alpha = cp.asarray(self.alpha.astype(np.float32))
+            # Written by copies queued on the current stream, where the sweeps run (named: CuPy
+            # may otherwise copy on the legacy default stream; see the sparse chain's).
+            stream = cp.cuda.get_current_stream()
+            alpha = self.alpha.astype(np.float32)
+            if st.alpha is None:
+                st.alpha = cp.asarray(alpha)
+            else:
+                st.alpha.set(alpha, stream=stream)
+            st.prior_word.set(np.array([self.beta, st.n_words * self.beta]), stream=stream)
             # N_d + sum(alpha): the same float64 addition as CuPy's, by a precompiled kernel.
             layout_kernels.document_norms(st.doc_weight, float(self.alpha.sum()), st.doc_norm)
             if not st.fixed and st.b_current:
@@ -467,6 +480,7 @@ class CudaDenseSampler(CudaChain, Sampler):
                                            st.doc_norm, self._sm_count())
 
     def _release_state(self):
+        self._forget_graphs()
         if self._st is not None:
             self._st.__dict__.clear()
         self._st = None

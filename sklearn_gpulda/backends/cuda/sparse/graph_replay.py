@@ -69,6 +69,13 @@ class GraphReplay:
                  self._shape),
                 ("beta",))
 
+    def graph_variant(self):
+        """One state only: a sparse sweep leaves its arrays where they were."""
+        return ()
+
+    def after_graph_sweep(self):
+        """Nothing for the host to do after a replayed sweep."""
+
     def running_sum(self):
         """Averaging's running sum where a captured sweep can add to it in place (float64, the
         shape of B), else None."""

@@ -77,15 +77,16 @@ STATS = {"eager": 0, "captures": 0, "replays": 0}
 AUTO_MAX_TOKENS = 1 << 17
 
 
-def enabled(n_tokens=None, environ=None):
+def enabled(n_tokens=None, environ=None, limit=AUTO_MAX_TOKENS):
     """Whether a chain of ``n_tokens`` tokens replays its runs of sweeps as graphs:
     ``SKLEARN_GPULDA_CUDA_GRAPHS=1`` in ``environ`` (default: the process's environment) turns
-    them on for every chain that can, ``0`` off; otherwise chains of at most
-    :data:`AUTO_MAX_TOKENS` tokens replay them (None: no chain)."""
+    them on for every chain that can, ``0`` off; otherwise chains of at most ``limit`` tokens
+    (the engine's own bound; :data:`AUTO_MAX_TOKENS`, the sparse engine's, by default) replay
+    them (None: no chain)."""
     value = (os.environ if environ is None else environ).get(ENV)
     if value in ("0", "1"):
         return value == "1"
-    return n_tokens is not None and n_tokens <= AUTO_MAX_TOKENS
+    return n_tokens is not None and n_tokens <= limit
 
 
 def reset_stats():
@@ -236,7 +237,11 @@ class SweepGraphs:
 
     The chain provides ``cp``; ``graph_inputs()``, the objects whose attributes a captured
     sweep reads, the scalars it captures and the attribute names left out of the key
-    (:func:`fingerprint`'s ``owners``, ``scalars`` and ``unkeyed``); ``running_sum()``,
+    (:func:`fingerprint`'s ``owners``, ``scalars`` and ``unkeyed``); ``graph_variant()``, a
+    tuple that tells apart the states a chain's sweeps alternate between (the dense chain's
+    tables, which change places every sweep), each with a graph of its own, and that names the
+    addresses of arrays left out of the key; ``after_graph_sweep()``, the host's bookkeeping of
+    a sweep queued by a replay (the dense chain's change of places); ``running_sum()``,
     averaging's running sum on the device where a captured sweep can add to it, else None;
     ``sweep_from_device(iteration, accumulate)``, which queues one sweep reading the
     iteration from the device word ``iteration``, adds the counts to the running sum where
@@ -250,7 +255,7 @@ class SweepGraphs:
         # Capture needs a stream of its own (never the legacy default one); non-blocking, so
         # that nothing on the legacy stream is implicitly ordered with the capture.
         self.stream = cp.cuda.Stream(non_blocking=True)
-        self.graphs = {}  # accumulate (bool) -> _Graph
+        self.graphs = {}  # (accumulate (bool), chain's variant) -> _Graph
         self.warm = False
 
     def forget(self, accumulate=None):
@@ -260,7 +265,8 @@ class SweepGraphs:
             self.graphs.clear()
             self.warm = False
         else:
-            self.graphs.pop(bool(accumulate), None)
+            for slot in [s for s in self.graphs if s[0] == bool(accumulate)]:
+                del self.graphs[slot]
 
     def run(self, chain, first, last, accumulate_from=None):
         """Sweeps ``first`` to ``last`` of ``chain``, as
@@ -278,6 +284,7 @@ class SweepGraphs:
             total = chain.running_sum() if add and self.warm else None
             with stage(SAMPLING):
                 self._sweep(chain, base, total)
+                chain.after_graph_sweep()
             if total is not None:
                 chain.n_accumulated += 1
             elif add:
@@ -293,18 +300,21 @@ class SweepGraphs:
         first time (it loads every kernel a graph holds), else a new graph."""
         accumulate = total is not None
         key, arrays = base
+        variant = tuple(chain.graph_variant())
+        key = key + (("variant",) + variant,)
         if accumulate:
             key = key + (("running sum", total.data.ptr, total.shape, total.dtype.str),)
             arrays = arrays + [total]
-        record = self.graphs.get(accumulate)
+        slot = (accumulate, variant)
+        record = self.graphs.get(slot)
         if record is None or record.key != key:
-            self.graphs.pop(accumulate, None)
+            self.graphs.pop(slot, None)
             if not self.warm:  # no graph at all yet (run passes no sum then)
                 chain.sweep_from_device(self.iteration, accumulate)
                 self.warm = True
                 STATS["eager"] += 1
                 return
-            record = self.graphs[accumulate] = self._capture(chain, key, arrays, accumulate)
+            record = self.graphs[slot] = self._capture(chain, key, arrays, accumulate)
         record.graph.launch()
         STATS["replays"] += 1
 
