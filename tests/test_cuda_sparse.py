@@ -741,7 +741,9 @@ def test_fit_within_a_device_memory_budget_is_the_in_memory_fit(monkeypatch):
     from sklearn_gpulda.datasets import load_kjv_chapters
 
     X = load_kjv_chapters().data
-    params = dict(n_components=20, max_iter=30, random_state=0, device="cuda")
+    # 'sparse' named: a budget takes it, and 'auto' may take the dense engine without one.
+    params = dict(n_components=20, max_iter=30, random_state=0, device="cuda",
+                  algorithm="sparse")
     _, peak = _engine(20).estimate_bytes(tokens(X))
     made = []
     real = streaming.ChunkStream.__init__

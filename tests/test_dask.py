@@ -148,7 +148,10 @@ def test_without_a_client_the_error_says_what_to_do(kjv):
 
 
 # -- GPU workers -------------------------------------------------------------------------------
-GPU_PARAMS = dict(n_components=20, max_iter=25, random_state=0, device="cuda")
+# The sparse engine named: workers run it, while 'auto' on one GPU may take the dense engine
+# (backends/auto_rule.py), whose model is its own.
+GPU_PARAMS = dict(n_components=20, max_iter=25, random_state=0, device="cuda",
+                  algorithm="sparse")
 
 
 @pytest.fixture(scope="module")

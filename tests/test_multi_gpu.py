@@ -237,7 +237,8 @@ def test_estimator_on_two_gpus_is_the_one_gpu_model(kjv, on_device):
     import cupyx.scipy.sparse as csp
 
     X = csp.csr_matrix(kjv.astype(np.float64)) if on_device else kjv
-    params = dict(n_components=30, max_iter=30, random_state=0)
+    # 'sparse' named: several GPUs run it, while 'auto' on one GPU may take the dense engine.
+    params = dict(n_components=30, max_iter=30, random_state=0, algorithm="sparse")
     one = GPULatentDirichletAllocation(device="cuda:0", **params).fit(X)
     two = GPULatentDirichletAllocation(device="cuda:0,1", **params).fit(X)
     listed = GPULatentDirichletAllocation(device=[0, 1], **params).fit(X)

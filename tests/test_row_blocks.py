@@ -135,7 +135,9 @@ def test_gpu_fit_on_blocks_held_and_streamed(kjv, monkeypatch):
     from sklearn_gpulda._runtime.device import Device
 
     X = load_kjv_chapters().data
-    params = dict(PARAMS, device="cuda", n_components=20, max_iter=25)
+    # The sparse engine on both sides: blocks and a budget take it, and 'auto' may take the
+    # dense one for the joined matrix (backends/auto_rule.py).
+    params = dict(PARAMS, device="cuda", n_components=20, max_iter=25, algorithm="sparse")
     one = GPULatentDirichletAllocation(**params).fit(X)
     blocks = _blocks(X, [300, 301, 900])
     _same_model(GPULatentDirichletAllocation(**params).fit(blocks), one)

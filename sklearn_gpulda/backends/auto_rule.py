@@ -20,10 +20,16 @@ from dataclasses import dataclass
 #: ``benchmarks/probes/dense_small_docs.py``, default fits through the public API, H200,
 #: ``doc/performance.md``, "Warps for every document"), dense is 2.1-3.3 times as fast as
 #: sparse on 20 Newsgroups (1.4 M tokens) and 1.8-2.4 on NIPS at K = 16 to 64, 1.5-1.7 on both
-#: at K = 96 and 128 and 1.0-1.2 at 192 and 256: hence K <= 128 from 1 M tokens. Below, KOS
-#: (0.42 M) gained 1.3-1.8 times and the KJV chapters (0.31 M) 1.1-1.2; the 40-chapter corpus
-#: lost (0.8, where the sparse engine replays CUDA graphs). They stay on 'sparse'.
-AUTO_DENSE_BOUNDS = ((1_000_000, 128),)
+#: at K = 96 and 128 and 1.0-1.2 at 192 and 256: hence K <= 128 from 1 M tokens. Once prior
+#: updates stopped waiting on the host (resident fixed points; ``bench_users.py``, H200,
+#: 2026-11-28, ``doc/performance.md``, "Prior updates on the device, waited on once"), smaller
+#: corpora gained as well: dense 1.25-1.8 times as fast as sparse on the KJV chapters' first
+#: 400 and 800 chapters (133 k and 210 k tokens), all of them (308 k) and KOS (420 k) at K = 20,
+#: 1.8-2.4 times at K = 64 and 128; 1.1 times on the first 200 (67 k tokens); and 0.52 times
+#: on the first 40 (11.6 k tokens), where the sparse engine replays CUDA graphs. Hence from
+#: 2^17 tokens, the size below which the sparse engine replays graphs
+#: (``sweep_graph.AUTO_MAX_TOKENS``).
+AUTO_DENSE_BOUNDS = ((1 << 17, 128),)
 
 
 def dense_topic_bound(n_tokens):
