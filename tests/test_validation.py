@@ -52,13 +52,14 @@ def test_device_tokens_equal_host_tokens(kjv, fractional):
         assert dev.weight is None and host.weight is None
 
 
-def test_fit_on_device_input_equals_fit_on_host_input(kjv, monkeypatch):
+@pytest.mark.parametrize("algorithm", ["sparse", "dense"])
+def test_fit_on_device_input_equals_fit_on_host_input(kjv, monkeypatch, algorithm):
     X = kjv[:400]
-    _no_token_arrays(monkeypatch)
-    host = GPULatentDirichletAllocation(12, max_iter=10, random_state=3, device="cuda").fit(X)
-    dev = GPULatentDirichletAllocation(12, max_iter=10, random_state=3, device="cuda").fit(
-        _device_sparse(X)
-    )
+    if algorithm == "sparse":  # the dense engine reads per-token arrays
+        _no_token_arrays(monkeypatch)
+    kw = dict(max_iter=10, random_state=3, device="cuda", algorithm=algorithm)
+    host = GPULatentDirichletAllocation(12, **kw).fit(X)
+    dev = GPULatentDirichletAllocation(12, **kw).fit(_device_sparse(X))
     np.testing.assert_array_equal(dev.components_, host.components_)
     assert dev.n_features_in_ == X.shape[1]
     assert isinstance(dev.components_, np.ndarray)
