@@ -465,7 +465,7 @@ def _kjv():
     return load_kjv_chapters().data
 
 
-def _fit(monkeypatch, graphs, X, **params):
+def _fit(monkeypatch, graphs, X, algorithm="sparse", **params):
     if graphs:
         monkeypatch.setenv(ENV, "1")
     else:
@@ -474,8 +474,15 @@ def _fit(monkeypatch, graphs, X, **params):
 
     sweep_graph.reset_stats()
     lda = GPULatentDirichletAllocation(n_components=20, random_state=0, device="cuda",
-                                       algorithm="sparse", **params).fit(X)
+                                       algorithm=algorithm, **params).fit(X)
     return lda, dict(sweep_graph.STATS)
+
+
+def _assert_same_chain(a, b):
+    """Two samplers in the same state: topics and both count tables."""
+    np.testing.assert_array_equal(a.topics(), b.topics())
+    np.testing.assert_array_equal(a.word_topic_counts(), b.word_topic_counts())
+    np.testing.assert_array_equal(a.doc_topic_counts(), b.doc_topic_counts())
 
 
 def _assert_same_model(a, b):
@@ -561,9 +568,7 @@ def test_graphs_keep_every_chunks_chain(monkeypatch):
     assert stats == [{"eager": 0, "captures": 0, "replays": 0},
                      {"eager": 1, "captures": 2, "replays": 8}]
     off, on = chains
-    np.testing.assert_array_equal(off.topics(), on.topics())
-    np.testing.assert_array_equal(off.word_topic_counts(), on.word_topic_counts())
-    np.testing.assert_array_equal(off.doc_topic_counts(), on.doc_topic_counts())
+    _assert_same_chain(off, on)
     np.testing.assert_array_equal(off.mean_word_topic(), on.mean_word_topic())
     assert off.n_accumulated == on.n_accumulated == 6
 
@@ -612,9 +617,7 @@ def test_a_prior_update_between_runs_reaches_the_replayed_graph(monkeypatch):
     kept, _ = _prior_chain(True, monkeypatch, corpus, [None, None])
     assert off_stats == {"eager": 0, "captures": 0, "replays": 0}
     assert on_stats == {"eager": 1, "captures": 1, "replays": 14}
-    np.testing.assert_array_equal(off.topics(), on.topics())
-    np.testing.assert_array_equal(off.word_topic_counts(), on.word_topic_counts())
-    np.testing.assert_array_equal(off.doc_topic_counts(), on.doc_topic_counts())
+    _assert_same_chain(off, on)
     np.testing.assert_array_equal(off.words.denom.get(), on.words.denom.get())
     assert off.log_likelihood() == on.log_likelihood()
     assert not np.array_equal(on.topics(), kept.topics())
@@ -741,16 +744,6 @@ def test_a_chain_of_two_states_replays_a_graph_for_each():
 
 
 # -- the dense chain ------------------------------------------------------------------------------
-def _dense_fit(monkeypatch, graphs, X, **params):
-    monkeypatch.setenv(ENV, "1" if graphs else "0")
-    from sklearn_gpulda import GPULatentDirichletAllocation
-
-    sweep_graph.reset_stats()
-    lda = GPULatentDirichletAllocation(n_components=20, random_state=0, device="cuda",
-                                       algorithm="dense", **params).fit(X)
-    return lda, dict(sweep_graph.STATS)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("max_iter", [60, None])
 def test_dense_default_fit_is_the_same_with_graphs(monkeypatch, max_iter):
@@ -759,8 +752,8 @@ def test_dense_default_fit_is_the_same_with_graphs(monkeypatch, max_iter):
     # replayed; the adds of averaging capture two more. Learned priors (alpha and beta written
     # in place) never force a capture.
     X = _kjv()
-    off, off_stats = _dense_fit(monkeypatch, False, X, max_iter=max_iter)
-    on, on_stats = _dense_fit(monkeypatch, True, X, max_iter=max_iter)
+    off, off_stats = _fit(monkeypatch, False, X, "dense", max_iter=max_iter)
+    on, on_stats = _fit(monkeypatch, True, X, "dense", max_iter=max_iter)
     _assert_same_model(off, on)
     np.testing.assert_array_equal(off.transform(X[:30]), on.transform(X[:30]))
     assert off_stats == {"eager": 0, "captures": 0, "replays": 0}
@@ -799,9 +792,7 @@ def test_dense_prior_updates_reach_the_replayed_graphs(monkeypatch):
     assert stats == [{"eager": 0, "captures": 0, "replays": 0},
                      {"eager": 1, "captures": 2, "replays": 14}]
     off, on = chains
-    np.testing.assert_array_equal(off.topics(), on.topics())
-    np.testing.assert_array_equal(off.word_topic_counts(), on.word_topic_counts())
-    np.testing.assert_array_equal(off.doc_topic_counts(), on.doc_topic_counts())
+    _assert_same_chain(off, on)
 
 
 def test_dense_graph_obstacles():

@@ -106,6 +106,18 @@ class CudaChain:
             else:
                 stream.synchronize()
 
+    def _written_in_place(self, array, values):
+        """``values`` (host) on the chain's GPU in ``array``, by a copy queued on the current
+        stream, where the sweeps run, so that kernels queued before read the old values and
+        every later one the new, and a sweep captured in a CUDA graph, which holds the address,
+        reads them on its next replay; a new array where ``array`` is None. (The stream is
+        named: CuPy may otherwise copy on the legacy default stream, which a non-blocking
+        current stream's kernels are not ordered with.)"""
+        if array is None:
+            return self.cp.asarray(values)
+        array.set(values, stream=self.cp.cuda.get_current_stream())
+        return array
+
     #: Whether B is stored hybrid (the sparse sampler's property says so for its chain).
     hybrid = False
 

@@ -28,30 +28,19 @@ from .sample_dense import sample_dense_long
 AUTO_MAX_TOKENS = 1 << 20
 
 
-class DenseGraphReplay:
+class DenseGraphReplay(sweep_graph.GraphRuns):
     """The dense chain's runs of sweeps as CUDA graphs, where they can be
     (:meth:`graph_obstacle`) and are wanted (:func:`~..sparse.sweep_graph.enabled`); kernel
     by kernel otherwise."""
 
-    _graphs = None
+    #: The dense engine's bound of the switch.
+    graph_max_tokens = AUTO_MAX_TOKENS
 
-    def sweeps(self, first, last, accumulate_from=None):
-        graphs = self._sweep_graphs()
-        if graphs is None:
-            return super().sweeps(first, last, accumulate_from)
-        with self.device_context():
-            graphs.run(self, first, last, accumulate_from)
+    def _graph_tokens(self):
+        return self._require_state().n_tokens
 
-    def _sweep_graphs(self):
-        st = self._require_state()
-        if (not sweep_graph.enabled(st.n_tokens, limit=AUTO_MAX_TOKENS)
-                or self.graph_obstacle() is not None):
-            self._forget_graphs()
-            return None
-        if self._graphs is None:
-            with self.device_context():
-                self._graphs = sweep_graph.SweepGraphs(self.cp)
-        return self._graphs
+    def _graph_table(self):
+        return self._st.B
 
     def graph_obstacle(self):
         """Why this chain's sweeps cannot be replayed as CUDA graphs, or None where they can."""
@@ -70,14 +59,6 @@ class DenseGraphReplay:
         if not sweep_graph.default_pool_allocates(self.cp):
             return "CuPy's allocator is not its default memory pool"
         return None
-
-    def _forget_graphs(self, accumulate=None):
-        if self._graphs is not None:
-            self._graphs.forget(accumulate)
-
-    #: The tables that change places every sweep: out of the key, named by
-    #: :meth:`graph_variant` instead.
-    _SWAPPED = ("A", "A_next", "B", "B_next")
 
     def graph_inputs(self):
         """What a captured sweep reads (:func:`~..sparse.sweep_graph.fingerprint`): the chain's
@@ -98,15 +79,6 @@ class DenseGraphReplay:
         st.B, st.B_next = st.B_next, st.B
         st.b_current = True
 
-    def running_sum(self):
-        """Averaging's running sum where a captured sweep can add to it in place (float64, the
-        shape of B), else None."""
-        total, B = self._sum, self._st.B
-        if (isinstance(total, self.cp.ndarray) and total.dtype == self.cp.float64
-                and total.shape == B.shape and total.flags.c_contiguous):
-            return total
-        return None
-
     def sweep_from_device(self, iteration, accumulate=False):
         """Queue one sweep as :meth:`sweep` queues it (every document drawn by warps, the fused
         M-step), its iteration read from the device word ``iteration`` and beta from
@@ -126,8 +98,3 @@ class DenseGraphReplay:
         if accumulate:
             model_kernels.accumulate(st.B_next, self.running_sum())
         sample_sparse.advance_iteration(iteration)
-
-    def _discard_sum(self):
-        # The graph that adds to the running sum holds it: let it go with the sum.
-        self._forget_graphs(accumulate=True)
-        super()._discard_sum()

@@ -218,17 +218,10 @@ class CudaDenseSampler(DenseGraphReplay, CudaChain, Sampler):
         st = self._st
         if st is None:
             return
-        cp = self.cp
         with self.device_context():
-            # Written by copies queued on the current stream, where the sweeps run (named: CuPy
-            # may otherwise copy on the legacy default stream; see the sparse chain's).
-            stream = cp.cuda.get_current_stream()
-            alpha = self.alpha.astype(np.float32)
-            if st.alpha is None:
-                st.alpha = cp.asarray(alpha)
-            else:
-                st.alpha.set(alpha, stream=stream)
-            st.prior_word.set(np.array([self.beta, st.n_words * self.beta]), stream=stream)
+            # Written in place: a sweep replayed as a CUDA graph keeps their addresses.
+            st.alpha = self._written_in_place(st.alpha, self.alpha.astype(np.float32))
+            self._written_in_place(st.prior_word, np.array([self.beta, st.n_words * self.beta]))
             # N_d + sum(alpha): the same float64 addition as CuPy's, by a precompiled kernel.
             layout_kernels.document_norms(st.doc_weight, float(self.alpha.sum()), st.doc_norm)
             if not st.fixed and st.b_current:

@@ -12,30 +12,19 @@ from .. import model_kernels
 from . import sample_sparse, sweep_graph
 
 
-class GraphReplay:
+class GraphReplay(sweep_graph.GraphRuns):
     """The sparse chain's runs of sweeps as CUDA graphs, where they can be
     (:func:`~.sweep_graph.graph_obstacle`) and are wanted (:func:`~.sweep_graph.enabled`);
     kernel by kernel otherwise."""
 
-    def sweeps(self, first, last, accumulate_from=None):
-        graphs = self._sweep_graphs()
-        if graphs is None:
-            return super().sweeps(first, last, accumulate_from)
-        with self.device_context():
-            # run charges each sweep and each ordinary add to the stages Sampler.sweeps uses.
-            graphs.run(self, first, last, accumulate_from)
+    #: The sparse engine's bound of the switch (:data:`~.sweep_graph.AUTO_MAX_TOKENS`).
+    graph_max_tokens = sweep_graph.AUTO_MAX_TOKENS
 
-    def _sweep_graphs(self):
-        """The chain's :class:`~.sweep_graph.SweepGraphs` where the switch is on and its sweeps
-        can be replayed as graphs (:func:`~.sweep_graph.graph_obstacle`), else None."""
-        if (not sweep_graph.enabled(self._require().n_tokens)
-                or self.graph_obstacle() is not None):
-            self._forget_graphs()
-            return None
-        if self._graphs is None:
-            with self.device_context():
-                self._graphs = sweep_graph.SweepGraphs(self.cp)
-        return self._graphs
+    def _graph_tokens(self):
+        return self._require().n_tokens
+
+    def _graph_table(self):
+        return self.words.B
 
     def graph_obstacle(self):
         """Why this chain's sweeps cannot be replayed as CUDA graphs, or None where they can
@@ -54,11 +43,6 @@ class GraphReplay:
             shard=self.token_offset != 0 or self.word_frequencies is not None,
             foreign_allocator=not sweep_graph.default_pool_allocates(self.cp))
 
-    def _forget_graphs(self, accumulate=None):
-        graphs = getattr(self, "_graphs", None)
-        if graphs is not None:
-            graphs.forget(accumulate)
-
     def graph_inputs(self):
         """What a captured sweep reads (:func:`~.sweep_graph.fingerprint`): the word side and
         the chunks, whose attributes, the scalars the launches take besides them, and the
@@ -76,15 +60,6 @@ class GraphReplay:
     def after_graph_sweep(self):
         """Nothing for the host to do after a replayed sweep."""
 
-    def running_sum(self):
-        """Averaging's running sum where a captured sweep can add to it in place (float64, the
-        shape of B), else None."""
-        total, B = self._sum, self.words.B
-        if (isinstance(total, self.cp.ndarray) and total.dtype == self.cp.float64
-                and total.shape == B.shape and total.flags.c_contiguous):
-            return total
-        return None
-
     def sweep_from_device(self, iteration, accumulate=False):
         """Queue one sweep as :meth:`sweep` queues it (B stored dense, topic-word side learned,
         nothing profiled), its iteration read from the device word ``iteration`` (uint32, (1,))
@@ -95,8 +70,3 @@ class GraphReplay:
         if accumulate:
             model_kernels.accumulate(self.words.B, self.running_sum())
         sample_sparse.advance_iteration(iteration)
-
-    def _discard_sum(self):
-        # The graph that adds to the running sum holds it: let it go with the sum.
-        self._forget_graphs(accumulate=True)
-        super()._discard_sum()

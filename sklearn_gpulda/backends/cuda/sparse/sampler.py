@@ -296,20 +296,11 @@ class CudaSparseSampler(GraphReplay, OnlineBatchChain, StreamedChain, DocTopicRe
         cp = self.cp
         with self.device_context():
             w = self.words
-            # Alpha and beta's device word are written in place, by copies queued on the
-            # current stream, where the sweeps run: a kernel queued before reads the old
-            # values, every later one the new. A sweep captured in a CUDA graph keeps their
-            # addresses, so it draws with the new priors on its next replay (sweep_graph.py).
-            # The stream is named: without one CuPy may copy on the legacy default stream,
-            # which a non-blocking current stream's kernels are not ordered with.
-            stream = cp.cuda.get_current_stream()
-            alpha = self.alpha.astype(np.float32)
-            if w.alpha is None:
-                w.alpha = cp.asarray(alpha)
-            else:
-                w.alpha.set(alpha, stream=stream)
+            # Alpha and beta's device word are written in place: a sweep captured in a CUDA
+            # graph keeps their addresses (sweep_graph.py).
+            w.alpha = self._written_in_place(w.alpha, self.alpha.astype(np.float32))
             w.beta = self.beta
-            w.beta_word.set(np.array([self.beta], dtype=np.float64), stream=stream)
+            self._written_in_place(w.beta_word, np.array([self.beta], dtype=np.float64))
             self._denominators()
             alpha_sum = float(self.alpha.sum())
             for ch in self._every_chunk():

@@ -337,3 +337,52 @@ class SweepGraphs:
                                "times; a graph must not allocate (its memory could be reused)")
         STATS["captures"] += 1
         return _Graph(key, graph, arrays)
+
+
+class GraphRuns:
+    """What an engine's chain needs to hand its runs of sweeps to :class:`SweepGraphs`: the
+    switch, the graphs' life and averaging's running sum. A mixin of the chains that replay
+    graphs (``sparse/graph_replay.py``, ``dense/graph_replay.py``), which provide
+    ``graph_obstacle()`` (why not, or None), ``_graph_tokens()`` (the chain's tokens, for the
+    switch), ``graph_max_tokens`` (the engine's bound of :func:`enabled`) and
+    ``_graph_table()`` (B, the table averaging adds), besides :class:`SweepGraphs`' contract."""
+
+    _graphs = None
+
+    def sweeps(self, first, last, accumulate_from=None):
+        graphs = self._sweep_graphs()
+        if graphs is None:
+            return super().sweeps(first, last, accumulate_from)
+        with self.device_context():
+            # run charges each sweep and each ordinary add to the stages Sampler.sweeps uses.
+            graphs.run(self, first, last, accumulate_from)
+
+    def _sweep_graphs(self):
+        """The chain's :class:`SweepGraphs` where the switch is on and its sweeps can be
+        replayed as graphs, else None."""
+        if (not enabled(self._graph_tokens(), limit=self.graph_max_tokens)
+                or self.graph_obstacle() is not None):
+            self._forget_graphs()
+            return None
+        if self._graphs is None:
+            with self.device_context():
+                self._graphs = SweepGraphs(self.cp)
+        return self._graphs
+
+    def _forget_graphs(self, accumulate=None):
+        if self._graphs is not None:
+            self._graphs.forget(accumulate)
+
+    def running_sum(self):
+        """Averaging's running sum where a captured sweep can add to it in place (float64, the
+        shape of B), else None."""
+        total, B = self._sum, self._graph_table()
+        if (isinstance(total, self.cp.ndarray) and total.dtype == self.cp.float64
+                and total.shape == B.shape and total.flags.c_contiguous):
+            return total
+        return None
+
+    def _discard_sum(self):
+        # The graph that adds to the running sum holds it: let it go with the sum.
+        self._forget_graphs(accumulate=True)
+        super()._discard_sum()
