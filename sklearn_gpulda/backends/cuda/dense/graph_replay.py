@@ -60,6 +60,10 @@ class DenseGraphReplay(sweep_graph.GraphRuns):
             return "CuPy's allocator is not its default memory pool"
         return None
 
+    #: The tables that change places every sweep: out of the key, named by
+    #: :meth:`graph_variant` instead.
+    _SWAPPED = ("A", "A_next", "B", "B_next")
+
     def graph_inputs(self):
         """What a captured sweep reads (:func:`~..sparse.sweep_graph.fingerprint`): the chain's
         state, the scalars its launches take, and the tables :meth:`graph_variant` names."""
