@@ -138,12 +138,16 @@ __device__ __forceinline__ void alpha_iterations(
 }
 
 // The iterations of update_beta (see beta_fixed_point below); totals of any integer or float
-// type (exact as doubles).
+// type (exact as doubles). count and n_cells are not __restrict__: beta_fixed_point_bins writes
+// them in the same launch, and a restricted const pointer lets the compiler read through the
+// non-coherent cache.
 template <typename TotalT>
-__device__ __forceinline__ void beta_iterations(
-    double* __restrict__ beta, const double* __restrict__ count, const double* __restrict__ n_cells,
-    int n_values, const TotalT* __restrict__ totals, int n_topics, double n_words,
-    int max_iterations, double tolerance, double floor_value, double* __restrict__ scratch) {
+__device__ __forceinline__ void beta_iterations(double* __restrict__ beta, const double* count,
+                                                const double* n_cells, int n_values,
+                                                const TotalT* __restrict__ totals, int n_topics,
+                                                double n_words, int max_iterations,
+                                                double tolerance, double floor_value,
+                                                double* __restrict__ scratch) {
   double* cell_gain = scratch;
   double* total_gain = scratch + n_values;
   __shared__ double s_beta;
@@ -261,8 +265,9 @@ __device__ __forceinline__ int pow2_at_least(int n) {
   return m;
 }
 
-// First i in [0, n) with v[i] >= key, else n.
-__device__ __forceinline__ int lower_bound(const int* __restrict__ v, int n, int key) {
+// First i in [0, n) with v[i] >= key, else n. (v is not __restrict__: alpha_pairs writes it in
+// the same launch.)
+__device__ __forceinline__ int lower_bound(const int* v, int n, int key) {
   int lo = 0;
   int hi = n;
   while (lo < hi) {
