@@ -320,7 +320,7 @@ class Sampler(abc.ABC):
         theirs through the host; None where it cannot, and the caller reads each histogram
         (:meth:`doc_topic_table`, :meth:`word_topic_histogram`) and runs :meth:`learn_alpha`
         and :meth:`learn_beta` on it. This base class cannot (a CUDA chain can:
-        :meth:`~sklearn_gpulda.backends.cuda.chain.CudaChain.learn_priors`)."""
+        :meth:`~sklearn_gpulda.backends.cuda.resident_priors.ResidentPriors.learn_priors`)."""
         return None
 
     def learn_alpha(self, alpha, table, rest, length, n_length):
