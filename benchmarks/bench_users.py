@@ -17,12 +17,15 @@ run again under ``torch.profiler``, and the differences give per sweep: the kern
 They also give the host's queueing calls per sweep (``launches``: kernel launches, graph
 launches and memsets, each a call the host makes into the CUDA API).
 
-``--graphs on`` or ``off`` replays the sparse engine's sweeps as CUDA graphs for every fit of
-the run, or never (``SKLEARN_GPULDA_CUDA_GRAPHS=1`` or ``0``,
+``--algorithm`` fits every point with that engine (default: the estimator's ``'auto'``); each row
+names the engine the fit took.
+
+``--graphs on`` or ``off`` replays the sweeps (of either engine) as CUDA graphs for every fit
+of the run, or never (``SKLEARN_GPULDA_CUDA_GRAPHS=1`` or ``0``,
 ``sklearn_gpulda/backends/cuda/sparse/sweep_graph.py``); the default, ``auto``, leaves the
-choice to the package (chains of at most ``AUTO_MAX_TOKENS`` tokens). Each row reports the
-graph replays per sweep of its timed fits. Run the same command with each, on the same machine,
-to compare.
+choice to the package (chains of at most each engine's ``AUTO_MAX_TOKENS`` tokens). Each row
+reports the graph replays per sweep of its timed fits. Run the same command with each, on the
+same machine, to compare.
 
 ``--grid`` times ``GridSearchCV`` over 10 values of ``n_components`` with 5 folds on the first
 corpus given. ``--first-fit`` runs, in fresh processes with an empty CuPy kernel cache
