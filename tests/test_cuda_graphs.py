@@ -478,6 +478,18 @@ def _fit(monkeypatch, graphs, X, algorithm="sparse", **params):
     return lda, dict(sweep_graph.STATS)
 
 
+def _without_and_with_graphs(monkeypatch, run):
+    """``run()`` (which makes, loads and sweeps a chain) with graphs off, then on: the two
+    chains and what the graphs did in each."""
+    chains, stats = [], []
+    for graphs in (False, True):
+        monkeypatch.setenv(ENV, "1" if graphs else "0")
+        sweep_graph.reset_stats()
+        chains.append(run())
+        stats.append(dict(sweep_graph.STATS))
+    return chains, stats
+
+
 def _assert_same_chain(a, b):
     """Two samplers in the same state: topics and both count tables."""
     np.testing.assert_array_equal(a.topics(), b.topics())
@@ -545,13 +557,8 @@ def test_graphs_keep_every_chunks_chain(monkeypatch):
     from sklearn_gpulda.backends.cuda.sparse.sampler import CudaSparseSampler
 
     corpus = tokens(sp.csr_matrix(_kjv()))
-    chains, stats = [], []
-    for graphs in (False, True):
-        if graphs:
-            monkeypatch.setenv(ENV, "1")
-        else:
-            monkeypatch.setenv(ENV, "0")
-        sweep_graph.reset_stats()
+
+    def run():
         chain = CudaSparseSampler(32, 0.1, 0.01, 99, Device("cuda", (0,)),
                                   max_chunk_tokens=60_000)
         chain.load(corpus)
@@ -560,8 +567,9 @@ def test_graphs_keep_every_chunks_chain(monkeypatch):
         chain.sweeps(1, 4)
         chain.accumulate_word_topic()
         chain.sweeps(5, 9, accumulate_from=5)
-        chains.append(chain)
-        stats.append(dict(sweep_graph.STATS))
+        return chain
+
+    chains, stats = _without_and_with_graphs(monkeypatch, run)
     # Without graphs, none. With them, sweeps 1-4: sweep 1 eager, a capture at 2, replays 2-4;
     # sweeps 5-9 add to the running sum made after sweep 4: a capture of the graph with the
     # add, replays 5-9.
@@ -773,10 +781,8 @@ def test_dense_prior_updates_reach_the_replayed_graphs(monkeypatch):
     from sklearn_gpulda.backends.cuda.dense.sampler import CudaDenseSampler
 
     corpus = tokens(sp.csr_matrix(_kjv()[:300]))
-    chains, stats = [], []
-    for graphs in (False, True):
-        monkeypatch.setenv(ENV, "1" if graphs else "0")
-        sweep_graph.reset_stats()
+
+    def run():
         chain = CudaDenseSampler(20, 0.1, 0.01, 3, Device("cuda", (0,)))
         chain.load(corpus)
         chain.init_topics()
@@ -787,8 +793,9 @@ def test_dense_prior_updates_reach_the_replayed_graphs(monkeypatch):
         chain.set_priors(alpha=0.3, beta=0.002)
         chain.sweeps(11, 15)
         assert (chain._st.alpha.data.ptr, chain._st.prior_word.data.ptr) == at
-        chains.append(chain)
-        stats.append(dict(sweep_graph.STATS))
+        return chain
+
+    chains, stats = _without_and_with_graphs(monkeypatch, run)
     assert stats == [{"eager": 0, "captures": 0, "replays": 0},
                      {"eager": 1, "captures": 2, "replays": 14}]
     off, on = chains

@@ -354,8 +354,12 @@ class CudaChain(ResidentPriors):
         return count, n_cells, totals
 
     def _host_topic_totals(self, B):
-        """The topic totals of the word-major table ``B`` on the host, float64 (a chain that
-        keeps them exact on the device reads them from there)."""
+        """The topic totals of the word-major table ``B`` on the host, float64: the chain's
+        exact totals on the device (``_topic_totals_device``) where it keeps them, else B's
+        column sums."""
+        totals = self._topic_totals_device()
+        if totals is not None:
+            return totals.get().astype(np.float64)
         return B.sum(axis=0, dtype=self.cp.float64).get()
 
     def _hybrid_histogram(self):

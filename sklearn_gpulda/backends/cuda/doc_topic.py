@@ -65,7 +65,8 @@ class KeyBins:
 
     def on_host(self):
         """``(table, keys, n)`` host arrays: ``n[i]`` documents hold the pair of ``keys[i]``
-        (sorted, distinct); None where the keys overflowed their room (weighted counts only)."""
+        (sorted, distinct); None where the keys overflowed their room (the kernels stop
+        listing there; integer counts never reach it)."""
         host = self._buffer.get()
         cells = self.table.size
         n_over = int(host[cells])

@@ -404,22 +404,14 @@ class CudaDenseSampler(DenseGraphReplay, CudaChain, Sampler):
             return st.A.get().astype(np.float64)
 
     def _topic_totals_device(self):
-        # B's column sums exactly (integer counts), by a precompiled kernel, from the B the
-        # caller has just made current (_word_major_device).
+        # B's column sums exactly (integer counts), by a precompiled kernel (CuPy's float64
+        # reduction would compile), from the B the caller has just made current
+        # (_word_major_device).
         st = self._st
         if not st.fused:
             return None
         _mstep.topic_totals(st.B, st.totals, self._sm_count())
         return st.totals
-
-    def _host_topic_totals(self, B):
-        # Integer counts: their column sums exactly, by a precompiled kernel (CuPy's float64
-        # reduction would compile), the same numbers.
-        st = self._st
-        if not st.fused:
-            return super()._host_topic_totals(B)
-        _mstep.topic_totals(B, st.totals, self._sm_count())
-        return st.totals.get().astype(np.float64)
 
     # -- A's histogram, for learning alpha ------------------------------------------------------
     def _doc_topic_bins(self):

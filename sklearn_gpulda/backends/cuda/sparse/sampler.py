@@ -415,6 +415,8 @@ class CudaSparseSampler(GraphReplay, OnlineBatchChain, StreamedChain, DocTopicRe
         self._denominators()
 
     def _topic_totals_device(self):
+        # The chain's own totals, summed after the sweep: for integer counts they are B's
+        # column sums exactly, and reading them spares a reduction over the whole table.
         w = self.words
         if self._exact_totals() and w.bhat_fixed is None:
             return w.totals
@@ -422,14 +424,6 @@ class CudaSparseSampler(GraphReplay, OnlineBatchChain, StreamedChain, DocTopicRe
 
     def _alpha_bins_device(self):
         return self.doc_topic_bins_device(self.corpus)
-
-    def _host_topic_totals(self, B):
-        # The chain's own totals, summed after the sweep: for integer counts they are B's
-        # column sums exactly, and reading them spares a reduction over the whole table.
-        w = self.words
-        if self._exact_totals() and w.bhat_fixed is None:
-            return w.totals.get()
-        return super()._host_topic_totals(B)
 
     def _exact_totals(self):
         """Whether the totals and denominators take one kernel (``counts.topic_totals``): B
