@@ -16,9 +16,11 @@ constexpr int kMaxTopics = 65536;
 // Above this K (or when the word's table does not fit a block's shared memory) the sampler keeps
 // the table's leaves in global memory and long documents count their topics window by window.
 constexpr int kSharedMaxTopics = 32768;
-// Sampler blocks: 256 threads (SaberLDA 4.2 found 256 best) while the word's table is small; up to
-// 1,024 when the table's shared memory would leave too few warps per SM.
-constexpr int kSampleBlock = 256;
+// Sampler blocks: 128 threads while the word's table is small; up to 1,024 when the table's shared
+// memory would leave too few warps per SM. SaberLDA (4.2) found 256 best, but a block's warps wait
+// at a barrier for its work item's last token, and most items are words of a few dozen tokens:
+// four warps instead of eight sampled 1.1-1.5x faster on an H200 (doc/performance.md).
+constexpr int kSampleBlock = 128;
 constexpr int kSampleBlockMax = 1024;
 // Counting kernels (counts.cu): block size, the longest document a warp sorts in shared memory,
 // and the largest K at which a warp keeps a K-bin histogram.

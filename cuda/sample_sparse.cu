@@ -14,9 +14,9 @@
 
 namespace gpulda {
 
-// Blocks of kSampleBlock threads while the word's table is small; the host launches 512 or 1,024
-// when the table's shared memory would leave fewer than 64 warps per SM, because the per-token
-// gather of A rows needs many warps in flight to hide its latency.
+// Blocks of kSampleBlock threads while the word's table is small; the host launches larger ones
+// (up to 1,024) when the table's shared memory would leave fewer warps per SM, because the
+// per-token gather of A rows needs many warps in flight to hide its latency.
 static_assert(kSampleBlock % kWarp == 0, "sampler block must be whole warps");
 static_assert(kSampleBlock >= kWarp * 2, "tree build assumes several warps per block");
 // One work item: tokens [begin, end) of the chunk's PDOW order, all of relabelled word `word`;

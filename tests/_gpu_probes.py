@@ -63,7 +63,7 @@ def draw_fixed_row(a_row, bhat, alpha, own, own_w, u, packed, word_side=None, la
     k = bhat.size
     out = cp.empty(u.size, dtype=cp.int32)
     alpha = np.broadcast_to(np.asarray(alpha, np.float32), (k,))
-    from sklearn_gpulda.backends.cuda.constants import SHARED_MAX_TOPICS
+    from sklearn_gpulda.backends.cuda.constants import SAMPLE_BLOCK, SHARED_MAX_TOPICS
     from sklearn_gpulda.backends.cuda.sparse.sample_sparse import tree_floats
 
     if large is None:
@@ -79,7 +79,7 @@ def draw_fixed_row(a_row, bhat, alpha, own, own_w, u, packed, word_side=None, la
     else:
         b_row = cp.asarray(word_side[0], dtype=cp.float32)
         denom, beta = cp.asarray(word_side[1], dtype=cp.float64), word_side[2]
-    fn((grid,), (256,),
+    fn((grid,), (SAMPLE_BLOCK,),
        (cp.asarray(ent), np.int32(nz.size), cp.asarray(bhat, dtype=cp.float32),
         cp.asarray(np.ascontiguousarray(alpha)), b_row if b_row is not None else np.uintp(0),
         denom if denom is not None else np.uintp(0), np.float64(beta), np.int32(k), np.int32(own),

@@ -42,23 +42,37 @@ def large_k_shape(smem_block, regs, block, n_sm, regs_sm=65536, max_threads_sm=2
     return n_sm * per_sm, block, smem_block
 
 
-def sample_shape(smem_block, smem_sm, max_threads_sm=2048):
+#: The smallest block :func:`sample_shape` considers (``kSampleBlock``, 128 threads). A block
+#: walks one work item at a time and its warps wait at a barrier for the item's last token, so
+#: a word of few tokens leaves most of a large block idle; ``benchmarks/probes/sampler_block.py``
+#: times other sizes.
+FIRST_BLOCK = SAMPLE_BLOCK
+
+
+def sample_shape(smem_block, smem_sm, max_threads_sm=2048, max_blocks_sm=32, warp_regs=0,
+                 regs_sm=65536):
     """Sampler block size and resident blocks per SM: the smallest block reaching the most warps.
 
     A large K takes enough shared memory per block (the word's Bhat row and tree) to cap resident
-    blocks; larger blocks then keep the SM's warp slots full.
+    blocks; larger blocks then keep the SM's warp slots full. ``max_blocks_sm`` and the
+    registers a warp holds (``warp_regs``, allocation granularity included; 0: not limiting)
+    cap the resident blocks too.
     """
     best = None
-    block = SAMPLE_BLOCK
+    block = FIRST_BLOCK
     while block <= SAMPLE_BLOCK_MAX:
-        per_sm = max(1, min(max_threads_sm // block, smem_sm // (smem_block + 1024)))
+        per_sm = min(max_threads_sm // block, smem_sm // (smem_block + 1024), max_blocks_sm)
+        if warp_regs:
+            per_sm = min(per_sm, regs_sm // (warp_regs * (block // WARP)))
+        per_sm = max(1, per_sm)
         if best is None or per_sm * block > best[0] * best[1]:
             best = (block, per_sm)
         block *= 2
     return best
 
 
-def launch_shape(n_topics, device_index, n_sm, smem_sm, smem_block_max):
+def launch_shape(n_topics, device_index, n_sm, smem_sm, smem_block_max, max_blocks_sm=32,
+                 regs_sm=65536):
     """Whether K takes the large-K kernels, and the sampler's (grid, block, shared bytes).
 
     Past 32,768 topics, or where the word's table outgrows a block's shared memory, the Bhat row
@@ -69,7 +83,9 @@ def launch_shape(n_topics, device_index, n_sm, smem_sm, smem_block_max):
         regs = sampler_registers(device_index)
         return True, large_k_shape(tree_floats(n_topics, leaves=False) * 4, regs, LARGE_K_BLOCK,
                                    n_sm)
-    block, per_sm = sample_shape(smem + SAMPLER_STATIC_SHARED, smem_sm)
+    block, per_sm = sample_shape(smem + SAMPLER_STATIC_SHARED, smem_sm,
+                                 max_blocks_sm=max_blocks_sm,
+                                 warp_regs=warp_registers(device_index), regs_sm=regs_sm)
     return False, (n_sm * per_sm, block, smem)
 
 
@@ -95,6 +111,17 @@ def sampler_registers(device_index):
     with cupy.cuda.Device(device_index):
         fn = _kernels.get_function(STEM, "sample_tokens_u16_wide_large")
         return int(getattr(fn, "num_regs", 0)) or 48
+
+
+def warp_registers(device_index):
+    """Registers a warp of the packed sampler holds (per-thread count rounded up to the
+    allocation unit of 256 per warp); 0 where the kernel does not say."""
+    import cupy
+
+    with cupy.cuda.Device(device_index):
+        fn = _kernels.get_function(STEM, "sample_tokens_u16_packed")
+        regs = int(getattr(fn, "num_regs", 0))
+    return -(-regs * WARP // 256) * 256
 
 
 def _token_walk(kernel, chunk, words, shape, tail, suffix=""):

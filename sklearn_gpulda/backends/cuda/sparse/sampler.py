@@ -146,8 +146,10 @@ class CudaSparseSampler(GraphReplay, OnlineBatchChain, StreamedChain, DocTopicRe
             self._n_sm = int(props["multiProcessorCount"])
             smem_sm = int(props["sharedMemPerMultiprocessor"])
             smem_block_max = int(props.get("sharedMemPerBlockOptin", props["sharedMemPerBlock"]))
+            max_blocks_sm = int(props.get("maxBlocksPerMultiProcessor", 16))
+            regs_sm = int(props.get("regsPerMultiprocessor", 65536))
         self.large_k, self._shape = sample_sparse.launch_shape(
-            self.n_topics, self.gpu, self._n_sm, smem_sm, smem_block_max)
+            self.n_topics, self.gpu, self._n_sm, smem_sm, smem_block_max, max_blocks_sm, regs_sm)
 
     #: Every variant of the draw kernel (:mod:`..process_memory` plans for the largest local
     #: memory among them) and the layout's module.
