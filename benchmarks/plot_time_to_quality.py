@@ -66,16 +66,20 @@ def read_default_stops(folder, tol=stopping.TOLERANCE):
 
 
 def read_reference(folders, system=REFERENCE_SYSTEM):
-    """``{(corpus, K): (converged_ll, converged_s)}`` of ``system``'s converged runs in peers.py
-    results folders (a later folder's run replaces an earlier one's)."""
+    """``{(corpus, K): (converged_ll, converged_s, cores)}`` of ``system``'s converged runs in
+    peers.py results folders (a later folder's run replaces an earlier one's); ``cores`` is the
+    CPU cores its seconds were measured on (None where the summary does not say), since a
+    reference run on another machine than the curves' is the usual case at K = 1,000."""
     reference = {}
     for folder in folders:
         with open(Path(folder) / "summary.csv", newline="") as fh:
             for row in csv.DictReader(fh):
                 if row["system"] != system or row.get("converged") not in ("True", "true", "1"):
                     continue
+                cores = row.get("cores") or None
                 reference[(row["corpus"], int(row["n_topics"]))] = (
-                    float(row["converged_ll"]), float(row["converged_s"]))
+                    float(row["converged_ll"]), float(row["converged_s"]),
+                    None if cores is None else int(cores))
     return reference
 
 
@@ -84,13 +88,13 @@ def summarise(curve, stop, reference):
     reaches the reference (NaN where it does not)."""
     by_sweep = {sweep: (seconds, heldout) for sweep, seconds, heldout in curve}
     row = dict(stop_sweep=math.nan, stop_s=math.nan, stop_ll=math.nan, ref_ll=math.nan,
-               ref_s=math.nan, reach_s=math.nan, sooner=math.nan)
+               ref_s=math.nan, ref_cores=None, reach_s=math.nan, sooner=math.nan)
     if stop is not None and stop[0] in by_sweep:
         row.update(stop_sweep=stop[0], stop_s=by_sweep[stop[0]][0], stop_ll=by_sweep[stop[0]][1])
     best = max(curve, key=lambda p: p[2])
     row.update(best_sweep=best[0], best_s=best[1], best_ll=best[2])
     if reference is not None:
-        row.update(ref_ll=reference[0], ref_s=reference[1])
+        row.update(ref_ll=reference[0], ref_s=reference[1], ref_cores=reference[2])
         reached = [seconds for _, seconds, heldout in curve if heldout >= reference[0]]
         if reached:
             row.update(reach_s=reached[0], sooner=reference[1] / reached[0])
@@ -101,6 +105,10 @@ def _fmt(value, spec):
     return "-" if isinstance(value, float) and math.isnan(value) else format(value, spec)
 
 
+def _on_cores(cores):
+    return "" if cores is None else f" ({cores} cores)"
+
+
 def print_table(rows):
     print("| corpus | K | default stop (sweeps) | its seconds | its held-out | tomotopy converged "
           "| its seconds | ours first at or above it (s) | times sooner | best held-out (sweeps) |")
@@ -108,7 +116,8 @@ def print_table(rows):
     for (corpus, k), r in rows:
         print(f"| {corpus} | {k:,} | {_fmt(r['stop_sweep'], ',')} | {_fmt(r['stop_s'], '.2f')} "
               f"| {_fmt(r['stop_ll'], '.4f')} | {_fmt(r['ref_ll'], '.4f')} "
-              f"| {_fmt(r['ref_s'], '.1f')} | {_fmt(r['reach_s'], '.2f')} "
+              f"| {_fmt(r['ref_s'], '.1f')}{_on_cores(r['ref_cores'])} "
+              f"| {_fmt(r['reach_s'], '.2f')} "
               f"| {_fmt(r['sooner'], '.0f')} | {r['best_ll']:.4f} ({r['best_sweep']:,}) |")
 
 
@@ -133,9 +142,9 @@ def plot(curves, stops, reference, path):
             ax.plot([seconds[i]], [heldout[i]], marker="o", color="black", linestyle="none",
                     label=f"default stop ({stop[0]:,} sweeps)")
         if key in reference:
-            ll, s = reference[key]
+            ll, s, cores = reference[key]
             ax.axhline(ll, color="tab:red", linestyle="--",
-                       label=f"{REFERENCE_SYSTEM} converged ({s:,.0f} s)")
+                       label=f"{REFERENCE_SYSTEM} converged ({s:,.0f} s{_on_cores(cores)})")
         ax.set_xscale("log")
         ax.set_title(f"{key[0]}, K = {key[1]:,}")
         ax.set_xlabel("seconds of fitting")

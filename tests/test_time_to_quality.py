@@ -52,14 +52,14 @@ def test_the_table_reads_the_curve_the_stop_and_the_reference(curves, tmp_path, 
     reached_at = next(s for _, s, ll in curve if ll >= level)
     reference = _reference(tmp_path / "peers", [
         dict(corpus="kjv", n_topics=5, system="tomotopy", converged="True",
-             converged_ll=level, converged_s=12.5),
+             converged_ll=level, converged_s=12.5, cores=2),
         dict(corpus="kjv", n_topics=5, system="sklearn", converged="True",
              converged_ll=0.0, converged_s=1.0),  # another system: not the reference
     ])
     rows = ttq.main([str(curves), "--reference", str(reference), "--out", str(tmp_path)])
     (key, row), = rows
     assert key == ("kjv", 5)
-    assert row["ref_ll"] == level and row["ref_s"] == 12.5
+    assert row["ref_ll"] == level and row["ref_s"] == 12.5 and row["ref_cores"] == 2
     assert row["reach_s"] == reached_at and row["sooner"] == pytest.approx(12.5 / reached_at)
     stops = ttq.read_default_stops(curves)
     assert row["stop_sweep"] == stops[("kjv", 5)][0]
@@ -67,6 +67,7 @@ def test_the_table_reads_the_curve_the_stop_and_the_reference(curves, tmp_path, 
     assert (tmp_path / "time_to_quality.png").stat().st_size > 0
     printed = capsys.readouterr().out
     assert f"| {row['reach_s']:.2f} |" in printed and "| kjv | 5 |" in printed
+    assert "| 12.5 (2 cores) |" in printed
 
 
 def test_a_reference_above_the_curve_is_never_reached(curves, tmp_path):
@@ -76,4 +77,5 @@ def test_a_reference_above_the_curve_is_never_reached(curves, tmp_path):
              converged_ll=best + 0.5, converged_s=3.0)])
     (_, row), = ttq.main([str(curves), "--reference", str(reference), "--no-plot"])
     assert row["ref_ll"] == best + 0.5 and row["reach_s"] != row["reach_s"]  # NaN
+    assert row["ref_cores"] is None  # the summary does not say
     assert row["best_ll"] == best
