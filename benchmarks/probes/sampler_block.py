@@ -44,15 +44,20 @@ def corpus_tokens(name, scale):
     return tokens(X_train)
 
 
-def one_point(cp, corpus, n_topics, block, piece, iters):
-    """Sweeps of one setting: mean ms of the sweep and of sampling, the block the launch took,
-    and the chain's log-likelihood (its fingerprint)."""
+def one_point(cp, corpus, n_topics, block, piece, iters, exact=False, storage=None):
+    """Sweeps of one setting (B stored as ``storage`` says, the sampler's choice where None):
+    mean ms of the sweep and of sampling, the block the launch took, and the chain's
+    log-likelihood (its fingerprint). ``exact``: the launch takes ``block``
+    itself, not the smallest block from it on that holds the most warps."""
     from sklearn_gpulda.backends.cuda.sparse import layout, sample_sparse
 
-    saved = sample_sparse.FIRST_BLOCK, layout.PIECE
+    saved = sample_sparse.FIRST_BLOCK, sample_sparse.SAMPLE_BLOCK_MAX, layout.PIECE
     sample_sparse.FIRST_BLOCK, layout.PIECE = block, piece
+    if exact:
+        sample_sparse.SAMPLE_BLOCK_MAX = block
     try:
-        sampler = cuda_sampler("sparse", n_topics, 50.0 / n_topics, 0.01, 0)
+        options = {} if storage is None else {"word_topic_storage": storage}
+        sampler = cuda_sampler("sparse", n_topics, 50.0 / n_topics, 0.01, 0, **options)
         try:
             timed = run_sweeps(cp, sampler, corpus, iters)
             loglik = float(sampler.log_likelihood())
@@ -60,7 +65,7 @@ def one_point(cp, corpus, n_topics, block, piece, iters):
         finally:
             sampler.release()
     finally:
-        sample_sparse.FIRST_BLOCK, layout.PIECE = saved
+        sample_sparse.FIRST_BLOCK, sample_sparse.SAMPLE_BLOCK_MAX, layout.PIECE = saved
     ms = after_first(timed["ms"])
     sample = after_first([s.get("sample", float("nan")) for s in timed["stages"]])
     return dict(ms=sum(ms) / len(ms), sample_ms=sum(sample) / len(sample), grid=shape[0],
@@ -74,6 +79,10 @@ def main(argv=None):
     p.add_argument("--scale", type=float, default=0.25, help="the NYTimes shape's scale")
     p.add_argument("--blocks", type=int, nargs="+", default=[256, 128, 64])
     p.add_argument("--pieces", type=int, nargs="+", default=[4096, 1024])
+    p.add_argument("--exact", action="store_true",
+                   help="launch exactly each block of --blocks (default: the smallest block from "
+                        "it on that holds the most warps, as the sampler chooses)")
+    p.add_argument("--storage", choices=["dense", "hybrid", "auto"], default=None)
     p.add_argument("--iters", type=int, default=11)
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
@@ -89,7 +98,8 @@ def main(argv=None):
         base = None
         for piece in args.pieces:
             for block in args.blocks:
-                r = one_point(cp, corpus, int(k), block, piece, args.iters)
+                r = one_point(cp, corpus, int(k), block, piece, args.iters, args.exact,
+                              args.storage)
                 r.update(corpus=name, n_topics=int(k), first_block=block, piece=piece,
                          tokens=int(corpus.n_tokens))
                 base = base or r
