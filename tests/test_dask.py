@@ -41,7 +41,16 @@ def reference(kjv):
 def _cluster(n_workers):
     cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                        dashboard_address=None)
-    return cluster, distributed.Client(cluster)
+    return cluster, _client(cluster, n_workers)
+
+
+def _client(cluster, n_workers):
+    """A client of ``cluster`` once its ``n_workers`` workers are known to the scheduler: a fit
+    cuts the counts among the workers it sees, and a worker process still registering (seen
+    with the GPU suite's three pytest processes starting theirs at once) would leave it out."""
+    client = distributed.Client(cluster)
+    client.wait_for_workers(n_workers, timeout=120)
+    return client
 
 
 def _same_model(a, b):
@@ -235,7 +244,7 @@ def test_two_dask_cuda_workers_sum_in_place(kjv, gpu_reference, monkeypatch):
     dask_cuda = pytest.importorskip("dask_cuda")
     joined = _spy_on_nccl(monkeypatch)
     with dask_cuda.LocalCUDACluster(n_workers=2, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+            _client(cluster, 2) as client:
         model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
         _same_model(model, gpu_reference)
     assert joined == [2]
@@ -268,7 +277,7 @@ def test_workers_summing_changed_cells_give_the_one_gpu_model(kjv, gpu_reference
         records[:] = self.exchange_records()
 
     monkeypatch.setattr(_nccl_sampler.NcclDaskSampler, "sweeps", sweeps)
-    with local_gpu_cluster(2) as cluster, distributed.Client(cluster) as client:
+    with local_gpu_cluster(2) as cluster, _client(cluster, 2) as client:
         model = LatentDirichletAllocation(client=client, **GPU_PARAMS).fit(kjv)
     _same_model(model, gpu_reference)
     n_sweeps = GPU_PARAMS["max_iter"]
@@ -576,7 +585,7 @@ def test_gpu_cluster_gives_each_worker_its_own_gpu_first():
     # workers this config).
     with dask.config.set({"distributed.diagnostics.nvml": False}), \
             local_gpu_cluster(2, use_dask_cuda=False, gpus=["3", "5"]) as cluster, \
-            distributed.Client(cluster) as client:
+            _client(cluster, 2) as client:
         assert sorted(client.run(visible).values()) == ["3,5", "5,3"]
     with pytest.raises(ValueError, match="3 GPU workers asked for, 2 GPU"):
         local_gpu_cluster(3, gpus=["0", "1"])
@@ -617,7 +626,7 @@ def test_two_gpu_workers_run_the_sweeps_themselves(kjv, gpu_reference, n_topics,
                  else GPULatentDirichletAllocation(**params).fit(kjv))
     joined = _spy_on_nccl(monkeypatch)
     counts = _count_shard_calls(monkeypatch)
-    with local_gpu_cluster(2) as cluster, distributed.Client(cluster) as client:
+    with local_gpu_cluster(2) as cluster, _client(cluster, 2) as client:
         model = LatentDirichletAllocation(client=client, **params).fit(kjv)
     _same_model(model, reference)
     assert joined == [2]
@@ -640,7 +649,7 @@ def test_a_worker_lost_inside_a_run_fails_the_fit_and_the_model_stays(kjv, monke
 
     if nccl_module() is None:
         pytest.skip("CuPy has no NCCL here")
-    with local_gpu_cluster(2) as cluster, distributed.Client(cluster) as client:
+    with local_gpu_cluster(2) as cluster, _client(cluster, 2) as client:
         model = LatentDirichletAllocation(client=client, **dict(GPU_PARAMS, max_iter=3)).fit(kjv)
         before = model.components_.copy()
         workers = sorted(client.scheduler_info()["workers"])
@@ -731,7 +740,7 @@ def test_seeded_gpu_workers_equal_one_gpu_fit(kjv, cluster_kind, monkeypatch):
         if nccl_module() is None:
             pytest.skip("CuPy has no NCCL here")
         cluster = local_gpu_cluster(2)
-        client = distributed.Client(cluster)
+        client = _client(cluster, 2)
     with cluster, client:
         model = LatentDirichletAllocation(client=client, **params).fit(kjv)
     assert joined == ([] if cluster_kind == "shared-gpu" else [2])
