@@ -127,6 +127,7 @@ def plot(curves, stops, reference, path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     keys = sorted(curves)
     n_cols = min(3, len(keys))
@@ -146,6 +147,8 @@ def plot(curves, stops, reference, path):
             ax.axhline(ll, color="tab:red", linestyle="--",
                        label=f"{REFERENCE_SYSTEM} converged ({s:,.0f} s{_on_cores(cores)})")
         ax.set_xscale("log")
+        # Minor ticks' labels (2 x 10^-1, 3 x 10^-1, ...) run into each other on short spans.
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(f"{key[0]}, K = {key[1]:,}")
         ax.set_xlabel("seconds of fitting")
         ax.set_ylabel("held-out log-likelihood / token")
@@ -153,7 +156,7 @@ def plot(curves, stops, reference, path):
     for ax in axes.ravel()[len(keys):]:
         ax.set_visible(False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
 
 
