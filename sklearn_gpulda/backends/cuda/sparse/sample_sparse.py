@@ -103,24 +103,25 @@ def init_topics(t0, n_topics, seed, iteration, stream, z, sweep=0):
     )
 
 
-def sampler_registers(device_index):
-    """Registers per thread of the large-K sampler on this device (they bound its resident
-    blocks, hence its grid and its global scratch)."""
+def _registers(device_index, kernel):
+    """Registers per thread of one of this module's kernels on a device (0 where CuPy does not
+    say)."""
     import cupy
 
     with cupy.cuda.Device(device_index):
-        fn = _kernels.get_function(STEM, "sample_tokens_u16_wide_large")
-        return int(getattr(fn, "num_regs", 0)) or 48
+        return int(getattr(_kernels.get_function(STEM, kernel), "num_regs", 0))
+
+
+def sampler_registers(device_index):
+    """Registers per thread of the large-K sampler on this device (they bound its resident
+    blocks, hence its grid and its global scratch)."""
+    return _registers(device_index, "sample_tokens_u16_wide_large") or 48
 
 
 def warp_registers(device_index):
     """Registers a warp of the packed sampler holds (per-thread count rounded up to the
     allocation unit of 256 per warp); 0 where the kernel does not say."""
-    import cupy
-
-    with cupy.cuda.Device(device_index):
-        fn = _kernels.get_function(STEM, "sample_tokens_u16_packed")
-        regs = int(getattr(fn, "num_regs", 0))
+    regs = _registers(device_index, "sample_tokens_u16_packed")
     return -(-regs * WARP // 256) * 256
 
 
